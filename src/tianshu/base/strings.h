@@ -1,0 +1,34 @@
+// Small string helpers shared by every module: splitting, trimming, edit distance for
+// "did you mean" suggestions, and number formatting for tables.
+//   auto parts = SplitString("a,b,,c", ',');           // {"a","b","","c"}
+//   std::string s = NearestWord("schedular", {"scheduler", "cluster"});  // "scheduler"
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tianshu {
+
+std::vector<std::string> SplitString(std::string_view s, char sep);
+std::string_view Trim(std::string_view s);
+std::string ToLower(std::string_view s);
+bool StartsWith(std::string_view s, std::string_view prefix);
+bool EndsWith(std::string_view s, std::string_view suffix);
+
+// Levenshtein distance, case-insensitive.
+int EditDistance(std::string_view a, std::string_view b);
+
+// The candidate closest to `word`, or "" when none is close enough to be a plausible typo
+// (distance at most max(2, |word|/3)).
+std::string NearestWord(std::string_view word, const std::vector<std::string>& candidates);
+
+// Joins with a separator.
+std::string Join(const std::vector<std::string>& parts, std::string_view sep);
+
+// Strict decimal parses of a whole string; nullopt-like failure via bool.
+bool ParseInt64(std::string_view s, int64_t* out);
+bool ParseDouble(std::string_view s, double* out);
+
+}  // namespace tianshu

@@ -1,0 +1,64 @@
+// The engine configuration, with the keys our users already write and their defaults.
+//
+//   cluster:   {node_discovery: dynamic, resource_weight: {compute: 0.6, network: 0.3, memory: 0.1}}
+//   scheduler: {algorithm: genetic, topology_aware: true, max_retries: 5, preemption: true,
+//               checkpoint_interval: 1800, allreduce_threshold: 8MB}
+//   task_scheduler: {elastic_scaling: false, min_nodes: 1, max_nodes: 0, scaling_interval: 300}
+//   NETWORK_BUFFER_SIZE, ALLREDUCE_ALGO, CHECKPOINT_MODE, SCHEDULER_BACKEND (also from env).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tianshu/base/status.h"
+#include "tianshu/model/accelerator.h"
+#include "tianshu/model/job.h"
+
+namespace tianshu::model {
+
+enum class NodeDiscovery {
+  kDynamic,  // nodes join by registering their agent and leave by missing heartbeats
+  kStatic,   // nodes come from the topology file; the server waits for their agents
+};
+
+struct ResourceWeight {
+  double compute = 0.6;
+  double network = 0.3;
+  double memory = 0.1;
+};
+
+struct EngineConfig {
+  NodeDiscovery node_discovery = NodeDiscovery::kDynamic;
+  ResourceWeight resource_weight;
+  std::string algorithm = "genetic";
+  bool topology_aware = true;
+  int max_retries = 5;
+  bool preemption = true;
+  int64_t checkpoint_interval_s = 1800;
+  int64_t allreduce_threshold_bytes = 8'000'000;
+  bool elastic_scaling = false;
+  int min_nodes = 1;
+  int max_nodes = 0;  // 0: unbounded
+  int64_t scaling_interval_s = 300;
+  // Tuning knobs, also read from environment variables of the same names.
+  int64_t network_buffer_size_bytes = 4 * 1024 * 1024;  // NETWORK_BUFFER_SIZE, 4-16 MB
+  std::string allreduce_algo = "auto";                   // ALLREDUCE_ALGO
+  CheckpointMode checkpoint_mode = CheckpointMode::kAsync;  // CHECKPOINT_MODE
+  Backend scheduler_backend = Backend::kCuda;            // SCHEDULER_BACKEND
+};
+
+// Strategy names `scheduler.algorithm` accepts; placement/ registers one strategy per name.
+const std::vector<std::string>& PlacementAlgorithmNames();
+// Collective algorithms ALLREDUCE_ALGO accepts.
+const std::vector<std::string>& AllreduceAlgoNames();
+
+// Environment variables that override the tuning knobs. `getenv` is passed in so that only
+// tools/ reads the real environment. Errors name the variable.
+[[nodiscard]] Status ApplyEnvironment(const std::function<std::optional<std::string>(const char*)>&
+                                          getenv,
+                                      EngineConfig* config);
+
+}  // namespace tianshu::model

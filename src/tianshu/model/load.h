@@ -1,0 +1,74 @@
+// Loading and validating the three documents (engine config, cluster, job) and the cluster
+// importers, with diagnostics that name file, line, column and field path.
+//
+//   auto job = LoadJobFile("examples/jobs/gpt3-175b.yaml");
+//   if (!job) std::cerr << job.error().message;   // "f.yaml:4:9: parallelism.tp: ..."
+//   auto cluster = LoadCluster("fat-tree:nodes=64");  // or a YAML file, lingjun:/openb: CSV
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "tianshu/base/status.h"
+#include "tianshu/model/engine_config.h"
+#include "tianshu/model/job.h"
+#include "tianshu/model/topology.h"
+
+namespace tianshu::model {
+
+// One problem found in a document. `line` and `column` are 1-based; 0 when the problem is
+// about the file as a whole.
+struct Diagnostic {
+  std::string file;
+  int line = 0;
+  int column = 0;
+  std::string path;     // field path, "scheduler.resource_weight.compute", "node_groups[1].count"
+  std::string message;  // what was expected
+
+  // "file:line:column: path: message"
+  std::string ToString() const;
+};
+
+enum class DocumentKind {
+  kEngineConfig,  // cluster:/scheduler:/task_scheduler: keys
+  kCluster,       // node_groups: and fabric:, or an importable CSV
+  kJob,           // a job spec
+};
+std::string_view DocumentKindName(DocumentKind k);
+
+struct Document {
+  DocumentKind kind = DocumentKind::kJob;
+  std::variant<EngineConfig, Topology, JobSpec> value;
+};
+
+struct ValidationResult {
+  std::string file;
+  std::optional<Document> document;      // set when there are no diagnostics
+  std::vector<Diagnostic> diagnostics;   // empty when valid
+};
+
+// Detects the kind (an explicit `kind:` key, else by its keys; CSV by header) and checks the
+// document completely. Never throws; every problem becomes a diagnostic.
+ValidationResult ValidateFile(const std::string& path);
+// The same, from text already in memory (`name` is used as the file in diagnostics).
+ValidationResult ValidateText(const std::string& name, const std::string& text);
+
+// Loaders: the Error message holds every diagnostic, one per line.
+[[nodiscard]] Result<EngineConfig> LoadEngineConfigFile(const std::string& path);
+[[nodiscard]] Result<JobSpec> LoadJobFile(const std::string& path);
+[[nodiscard]] Result<JobSpec> LoadJobText(const std::string& name, const std::string& text);
+// A cluster from a YAML file, a CSV the importers recognise, "lingjun:PATH", "openb:PATH",
+// or an inline generator "fat-tree:nodes=256,...".
+[[nodiscard]] Result<Topology> LoadCluster(const std::string& spec);
+
+// Importers of the real clusters in shared/data (see docs/config.md for their assumptions).
+// lingjun/topo.csv: host -> ASW (scoped by its PSW) -> PSW -> DSW, servers of `server_gpu`.
+[[nodiscard]] Result<Topology> ImportLingjun(const std::string& path,
+                                             const std::string& server_gpu = "A100-80GB");
+// openb node list: sn,cpu_milli,memory_mib,gpu,model; nodes without GPUs are skipped unless
+// `keep_cpu_nodes`. The trace has no network data: every node sits under one flat switch.
+[[nodiscard]] Result<Topology> ImportOpenb(const std::string& path, bool keep_cpu_nodes = false);
+
+}  // namespace tianshu::model

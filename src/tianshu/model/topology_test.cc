@@ -1,0 +1,57 @@
+#include "tianshu/model/topology.h"
+
+#include <gtest/gtest.h>
+
+namespace tianshu::model {
+namespace {
+
+TEST(FatTree, CountsAndCapacities) {
+  auto t = GenerateFatTree({.nodes = 256, .nodes_per_leaf = 16, .oversubscription = 2});
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->NumNodes(), 256);
+  EXPECT_EQ(t->NumGpus(), 2048);
+  EXPECT_EQ(t->tiers.size(), 2u);
+  const Switch& leaf = t->switches[t->nodes[0].leaf];
+  EXPECT_EQ(leaf.nodes.size(), 16u);
+  EXPECT_DOUBLE_EQ(leaf.downlink.Gbps(), 16 * 8 * 200.0);
+  EXPECT_DOUBLE_EQ(leaf.uplink.Gbps(), 16 * 8 * 200.0 / 2);
+  // 16 leaves, cut 8 | 8 at the spine: 8 leaves' uplinks.
+  EXPECT_DOUBLE_EQ(t->BisectionBandwidth().Gbps(), 8 * 12800.0);
+}
+
+TEST(FatTree, CommonTierCountsHops) {
+  auto t = GenerateFatTree({.nodes = 64, .nodes_per_leaf = 8, .leaves_per_spine = 4});
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->tiers.size(), 3u);
+  EXPECT_EQ(t->CommonTier(3, 3), -1);
+  EXPECT_EQ(t->CommonTier(0, 7), 0);
+  EXPECT_EQ(t->CommonTier(0, 8), 1);
+  EXPECT_EQ(t->CommonTier(0, 40), 2);
+  EXPECT_EQ(t->NodesUnder(t->AncestorAt(40, 1)).size(), 32u);
+}
+
+TEST(FatTree, SpecParsing) {
+  auto o = ParseFatTreeSpec(
+      "fat-tree:nodes=256,gpus_per_node=8,gpu=A100-80GB,leaf_radix=16,oversubscription=2");
+  ASSERT_TRUE(o) << o.error().message;
+  EXPECT_EQ(o->nodes, 256);
+  EXPECT_EQ(o->nodes_per_leaf, 16);
+  EXPECT_DOUBLE_EQ(o->oversubscription, 2);
+  auto bad = ParseFatTreeSpec("fat-tree:nodez=4");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message, "fat-tree: unknown key 'nodez' (did you mean 'nodes'?)");
+  EXPECT_FALSE(GenerateFatTree({.nodes = 0}));
+  EXPECT_FALSE(GenerateFatTree({.gpu = "Z9000"}));
+}
+
+TEST(Topology, FinalizeRejectsTwoRoots) {
+  Topology t;
+  t.tiers = {{"leaf"}};
+  t.switches = {{.name = "a", .tier = 0}, {.name = "b", .tier = 0}};
+  auto st = t.Finalize();
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().message.find("several top-level switches"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tianshu::model
