@@ -1,1 +1,45 @@
-int main() { return 0; }
+// tianshu: one binary, one subcommand per capability. The only place that reads flags and the
+// environment.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <utility>
+#include <vector>
+
+#include "commands.h"
+
+namespace tianshu::cli {
+
+void AddOutputFlag(CLI::App* cmd, OutputFlag* flag) {
+  cmd->add_option("--output,-o", flag->format, "Output format")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+}
+
+}  // namespace tianshu::cli
+
+int main(int argc, char** argv) {
+  using namespace tianshu::cli;
+  CLI::App app{"Tianshu: topology-aware scheduling of large-model training and inference"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "tianshu 0.1.0");
+  std::vector<std::pair<CLI::App*, Runner>> commands;
+  auto add = [&](Runner (*reg)(CLI::App&)) {
+    size_t before = app.get_subcommands({}).size();
+    Runner r = reg(app);
+    auto subs = app.get_subcommands({});
+    if (subs.size() > before) commands.emplace_back(subs.back(), std::move(r));
+  };
+  add(RegisterValidate);
+  add(RegisterTopology);
+  add(RegisterPlan);
+  add(RegisterBench);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  }
+  for (auto& [cmd, run] : commands) {
+    if (cmd->parsed()) return run();
+  }
+  return kExitUsage;
+}

@@ -1,0 +1,36 @@
+// The subcommands of the `tianshu` binary. Each lives in its own cmd_*.cc and registers itself
+// on the root CLI11 app, returning the function that runs it once its flags are parsed.
+//   Runner r = RegisterValidate(app);   // `tianshu validate FILE...`
+//   if (sub->parsed()) return r();
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <iostream>
+#include <string>
+
+#include "tianshu/base/status.h"
+
+namespace tianshu::cli {
+
+// Exit codes shared by every command.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitInvalid = 1;  // bad input: the messages say what
+inline constexpr int kExitUsage = 2;    // bad flags (CLI11's own)
+inline constexpr int kExitFailure = 3;  // something broke (I/O, server unreachable)
+
+using Runner = std::function<int()>;
+
+// `--output text|json`, shared by every command that prints figures.
+struct OutputFlag {
+  std::string format = "text";
+  bool Json() const { return format == "json"; }
+};
+void AddOutputFlag(CLI::App* cmd, OutputFlag* flag);
+
+Runner RegisterValidate(CLI::App& app);
+Runner RegisterTopology(CLI::App& app);
+Runner RegisterPlan(CLI::App& app);
+Runner RegisterBench(CLI::App& app);
+
+}  // namespace tianshu::cli
