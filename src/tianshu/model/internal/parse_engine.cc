@@ -1,0 +1,107 @@
+#include <cmath>
+
+#include "tianshu/base/strings.h"
+#include "tianshu/model/internal/parsers.h"
+
+namespace tianshu::model::internal {
+
+EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
+  EngineConfig c;
+  r.CheckKeys(root, "",
+              {"kind", "cluster", "scheduler", "task_scheduler", "NETWORK_BUFFER_SIZE",
+               "ALLREDUCE_ALGO", "CHECKPOINT_MODE", "SCHEDULER_BACKEND"});
+
+  YAML::Node cluster = r.Get(root, "cluster");
+  if (cluster.IsDefined() && r.ExpectMap(cluster, "cluster")) {
+    r.CheckKeys(cluster, "cluster", {"node_discovery", "resource_weight"});
+    std::string discovery;
+    if (r.Choice(cluster, "cluster", "node_discovery", {"dynamic", "static"}, &discovery)) {
+      c.node_discovery = discovery == "static" ? NodeDiscovery::kStatic : NodeDiscovery::kDynamic;
+    }
+    YAML::Node w = r.Get(cluster, "resource_weight");
+    if (w.IsDefined() && r.ExpectMap(w, "cluster.resource_weight")) {
+      const std::string p = "cluster.resource_weight";
+      r.CheckKeys(w, p, {"compute", "network", "memory"});
+      size_t before = r.ErrorCount();
+      r.Double(w, p, "compute", &c.resource_weight.compute, 0, 1);
+      r.Double(w, p, "network", &c.resource_weight.network, 0, 1);
+      r.Double(w, p, "memory", &c.resource_weight.memory, 0, 1);
+      double sum = c.resource_weight.compute + c.resource_weight.network +
+                   c.resource_weight.memory;
+      if (r.ErrorCount() == before && std::fabs(sum - 1.0) > 1e-6) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf,
+                      "weights must sum to 1, got %g (compute %g + network %g + memory %g)", sum,
+                      c.resource_weight.compute, c.resource_weight.network,
+                      c.resource_weight.memory);
+        r.Error(w, p, buf);
+      }
+    }
+  }
+
+  YAML::Node s = r.Get(root, "scheduler");
+  if (s.IsDefined() && r.ExpectMap(s, "scheduler")) {
+    const std::string p = "scheduler";
+    r.CheckKeys(s, p,
+                {"algorithm", "topology_aware", "max_retries", "preemption",
+                 "checkpoint_interval", "allreduce_threshold"});
+    r.Choice(s, p, "algorithm", PlacementAlgorithmNames(), &c.algorithm);
+    r.Bool(s, p, "topology_aware", &c.topology_aware);
+    r.Int(s, p, "max_retries", &c.max_retries, 0, 1000);
+    r.Bool(s, p, "preemption", &c.preemption);
+    if (r.Seconds(s, p, "checkpoint_interval", &c.checkpoint_interval_s) &&
+        c.checkpoint_interval_s <= 0) {
+      r.Error(r.Get(s, "checkpoint_interval"), "scheduler.checkpoint_interval",
+              "must be at least 1 second");
+    }
+    if (r.Size(s, p, "allreduce_threshold", &c.allreduce_threshold_bytes) &&
+        c.allreduce_threshold_bytes <= 0) {
+      r.Error(r.Get(s, "allreduce_threshold"), "scheduler.allreduce_threshold",
+              "must be more than 0 bytes");
+    }
+  }
+
+  YAML::Node t = r.Get(root, "task_scheduler");
+  if (t.IsDefined() && r.ExpectMap(t, "task_scheduler")) {
+    const std::string p = "task_scheduler";
+    r.CheckKeys(t, p, {"elastic_scaling", "min_nodes", "max_nodes", "scaling_interval"});
+    r.Bool(t, p, "elastic_scaling", &c.elastic_scaling);
+    r.Int(t, p, "min_nodes", &c.min_nodes, 1, 1'000'000);
+    std::string max_text;
+    YAML::Node max_node = r.Get(t, "max_nodes");
+    if (max_node.IsDefined() && max_node.IsScalar() &&
+        (ToLower(max_node.Scalar()) == "unbounded" || max_node.Scalar() == "0")) {
+      c.max_nodes = 0;
+    } else {
+      r.Int(t, p, "max_nodes", &c.max_nodes, 1, 1'000'000);
+    }
+    if (r.Seconds(t, p, "scaling_interval", &c.scaling_interval_s) && c.scaling_interval_s <= 0) {
+      r.Error(r.Get(t, "scaling_interval"), "task_scheduler.scaling_interval",
+              "must be at least 1 second");
+    }
+    if (c.max_nodes > 0 && c.min_nodes > c.max_nodes) {
+      r.Error(t, "task_scheduler.min_nodes",
+              "min_nodes (" + std::to_string(c.min_nodes) + ") is more than max_nodes (" +
+                  std::to_string(c.max_nodes) + ")");
+    }
+  }
+
+  if (r.Size(root, "", "NETWORK_BUFFER_SIZE", &c.network_buffer_size_bytes) &&
+      (c.network_buffer_size_bytes < 4'000'000 ||
+       c.network_buffer_size_bytes > 16 * 1024 * 1024)) {
+    r.Error(r.Get(root, "NETWORK_BUFFER_SIZE"), "NETWORK_BUFFER_SIZE",
+            "must be between 4MB and 16MiB, got " + r.Get(root, "NETWORK_BUFFER_SIZE").Scalar());
+  }
+  r.Choice(root, "", "ALLREDUCE_ALGO", AllreduceAlgoNames(), &c.allreduce_algo);
+  std::string mode;
+  if (r.Choice(root, "", "CHECKPOINT_MODE", {"async", "sync"}, &mode)) {
+    c.checkpoint_mode = mode == "sync" ? CheckpointMode::kSync : CheckpointMode::kAsync;
+  }
+  std::string backend;
+  if (r.Choice(root, "", "SCHEDULER_BACKEND", BackendNames(), &backend)) {
+    c.scheduler_backend = *ParseBackend(backend);
+  }
+  return c;
+}
+
+}  // namespace tianshu::model::internal
