@@ -90,10 +90,11 @@ nlohmann::json Describe(const model::Topology& t) {
 }
 
 void PrintText(const nlohmann::json& j) {
-  fmt::print("cluster {}: {} nodes, {} GPUs\n", j["name"].get<std::string>(),
-             j["nodes"].get<int>(), j["gpus"].get<int>());
+  fmt::print("cluster {}: {} nodes, {} GPUs\n", j["name"].get<std::string>(), j["nodes"].get<int>(),
+             j["gpus"].get<int>());
   fmt::print("\naccelerators by model:\n");
-  for (auto& [model, n] : j["gpus_by_model"].items()) fmt::print("  {:<14} {:>8}\n", model, n.get<int>());
+  for (auto& [model, n] : j["gpus_by_model"].items())
+    fmt::print("  {:<14} {:>8}\n", model, n.get<int>());
   fmt::print("\nnode groups:\n  {:<22} {:>6} {:<12} {:>4} {:<9} {:>10} {:>5} {:>12}\n", "group",
              "nodes", "accelerator", "gpus", "intra", "intra Gb/s", "nics", "inject Gb/s");
   for (auto& g : j["node_groups"]) {
@@ -104,8 +105,7 @@ void PrintText(const nlohmann::json& j) {
                g["nics"].get<int>(), g["injection_gbps"].get<double>());
   }
   fmt::print("\nfabric tiers (bottom-up):\n  {:<8} {:>8} {:>16} {:>16} {:>8} {:>10} {:>10}\n",
-             "tier", "switches", "downlink Gb/s", "uplink Gb/s", "oversub", "links in",
-             "links up");
+             "tier", "switches", "downlink Gb/s", "uplink Gb/s", "oversub", "links in", "links up");
   for (auto& t : j["tiers"]) {
     fmt::print("  {:<8} {:>8} {:>16.0f} {:>16.0f} {:>8.2f} {:>10} {:>10}\n",
                t["name"].get<std::string>(), t["switches"].get<int>(),

@@ -17,8 +17,8 @@ std::string Summary(const model::Document& d) {
     }
     case model::DocumentKind::kJob: {
       const auto& j = std::get<model::JobSpec>(d.value);
-      return std::string(model::JobKindName(j.kind)) + " job '" + j.name + "': " +
-             std::to_string(j.gpus) + " GPUs";
+      return std::string(model::JobKindName(j.kind)) + " job '" + j.name +
+             "': " + std::to_string(j.gpus) + " GPUs";
     }
     case model::DocumentKind::kEngineConfig: {
       const auto& c = std::get<model::EngineConfig>(d.value);

@@ -56,31 +56,41 @@ struct Alias {
   const char* model;
 };
 constexpr Alias kAliases[] = {
-    {"A100", "A100-80GB"}, {"H100", "H100-80GB"}, {"H800", "H800-80GB"}, {"A800", "A800-80GB"},
-    {"H200", "H200-141GB"}, {"V100M16", "V100-16GB"}, {"V100M32", "V100-32GB"},
-    {"V100", "V100-32GB"}, {"P100", "P100-16GB"}, {"T4", "T4-16GB"}, {"A10", "A10-24GB"},
-    {"910B", "Ascend-910B"}, {"K100", "DCU-K100"}, {"S4000", "MTT-S4000"},
+    {"A100", "A100-80GB"},    {"H100", "H100-80GB"},  {"H800", "H800-80GB"},
+    {"A800", "A800-80GB"},    {"H200", "H200-141GB"}, {"V100M16", "V100-16GB"},
+    {"V100M32", "V100-32GB"}, {"V100", "V100-32GB"},  {"P100", "P100-16GB"},
+    {"T4", "T4-16GB"},        {"A10", "A10-24GB"},    {"910B", "Ascend-910B"},
+    {"K100", "DCU-K100"},     {"S4000", "MTT-S4000"},
 };
 
 }  // namespace
 
 std::string_view VendorName(Vendor v) {
   switch (v) {
-    case Vendor::kNvidia: return "nvidia";
-    case Vendor::kHuawei: return "huawei";
-    case Vendor::kHygon: return "hygon";
-    case Vendor::kMooreThreads: return "moore-threads";
-    case Vendor::kOther: return "other";
+    case Vendor::kNvidia:
+      return "nvidia";
+    case Vendor::kHuawei:
+      return "huawei";
+    case Vendor::kHygon:
+      return "hygon";
+    case Vendor::kMooreThreads:
+      return "moore-threads";
+    case Vendor::kOther:
+      return "other";
   }
   return "other";
 }
 
 std::string_view BackendName(Backend b) {
   switch (b) {
-    case Backend::kCuda: return "cuda";
-    case Backend::kAscend: return "ascend";
-    case Backend::kRocm: return "rocm";
-    case Backend::kMusa: return "musa";
+    case Backend::kCuda:
+      return "cuda";
+    case Backend::kAscend:
+      return "ascend";
+    case Backend::kRocm:
+      return "rocm";
+    case Backend::kMusa:
+      return "musa";
   }
   return "cuda";
 }
@@ -111,10 +121,14 @@ std::optional<Backend> ParseBackend(std::string_view s) {
 
 Backend DefaultBackend(Vendor v) {
   switch (v) {
-    case Vendor::kHuawei: return Backend::kAscend;
-    case Vendor::kHygon: return Backend::kRocm;
-    case Vendor::kMooreThreads: return Backend::kMusa;
-    default: return Backend::kCuda;
+    case Vendor::kHuawei:
+      return Backend::kAscend;
+    case Vendor::kHygon:
+      return Backend::kRocm;
+    case Vendor::kMooreThreads:
+      return Backend::kMusa;
+    default:
+      return Backend::kCuda;
   }
 }
 

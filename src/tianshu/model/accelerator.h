@@ -41,16 +41,16 @@ std::vector<std::string> VendorNames();
 std::vector<std::string> BackendNames();
 
 struct AcceleratorSpec {
-  std::string model;            // "A100-80GB"
+  std::string model;  // "A100-80GB"
   Vendor vendor = Vendor::kNvidia;
-  int64_t memory_bytes = 0;     // device memory (HBM)
-  double peak_tflops = 0;       // dense BF16/FP16 tensor TFLOP/s
-  Bandwidth hbm_bandwidth;      // device memory bandwidth
-  bool mig_capable = false;     // MIG (NVIDIA) or vendor partitions
-  int max_partitions = 1;       // MIG slices (7 on A100/H100) or vendor equivalent
-  double busy_watts = 0;        // board power while computing (TDP)
-  double idle_watts = 0;        // board power while allocated but idle / unallocated
-  Bandwidth nvlink_bandwidth;   // default per-GPU NVLink bandwidth (one direction), 0 if none
+  int64_t memory_bytes = 0;    // device memory (HBM)
+  double peak_tflops = 0;      // dense BF16/FP16 tensor TFLOP/s
+  Bandwidth hbm_bandwidth;     // device memory bandwidth
+  bool mig_capable = false;    // MIG (NVIDIA) or vendor partitions
+  int max_partitions = 1;      // MIG slices (7 on A100/H100) or vendor equivalent
+  double busy_watts = 0;       // board power while computing (TDP)
+  double idle_watts = 0;       // board power while allocated but idle / unallocated
+  Bandwidth nvlink_bandwidth;  // default per-GPU NVLink bandwidth (one direction), 0 if none
 };
 
 // The catalogue entry for a model name (case-insensitive), or nullptr.

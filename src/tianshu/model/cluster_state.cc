@@ -105,7 +105,8 @@ void ClusterState::RefreshNode(int node) {
 }
 
 Status ClusterState::TakeGpu(int gpu, int milli) {
-  if (gpu < 0 || gpu >= static_cast<int>(gpu_free_.size())) return Fail("no GPU ", std::to_string(gpu));
+  if (gpu < 0 || gpu >= static_cast<int>(gpu_free_.size()))
+    return Fail("no GPU ", std::to_string(gpu));
   if (milli < 0 || milli > gpu_free_[gpu]) {
     return Fail("GPU ", std::to_string(gpu), " has ", std::to_string(gpu_free_[gpu]),
                 " milli free, asked for ", std::to_string(milli));
@@ -116,7 +117,8 @@ Status ClusterState::TakeGpu(int gpu, int milli) {
 }
 
 Status ClusterState::ReturnGpu(int gpu, int milli) {
-  if (gpu < 0 || gpu >= static_cast<int>(gpu_free_.size())) return Fail("no GPU ", std::to_string(gpu));
+  if (gpu < 0 || gpu >= static_cast<int>(gpu_free_.size()))
+    return Fail("no GPU ", std::to_string(gpu));
   if (milli < 0 || gpu_free_[gpu] + milli > kMilliPerGpu) {
     return Fail("GPU ", std::to_string(gpu), " cannot take back ", std::to_string(milli), " milli");
   }
@@ -127,10 +129,12 @@ Status ClusterState::ReturnGpu(int gpu, int milli) {
 
 Status ClusterState::TakeHost(int node, int64_t cpu_milli, int64_t memory_bytes,
                               int64_t storage_bps) {
-  if (node < 0 || node >= static_cast<int>(cpu_free_.size())) return Fail("no node ", std::to_string(node));
+  if (node < 0 || node >= static_cast<int>(cpu_free_.size()))
+    return Fail("no node ", std::to_string(node));
   if (cpu_milli > cpu_free_[node] || memory_bytes > mem_free_[node] ||
       storage_bps > storage_free_[node] || cpu_milli < 0 || memory_bytes < 0 || storage_bps < 0) {
-    return Fail("node ", topology_->nodes[node].name, " lacks the CPU, memory or storage asked for");
+    return Fail("node ", topology_->nodes[node].name,
+                " lacks the CPU, memory or storage asked for");
   }
   cpu_free_[node] -= cpu_milli;
   mem_free_[node] -= memory_bytes;
@@ -140,8 +144,10 @@ Status ClusterState::TakeHost(int node, int64_t cpu_milli, int64_t memory_bytes,
 
 Status ClusterState::ReturnHost(int node, int64_t cpu_milli, int64_t memory_bytes,
                                 int64_t storage_bps) {
-  if (node < 0 || node >= static_cast<int>(cpu_free_.size())) return Fail("no node ", std::to_string(node));
-  if (cpu_free_[node] + cpu_milli > cpu_cap_[node] || mem_free_[node] + memory_bytes > mem_cap_[node] ||
+  if (node < 0 || node >= static_cast<int>(cpu_free_.size()))
+    return Fail("no node ", std::to_string(node));
+  if (cpu_free_[node] + cpu_milli > cpu_cap_[node] ||
+      mem_free_[node] + memory_bytes > mem_cap_[node] ||
       storage_free_[node] + storage_bps > storage_cap_[node]) {
     return Fail("node ", topology_->nodes[node].name, " would exceed its capacity");
   }

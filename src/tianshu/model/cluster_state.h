@@ -35,8 +35,8 @@ class ClusterState {
   int64_t MemoryFreeBytes(int node) const { return mem_free_[node]; }
   int64_t StorageFreeBps(int node) const { return storage_free_[node]; }
   bool Healthy(int node) const { return healthy_[node] != 0; }
-  int FreeWholeGpus(int node) const { return node_whole_[node]; }   // GPUs entirely free
-  int UsableGpus(int node) const { return node_usable_[node]; }     // GPUs with any share free
+  int FreeWholeGpus(int node) const { return node_whole_[node]; }  // GPUs entirely free
+  int UsableGpus(int node) const { return node_usable_[node]; }    // GPUs with any share free
   int64_t FreeMilli(int node) const { return node_milli_[node]; }
   // Per switch: sums over the nodes below it, and the most whole GPUs free on one node.
   int SwitchFreeWholeGpus(int sw) const { return sw_whole_[sw]; }

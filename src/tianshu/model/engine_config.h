@@ -1,7 +1,7 @@
 // The engine configuration, with the keys our users already write and their defaults.
 //
-//   cluster:   {node_discovery: dynamic, resource_weight: {compute: 0.6, network: 0.3, memory: 0.1}}
-//   scheduler: {algorithm: genetic, topology_aware: true, max_retries: 5, preemption: true,
+//   cluster:   {node_discovery: dynamic, resource_weight: {compute: 0.6, network: 0.3, memory:
+//   0.1}} scheduler: {algorithm: genetic, topology_aware: true, max_retries: 5, preemption: true,
 //               checkpoint_interval: 1800, allreduce_threshold: 8MB}
 //   task_scheduler: {elastic_scaling: false, min_nodes: 1, max_nodes: 0, scaling_interval: 300}
 //   NETWORK_BUFFER_SIZE, ALLREDUCE_ALGO, CHECKPOINT_MODE, SCHEDULER_BACKEND (also from env).
@@ -44,10 +44,10 @@ struct EngineConfig {
   int max_nodes = 0;  // 0: unbounded
   int64_t scaling_interval_s = 300;
   // Tuning knobs, also read from environment variables of the same names.
-  int64_t network_buffer_size_bytes = 4 * 1024 * 1024;  // NETWORK_BUFFER_SIZE, 4-16 MB
-  std::string allreduce_algo = "auto";                   // ALLREDUCE_ALGO
+  int64_t network_buffer_size_bytes = 4 * 1024 * 1024;      // NETWORK_BUFFER_SIZE, 4-16 MB
+  std::string allreduce_algo = "auto";                      // ALLREDUCE_ALGO
   CheckpointMode checkpoint_mode = CheckpointMode::kAsync;  // CHECKPOINT_MODE
-  Backend scheduler_backend = Backend::kCuda;            // SCHEDULER_BACKEND
+  Backend scheduler_backend = Backend::kCuda;               // SCHEDULER_BACKEND
 };
 
 // Strategy names `scheduler.algorithm` accepts; placement/ registers one strategy per name.
@@ -57,8 +57,7 @@ const std::vector<std::string>& AllreduceAlgoNames();
 
 // Environment variables that override the tuning knobs. `getenv` is passed in so that only
 // tools/ reads the real environment. Errors name the variable.
-[[nodiscard]] Status ApplyEnvironment(const std::function<std::optional<std::string>(const char*)>&
-                                          getenv,
-                                      EngineConfig* config);
+[[nodiscard]] Status ApplyEnvironment(
+    const std::function<std::optional<std::string>(const char*)>& getenv, EngineConfig* config);
 
 }  // namespace tianshu::model

@@ -168,8 +168,8 @@ Topology ImportOpenbText(const std::string& file, const std::string& text, bool 
     }
     std::string model = gpus > 0 ? f[4] : "";
     if (gpus > 0 && model.empty()) {
-      diags->push_back({file, row.line, ColumnOf(row, 4), "model",
-                        "a node with GPUs needs a model"});
+      diags->push_back(
+          {file, row.line, ColumnOf(row, 4), "model", "a node with GPUs needs a model"});
       continue;
     }
     std::string key = model + "/" + f[3] + "/" + f[1] + "/" + f[2];

@@ -9,9 +9,12 @@ std::string_view JobKindName(JobKind k) {
 }
 std::string_view RecomputeName(Recompute r) {
   switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
   }
   return "none";
 }
@@ -45,18 +48,22 @@ const std::vector<ModelSpec>& Catalogue() {
     v.push_back(Transformer("gpt3-175b", "gpt", 175'000'000'000, 96, 12288, 96, 2048, 51200, 1536));
     v.push_back(Transformer("gpt3-13b", "gpt", 13'000'000'000, 40, 5140, 40, 2048, 51200, 1024));
     v.push_back(Transformer("llama2-7b", "llama", 6'740'000'000, 32, 4096, 32, 4096, 32000, 1024));
-    v.push_back(Transformer("llama2-13b", "llama", 13'000'000'000, 40, 5120, 40, 4096, 32000, 1024));
-    v.push_back(Transformer("llama2-70b", "llama", 68'980'000'000, 80, 8192, 64, 4096, 32000, 1024));
-    v.push_back(Transformer("gpt-530b", "gpt", 530'000'000'000, 105, 20480, 128, 2048, 51200, 2520));
-    v.push_back(Transformer("gpt-1t", "gpt", 1'008'000'000'000, 128, 25600, 160, 2048, 51200, 3072));
-    v.push_back(Transformer("dense-1.2t", "gpt", 1'200'000'000'000, 128, 28000, 160, 2048, 51200,
-                            3072));
-    v.push_back(Transformer("dense-780b", "gpt", 780'000'000'000, 120, 23040, 144, 2048, 51200,
-                            2048));
-    v.push_back(Transformer("dense-3t", "gpt", 3'000'000'000'000, 160, 39424, 256, 2048, 51200,
-                            4096));
-    ModelSpec moe = Transformer("mixtral-8x7b", "moe", 46'700'000'000, 32, 4096, 32, 4096, 32000,
-                                1024);
+    v.push_back(
+        Transformer("llama2-13b", "llama", 13'000'000'000, 40, 5120, 40, 4096, 32000, 1024));
+    v.push_back(
+        Transformer("llama2-70b", "llama", 68'980'000'000, 80, 8192, 64, 4096, 32000, 1024));
+    v.push_back(
+        Transformer("gpt-530b", "gpt", 530'000'000'000, 105, 20480, 128, 2048, 51200, 2520));
+    v.push_back(
+        Transformer("gpt-1t", "gpt", 1'008'000'000'000, 128, 25600, 160, 2048, 51200, 3072));
+    v.push_back(
+        Transformer("dense-1.2t", "gpt", 1'200'000'000'000, 128, 28000, 160, 2048, 51200, 3072));
+    v.push_back(
+        Transformer("dense-780b", "gpt", 780'000'000'000, 120, 23040, 144, 2048, 51200, 2048));
+    v.push_back(
+        Transformer("dense-3t", "gpt", 3'000'000'000'000, 160, 39424, 256, 2048, 51200, 4096));
+    ModelSpec moe =
+        Transformer("mixtral-8x7b", "moe", 46'700'000'000, 32, 4096, 32, 4096, 32000, 1024);
     moe.experts = 8;
     moe.top_k = 2;
     moe.ffn_hidden = 14336;

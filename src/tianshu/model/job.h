@@ -40,18 +40,18 @@ std::string_view CheckpointModeName(CheckpointMode m);
 
 // Transformer shape (or, for non-transformers, FLOPs per sample and parameter count).
 struct ModelSpec {
-  std::string profile;          // catalogue name, "" for a custom model
-  std::string family = "gpt";   // gpt | llama | bert | moe | resnet
-  int64_t parameters = 0;       // total parameters (all experts for MoE)
+  std::string profile;         // catalogue name, "" for a custom model
+  std::string family = "gpt";  // gpt | llama | bert | moe | resnet
+  int64_t parameters = 0;      // total parameters (all experts for MoE)
   int layers = 0;
   int hidden = 0;
   int heads = 0;
-  int ffn_hidden = 0;           // 0 means 4 * hidden
+  int ffn_hidden = 0;  // 0 means 4 * hidden
   int seq_len = 2048;
   int vocab = 51200;
-  int experts = 1;              // MoE experts per layer; 1 = dense
-  int top_k = 1;                // experts each token visits
-  int64_t global_batch = 0;     // sequences (or samples) per iteration
+  int experts = 1;           // MoE experts per layer; 1 = dense
+  int top_k = 1;             // experts each token visits
+  int64_t global_batch = 0;  // sequences (or samples) per iteration
   int micro_batch = 1;
   double flops_per_sample = 0;  // forward FLOPs per sample for non-transformers (resnet)
 
@@ -62,9 +62,9 @@ struct Parallelism {
   bool automatic = true;  // search t, p, d, micro-batch and recomputation
   int tp = 1;
   int pp = 1;
-  int dp = 0;             // 0: derived as gpus / (tp * pp)
-  int ep = 1;             // expert parallel degree
-  int zero_stage = 0;     // 0..3 (1 with distributed_optimizer = Megatron's distributed optimizer)
+  int dp = 0;          // 0: derived as gpus / (tp * pp)
+  int ep = 1;          // expert parallel degree
+  int zero_stage = 0;  // 0..3 (1 with distributed_optimizer = Megatron's distributed optimizer)
   bool distributed_optimizer = false;
   bool sequence_parallel = true;
   Recompute recompute = Recompute::kSelective;
@@ -78,10 +78,10 @@ struct ElasticRange {
 };
 
 struct InferenceSpec {
-  double request_rate = 0;     // requests per second
-  double latency_slo_ms = 0;   // per-request latency objective (p99)
-  int batch = 1;               // concurrent sequences (for the KV cache)
-  int max_seq_len = 0;         // prompt + output tokens; 0 = model seq_len
+  double request_rate = 0;    // requests per second
+  double latency_slo_ms = 0;  // per-request latency objective (p99)
+  int batch = 1;              // concurrent sequences (for the KV cache)
+  int max_seq_len = 0;        // prompt + output tokens; 0 = model seq_len
 };
 
 struct JobSpec {
@@ -89,10 +89,10 @@ struct JobSpec {
   JobKind kind = JobKind::kTraining;
   ModelSpec model;
   Parallelism parallelism;
-  int gpus = 0;            // total accelerators (or nodes * gpus_per_node)
-  int nodes = 0;           // optional: whole nodes requested
-  int gpus_per_node = 0;   // optional: ranks per node
-  int gpu_milli = 1000;    // fraction of one device per rank, in thousandths (< 1000: shared)
+  int gpus = 0;           // total accelerators (or nodes * gpus_per_node)
+  int nodes = 0;          // optional: whole nodes requested
+  int gpus_per_node = 0;  // optional: ranks per node
+  int gpu_milli = 1000;   // fraction of one device per rank, in thousandths (< 1000: shared)
   ElasticRange elastic;
   int priority = 0;
   std::string queue = "default";
@@ -101,9 +101,9 @@ struct JobSpec {
   std::vector<std::string> accelerators;  // acceptable models; empty = any of the backend
   int64_t checkpoint_interval_s = 0;      // 0: the engine's scheduler.checkpoint_interval
   std::optional<CheckpointMode> checkpoint_mode;
-  int max_retries = -1;                   // -1: the engine's scheduler.max_retries
-  int64_t iterations = 0;                 // training length, optional
-  double duration_s = 0;                  // expected run time under ideal placement, optional
+  int max_retries = -1;    // -1: the engine's scheduler.max_retries
+  int64_t iterations = 0;  // training length, optional
+  double duration_s = 0;   // expected run time under ideal placement, optional
   InferenceSpec inference;
 };
 

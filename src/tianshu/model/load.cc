@@ -33,8 +33,7 @@ Result<std::string> ReadFile(const std::string& path) {
   if (size < 0) return Fail(path, ": cannot read");
   if (static_cast<size_t>(size) > kMaxDocumentBytes) {
     return Fail(path, ": the file is ", FormatBytes(static_cast<double>(size)),
-                ", larger than the ", FormatBytes(kMaxDocumentBytes),
-                " allowed for a document");
+                ", larger than the ", FormatBytes(kMaxDocumentBytes), " allowed for a document");
   }
   std::string text(static_cast<size_t>(size), '\0');
   in.read(text.data(), size);
@@ -56,9 +55,8 @@ std::optional<DocumentKind> KindFromKeys(const YAML::Node& root) {
   };
   if (has("node_groups") || has("fabric")) return DocumentKind::kCluster;
   if (has("model") || has("parallelism") || has("gpus") || has("nodes")) return DocumentKind::kJob;
-  if (has("scheduler") || has("task_scheduler") || has("cluster") ||
-      has("NETWORK_BUFFER_SIZE") || has("ALLREDUCE_ALGO") || has("CHECKPOINT_MODE") ||
-      has("SCHEDULER_BACKEND")) {
+  if (has("scheduler") || has("task_scheduler") || has("cluster") || has("NETWORK_BUFFER_SIZE") ||
+      has("ALLREDUCE_ALGO") || has("CHECKPOINT_MODE") || has("SCHEDULER_BACKEND")) {
     return DocumentKind::kEngineConfig;
   }
   return std::nullopt;
@@ -76,9 +74,12 @@ std::string Diagnostic::ToString() const {
 
 std::string_view DocumentKindName(DocumentKind k) {
   switch (k) {
-    case DocumentKind::kEngineConfig: return "engine config";
-    case DocumentKind::kCluster: return "cluster";
-    case DocumentKind::kJob: return "job";
+    case DocumentKind::kEngineConfig:
+      return "engine config";
+    case DocumentKind::kCluster:
+      return "cluster";
+    case DocumentKind::kJob:
+      return "job";
   }
   return "job";
 }
@@ -88,14 +89,14 @@ ValidationResult ValidateText(const std::string& name, const std::string& text) 
   out.file = name;
   auto& diags = out.diagnostics;
   if (text.size() > kMaxDocumentBytes) {
-    diags.push_back({name, 0, 0, "", "the document is " + FormatBytes(static_cast<double>(text.size())) +
-                                         ", larger than the " + FormatBytes(kMaxDocumentBytes) +
-                                         " allowed"});
+    diags.push_back({name, 0, 0, "",
+                     "the document is " + FormatBytes(static_cast<double>(text.size())) +
+                         ", larger than the " + FormatBytes(kMaxDocumentBytes) + " allowed"});
     return out;
   }
   if (auto nul = text.find('\0'); nul != std::string::npos) {
-    diags.push_back({name, 0, 0, "",
-                     "is not a YAML document: binary data at byte " + std::to_string(nul)});
+    diags.push_back(
+        {name, 0, 0, "", "is not a YAML document: binary data at byte " + std::to_string(nul)});
     return out;
   }
   // CSV files of the real clusters.
@@ -121,9 +122,9 @@ ValidationResult ValidateText(const std::string& name, const std::string& text) 
     return out;
   }
   if (docs.size() > 1) {
-    diags.push_back({name, 0, 0, "",
-                     "holds " + std::to_string(docs.size()) +
-                         " YAML documents; put each in its own file"});
+    diags.push_back(
+        {name, 0, 0, "",
+         "holds " + std::to_string(docs.size()) + " YAML documents; put each in its own file"});
     return out;
   }
   const YAML::Node& root = docs[0];
@@ -196,8 +197,8 @@ template <typename T>
 Result<T> Expect(ValidationResult v, DocumentKind want) {
   if (!v.diagnostics.empty()) return Fail(JoinDiagnostics(v.diagnostics));
   if (v.document->kind != want) {
-    return Fail(v.file, ": is a ", std::string(DocumentKindName(v.document->kind)),
-                " document, expected a ", std::string(DocumentKindName(want)));
+    return Fail(v.file, ": is of kind '", std::string(DocumentKindName(v.document->kind)),
+                "', expected '", std::string(DocumentKindName(want)), "'");
   }
   return std::get<T>(std::move(v.document->value));
 }

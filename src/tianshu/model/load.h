@@ -45,8 +45,8 @@ struct Document {
 
 struct ValidationResult {
   std::string file;
-  std::optional<Document> document;      // set when there are no diagnostics
-  std::vector<Diagnostic> diagnostics;   // empty when valid
+  std::optional<Document> document;     // set when there are no diagnostics
+  std::vector<Diagnostic> diagnostics;  // empty when valid
 };
 
 // Detects the kind (an explicit `kind:` key, else by its keys; CSV by header) and checks the

@@ -1,0 +1,249 @@
+#include "tianshu/model/load.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace tianshu::model {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kSource = TIANSHU_SOURCE_DIR;
+const std::string kShared = TIANSHU_SHARED_DATA;
+
+TEST(Validate, AcceptsEveryShippedExample) {
+  int files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(kSource + "/examples")) {
+    if (entry.path().extension() != ".yaml") continue;
+    if (entry.path().string().find("/workloads/") != std::string::npos) continue;
+    ValidationResult v = ValidateFile(entry.path().string());
+    std::string all;
+    for (const auto& d : v.diagnostics) all += d.ToString() + "\n";
+    EXPECT_TRUE(v.diagnostics.empty()) << all;
+    ++files;
+  }
+  EXPECT_GE(files, 6);
+}
+
+// Every bad file in tests/data/bad is rejected with exactly the message recorded for it.
+TEST(Validate, RejectsTheBadCorpusWithExactMessages) {
+  const std::string dir = kSource + "/tests/data/bad";
+  std::ifstream in(dir + "/expected.txt");
+  ASSERT_TRUE(in);
+  std::map<std::string, std::string> expected;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    auto tab = line.find('\t');
+    ASSERT_NE(tab, std::string::npos) << line;
+    expected[line.substr(0, tab)] = line.substr(tab + 1);
+  }
+  EXPECT_GE(expected.size(), 30u);
+  std::set<std::string> on_disk;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename() != "expected.txt") on_disk.insert(e.path().filename().string());
+  }
+  for (const auto& f : on_disk) EXPECT_TRUE(expected.count(f)) << f << " has no expectation";
+  for (const auto& [file, message] : expected) {
+    // Diagnostics name the file as it was given; validate by a path relative to the corpus.
+    fs::path old = fs::current_path();
+    fs::current_path(dir);
+    ValidationResult v = ValidateFile(file);
+    fs::current_path(old);
+    ASSERT_FALSE(v.diagnostics.empty()) << file << " was accepted";
+    EXPECT_FALSE(v.document.has_value()) << file << " was half-loaded";
+    EXPECT_EQ(v.diagnostics.front().ToString(), message) << file;
+  }
+}
+
+TEST(Validate, EveryProblemIsReportedNotOnlyTheFirst) {
+  auto v = ValidateText("w.yaml",
+                        "cluster:\n  resource_weight: {compute: 2, network: -1, memory: 0.1}\n"
+                        "scheduler:\n  algoritm: genetic\n  max_retries: x\n");
+  ASSERT_EQ(v.diagnostics.size(), 4u);
+  EXPECT_EQ(v.diagnostics[0].line, 2);
+  EXPECT_EQ(v.diagnostics[2].ToString(),
+            "w.yaml:4:3: scheduler.algoritm: unknown key 'algoritm' (did you mean 'algorithm'?)");
+}
+
+TEST(Validate, RefusesHugeInputsWithoutCrashing) {
+  std::string huge = "kind: training\nname: " + std::string(10 * 1000 * 1000, 'x') + "\n";
+  auto v = ValidateText("huge.yaml", huge);
+  ASSERT_EQ(v.diagnostics.size(), 1u);
+  EXPECT_EQ(v.diagnostics[0].ToString(),
+            "huge.yaml: the document is 9.5 MiB, larger than the 4.0 MiB allowed");
+  // A long string under the file limit is refused by field.
+  std::string long_name =
+      "kind: training\nname: " + std::string(100000, 'y') + "\nmodel: llama2-7b\ngpus: 8\n";
+  auto w = ValidateText("long.yaml", long_name);
+  ASSERT_FALSE(w.diagnostics.empty());
+  EXPECT_EQ(w.diagnostics[0].ToString(),
+            "long.yaml:2:7: name: value of 100000 characters is longer than the 4096 allowed");
+  // And a file too large on disk is refused before it is read.
+  fs::path p = fs::temp_directory_path() / "tianshu_huge.yaml";
+  { std::ofstream(p) << huge; }
+  auto f = ValidateFile(p.string());
+  fs::remove(p);
+  ASSERT_EQ(f.diagnostics.size(), 1u);
+  EXPECT_NE(f.diagnostics[0].message.find("larger than the 4.0 MiB allowed"), std::string::npos);
+}
+
+TEST(EngineConfig, DefaultsAndKeys) {
+  auto c = LoadEngineConfigFile(kSource + "/examples/engine.yaml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->node_discovery, NodeDiscovery::kDynamic);
+  EXPECT_DOUBLE_EQ(c->resource_weight.compute, 0.6);
+  EXPECT_EQ(c->algorithm, "genetic");
+  EXPECT_EQ(c->allreduce_threshold_bytes, 8'000'000);
+  EXPECT_EQ(c->max_nodes, 0);
+  EXPECT_EQ(c->network_buffer_size_bytes, 4 * 1024 * 1024);
+  auto empty = ValidateText("e.yaml", "kind: engine\n");
+  ASSERT_TRUE(empty.document);
+  const auto& d = std::get<EngineConfig>(empty.document->value);
+  EXPECT_EQ(d.max_retries, 5);
+  EXPECT_EQ(d.checkpoint_interval_s, 1800);
+  EXPECT_EQ(d.scaling_interval_s, 300);
+  EXPECT_TRUE(d.preemption);
+  EXPECT_TRUE(d.topology_aware);
+  EXPECT_FALSE(d.elastic_scaling);
+  auto sized = ValidateText("s.yaml",
+                            "scheduler: {allreduce_threshold: 512KiB, "
+                            "checkpoint_interval: 30m}\n");
+  ASSERT_TRUE(sized.document);
+  EXPECT_EQ(std::get<EngineConfig>(sized.document->value).allreduce_threshold_bytes, 524288);
+  EXPECT_EQ(std::get<EngineConfig>(sized.document->value).checkpoint_interval_s, 1800);
+}
+
+TEST(EngineConfig, EnvironmentOverridesAllOrNothing) {
+  EngineConfig c;
+  std::map<std::string, std::string> env = {
+      {"NETWORK_BUFFER_SIZE", "8MiB"}, {"ALLREDUCE_ALGO", "tree"}, {"SCHEDULER_BACKEND", "ascend"}};
+  auto getenv = [&](const char* k) -> std::optional<std::string> {
+    auto it = env.find(k);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  };
+  ASSERT_TRUE(ApplyEnvironment(getenv, &c));
+  EXPECT_EQ(c.network_buffer_size_bytes, 8 * 1048576);
+  EXPECT_EQ(c.allreduce_algo, "tree");
+  EXPECT_EQ(c.scheduler_backend, Backend::kAscend);
+  env = {{"ALLREDUCE_ALGO", "ring"}, {"CHECKPOINT_MODE", "later"}};
+  auto st = ApplyEnvironment(getenv, &c);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().message, "environment CHECKPOINT_MODE: 'later' is not one of async, sync");
+  EXPECT_EQ(c.allreduce_algo, "tree");  // unchanged: nothing half-applied
+}
+
+TEST(Job, ProfileAndOverrides) {
+  auto j = LoadJobText("j.yaml",
+                       "kind: training\nname: x\nmodel: {profile: gpt3-175b, global_batch: 512}\n"
+                       "parallelism: {tp: 8, pp: 16, zero: 1, recompute: full}\n"
+                       "nodes: 128\ngpus_per_node: 8\npriority: 5\nqueue: research\n"
+                       "checkpoint: {interval: 1h, mode: sync}\nmax_retries: 2\n"
+                       "node_selector: {zone: a}\naccelerators: [a100]\n");
+  ASSERT_TRUE(j) << j.error().message;
+  EXPECT_EQ(j->model.layers, 96);
+  EXPECT_EQ(j->model.global_batch, 512);
+  EXPECT_EQ(j->gpus, 1024);
+  EXPECT_FALSE(j->parallelism.automatic);
+  EXPECT_EQ(j->parallelism.pp, 16);
+  EXPECT_EQ(j->parallelism.recompute, Recompute::kFull);
+  EXPECT_EQ(j->checkpoint_interval_s, 3600);
+  EXPECT_EQ(j->checkpoint_mode, CheckpointMode::kSync);
+  EXPECT_EQ(j->node_selector.at("zone"), "a");
+  EXPECT_EQ(j->accelerators, std::vector<std::string>{"A100-80GB"});
+  auto params = LoadJobText("p.yaml",
+                            "name: c\nmodel: {parameters: 1.3B, layers: 24, hidden: "
+                            "2048, heads: 16}\ngpus: 8\n");
+  ASSERT_TRUE(params) << params.error().message;
+  EXPECT_EQ(params->model.parameters, 1'300'000'000);
+  EXPECT_TRUE(params->parallelism.automatic);
+}
+
+TEST(Job, CatalogueCoversTheReferenceModels) {
+  for (const char* name : {"gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "dense-1.2t",
+                           "mixtral-8x7b", "bert-large", "resnet50"}) {
+    const ModelSpec* m = FindModelProfile(name);
+    ASSERT_NE(m, nullptr) << name;
+    if (m->IsTransformer()) {
+      // 12·l·h² is the transformer body's parameter count (Narayanan et al. 2021, eq. 2);
+      // the catalogue shape must agree with the advertised size within 20% (MoE aside).
+      double body = 12.0 * m->layers * static_cast<double>(m->hidden) * m->hidden;
+      if (m->experts == 1) {
+        EXPECT_NEAR(body / static_cast<double>(m->parameters), 1.0, 0.2) << name;
+      }
+      EXPECT_EQ(m->hidden % m->heads, 0) << name;
+    }
+  }
+}
+
+TEST(Importers, LingjunIsAThreeTierClos) {
+  auto t = LoadCluster(kShared + "/lingjun/topo.csv");
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->NumNodes(), 847);
+  EXPECT_EQ(t->NumGpus(), 847 * 8);
+  std::map<int, int> per_tier;
+  for (const auto& s : t->switches) per_tier[s.tier]++;
+  EXPECT_EQ(per_tier[0], 119);  // ASWs, scoped by their PSW
+  EXPECT_EQ(per_tier[1], 3);    // PSWs
+  EXPECT_EQ(per_tier[2], 1);    // DSW
+  int leaf_nodes = 0;
+  for (const auto& s : t->switches) leaf_nodes += static_cast<int>(s.nodes.size());
+  EXPECT_EQ(leaf_nodes, 847);
+}
+
+TEST(Importers, OpenbGpuNodes) {
+  auto t = ImportOpenb(kShared + "/openb/openb_node_list_gpu_node.csv");
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->NumNodes(), 1213);
+  EXPECT_EQ(t->NumGpus(), 6212);
+  std::map<std::string, int> by_model;
+  for (const auto& n : t->nodes) by_model[t->TypeOf(n.id).accelerator.model] += t->GpusOn(n.id);
+  EXPECT_EQ(by_model["G2"], 549 * 8);
+  EXPECT_EQ(by_model.size(), 7u);
+  auto all = ImportOpenb(kShared + "/openb/openb_node_list_all_node.csv", true);
+  ASSERT_TRUE(all) << all.error().message;
+  EXPECT_EQ(all->NumNodes(), 1523);
+  EXPECT_EQ(all->NumGpus(), 6212);
+}
+
+TEST(Importers, ClusterSpecForms) {
+  auto gen = LoadCluster("fat-tree:nodes=32,leaf_radix=8,gpu=H100-80GB");
+  ASSERT_TRUE(gen) << gen.error().message;
+  EXPECT_EQ(gen->NumGpus(), 256);
+  EXPECT_EQ(gen->types[0].accelerator.model, "H100-80GB");
+  auto missing = LoadCluster("/nonexistent/cluster.yaml");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().message,
+            "/nonexistent/cluster.yaml: cannot open: No such file or directory");
+  auto wrong_kind = LoadCluster(kSource + "/examples/engine.yaml");
+  ASSERT_FALSE(wrong_kind);
+  EXPECT_NE(wrong_kind.error().message.find("is of kind 'engine config', expected 'cluster'"),
+            std::string::npos);
+}
+
+TEST(Cluster, ExplicitSwitches) {
+  auto v = ValidateText("c.yaml",
+                        "kind: cluster\nname: x\nnode_groups:\n"
+                        "  - {name: a, count: 2, accelerator: {model: H100-80GB, count: 8}, "
+                        "leaf: l0}\n"
+                        "  - {name: b, count: 3, accelerator: {model: Ascend-910B, count: 8}, "
+                        "leaf: l1}\n"
+                        "fabric:\n  tiers: [{name: leaf}, {name: spine, oversubscription: 2}]\n"
+                        "  switches:\n    - {name: s0, tier: spine}\n"
+                        "    - {name: l0, tier: leaf, parent: s0}\n"
+                        "    - {name: l1, tier: leaf, parent: s0}\n");
+  ASSERT_TRUE(v.diagnostics.empty()) << v.diagnostics[0].ToString();
+  const auto& t = std::get<Topology>(v.document->value);
+  EXPECT_EQ(t.NumNodes(), 5);
+  EXPECT_EQ(t.CommonTier(0, 1), 0);
+  EXPECT_EQ(t.CommonTier(0, 2), 1);
+  EXPECT_EQ(t.TypeOf(2).backend, Backend::kAscend);
+}
+
+}  // namespace
+}  // namespace tianshu::model

@@ -10,9 +10,12 @@ namespace tianshu::model {
 
 std::string_view IntraNodeKindName(IntraNodeKind k) {
   switch (k) {
-    case IntraNodeKind::kNvSwitch: return "nvswitch";
-    case IntraNodeKind::kNvLink: return "nvlink";
-    case IntraNodeKind::kPcie: return "pcie";
+    case IntraNodeKind::kNvSwitch:
+      return "nvswitch";
+    case IntraNodeKind::kNvLink:
+      return "nvlink";
+    case IntraNodeKind::kPcie:
+      return "pcie";
   }
   return "pcie";
 }
@@ -48,8 +51,8 @@ Status Topology::Finalize() {
     }
     if (s.parent < 0) {
       if (root_ >= 0) {
-        return Fail("the fabric has several top-level switches ('", switches[root_].name,
-                    "' and '", s.name, "'); add a tier above them");
+        return Fail("the fabric has several top-level switches ('", switches[root_].name, "' and '",
+                    s.name, "'); add a tier above them");
       }
       root_ = i;
       continue;
@@ -116,8 +119,8 @@ Status Topology::Finalize() {
     }
     if (s.parent >= 0) {
       double over = std::max(1e-9, tiers[s.tier].oversubscription);
-      s.uplink = Bandwidth{static_cast<int64_t>(static_cast<double>(s.downlink.bits_per_sec) /
-                                                over)};
+      s.uplink =
+          Bandwidth{static_cast<int64_t>(static_cast<double>(s.downlink.bits_per_sec) / over)};
     }
   }
   return Ok();
@@ -237,8 +240,8 @@ Result<Topology> GenerateFatTree(const FatTreeOptions& o) {
   const int spines = (leaves + per_spine - 1) / per_spine;
   const bool core = spines > 1;
   t.tiers.push_back({"leaf", 1000, o.oversubscription, Bandwidth::FromGbps(400)});
-  t.tiers.push_back({"spine", 1000, core ? o.spine_oversubscription : 1.0,
-                     Bandwidth::FromGbps(400)});
+  t.tiers.push_back(
+      {"spine", 1000, core ? o.spine_oversubscription : 1.0, Bandwidth::FromGbps(400)});
   if (core) t.tiers.push_back({"core", 1000, 1.0, Bandwidth::FromGbps(400)});
 
   int core_id = -1;
@@ -280,9 +283,16 @@ Result<FatTreeOptions> ParseFatTreeSpec(std::string_view spec) {
     return Fail("'", std::string(spec), "' is not a fat-tree spec (fat-tree:nodes=N,...)");
   }
   if (body.empty()) return o;
-  static const std::vector<std::string> kKeys = {
-      "nodes", "gpus_per_node", "gpu", "leaf_radix", "spine_radix", "oversubscription",
-      "spine_oversubscription", "nics", "nic_bandwidth", "name_prefix"};
+  static const std::vector<std::string> kKeys = {"nodes",
+                                                 "gpus_per_node",
+                                                 "gpu",
+                                                 "leaf_radix",
+                                                 "spine_radix",
+                                                 "oversubscription",
+                                                 "spine_oversubscription",
+                                                 "nics",
+                                                 "nic_bandwidth",
+                                                 "name_prefix"};
   for (const std::string& kv : SplitString(body, ',')) {
     auto eq = kv.find('=');
     if (eq == std::string::npos) return Fail("fat-tree: '", kv, "' is not key=value");

@@ -30,23 +30,23 @@ enum class IntraNodeKind {
 std::string_view IntraNodeKindName(IntraNodeKind k);
 
 struct Nic {
-  int rail = 0;          // rail index: NIC r of every node goes to rail switch r
-  Bandwidth bandwidth;   // line rate
-  int numa = 0;          // NUMA node the NIC hangs off
-  int pcie_switch = 0;   // PCIe switch shared with GPUs of the same index
+  int rail = 0;         // rail index: NIC r of every node goes to rail switch r
+  Bandwidth bandwidth;  // line rate
+  int numa = 0;         // NUMA node the NIC hangs off
+  int pcie_switch = 0;  // PCIe switch shared with GPUs of the same index
 };
 
 // The hardware of one node group; every node of the group is identical.
 struct ServerType {
-  std::string group;                 // node group name, e.g. "a100"
+  std::string group;  // node group name, e.g. "a100"
   AcceleratorSpec accelerator;
   int gpus_per_node = 0;
   Backend backend = Backend::kCuda;
   IntraNodeKind intra_kind = IntraNodeKind::kNvSwitch;
-  Bandwidth intra_bandwidth;         // per GPU, one direction (NVLink) or the PCIe link (PCIe)
+  Bandwidth intra_bandwidth;  // per GPU, one direction (NVLink) or the PCIe link (PCIe)
   int64_t intra_latency_ns = 0;
-  int nvlink_domain_size = 0;        // GPUs per NVLink island (= gpus_per_node for NVSwitch)
-  Bandwidth pcie_bandwidth;          // GPU <-> host, one direction
+  int nvlink_domain_size = 0;  // GPUs per NVLink island (= gpus_per_node for NVSwitch)
+  Bandwidth pcie_bandwidth;    // GPU <-> host, one direction
   int numa_nodes = 1;
   std::vector<int> gpu_numa;         // NUMA node of each GPU
   std::vector<int> gpu_pcie_switch;  // PCIe switch of each GPU
@@ -54,8 +54,8 @@ struct ServerType {
   int64_t nvme_capacity_bytes = 0;
   Bandwidth nvme_write_bandwidth;
   Bandwidth nvme_read_bandwidth;
-  int64_t cpu_milli = 0;             // CPU cores x 1000
-  int64_t memory_bytes = 0;          // host memory
+  int64_t cpu_milli = 0;     // CPU cores x 1000
+  int64_t memory_bytes = 0;  // host memory
   std::map<std::string, std::string> labels;
 
   // Sum of NIC line rates: what the node can inject into the fabric.
@@ -74,22 +74,22 @@ struct Node {
 
 // A tier of the fabric, bottom-up.
 struct Tier {
-  std::string name;              // "leaf", "spine", "core"
-  int64_t latency_ns = 1000;     // one hop through a switch of this tier
-  double oversubscription = 1;   // downlink capacity / uplink capacity of a switch
-  Bandwidth link_bandwidth;      // speed of one uplink port (for link counts)
+  std::string name;             // "leaf", "spine", "core"
+  int64_t latency_ns = 1000;    // one hop through a switch of this tier
+  double oversubscription = 1;  // downlink capacity / uplink capacity of a switch
+  Bandwidth link_bandwidth;     // speed of one uplink port (for link counts)
 };
 
 struct Switch {
   int id = 0;
   std::string name;
-  int tier = 0;                  // index into Topology::tiers
-  int parent = -1;               // switch id, -1 at the root
-  std::vector<int> children;     // child switch ids (tier > 0)
-  std::vector<int> nodes;        // attached nodes (leaves only)
-  Bandwidth downlink;            // aggregate capacity towards its children
-  Bandwidth uplink;              // aggregate capacity towards its parent (0 at the root)
-  int gpus = 0;                  // GPUs below it
+  int tier = 0;               // index into Topology::tiers
+  int parent = -1;            // switch id, -1 at the root
+  std::vector<int> children;  // child switch ids (tier > 0)
+  std::vector<int> nodes;     // attached nodes (leaves only)
+  Bandwidth downlink;         // aggregate capacity towards its children
+  Bandwidth uplink;           // aggregate capacity towards its parent (0 at the root)
+  int gpus = 0;               // GPUs below it
 };
 
 class Topology {

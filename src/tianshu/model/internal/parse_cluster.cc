@@ -142,7 +142,8 @@ void ParseGroup(YamlReader& r, const YAML::Node& n, const std::string& p, GroupS
       }
     }
   }
-  if (static_cast<int>(t.gpu_numa.size()) != gpus || static_cast<int>(t.gpu_pcie_switch.size()) != gpus) {
+  if (static_cast<int>(t.gpu_numa.size()) != gpus ||
+      static_cast<int>(t.gpu_pcie_switch.size()) != gpus) {
     t.gpu_numa.assign(std::max(0, gpus), 0);
     t.gpu_pcie_switch.assign(std::max(0, gpus), 0);
     for (int i = 0; i < gpus; ++i) {
@@ -159,7 +160,8 @@ void ParseGroup(YamlReader& r, const YAML::Node& n, const std::string& p, GroupS
     Bandwidth bw;
     bool rails = true;
     bool ok = r.Int(nics, np, "count", &count, 1, 64) && r.Bw(nics, np, "bandwidth", &bw);
-    if (!r.Get(nics, "count").IsDefined()) r.Error(nics, YamlReader::Child(np, "count"), "is required");
+    if (!r.Get(nics, "count").IsDefined())
+      r.Error(nics, YamlReader::Child(np, "count"), "is required");
     if (!r.Get(nics, "bandwidth").IsDefined()) {
       r.Error(nics, YamlReader::Child(np, "bandwidth"), "is required");
     }
@@ -180,8 +182,8 @@ void ParseGroup(YamlReader& r, const YAML::Node& n, const std::string& p, GroupS
       for (const auto& [key, v] : {std::pair{"numa", &numa}, std::pair{"pcie_switch", &sw}}) {
         if (!v->empty() && static_cast<int>(v->size()) != count) {
           r.Error(r.Get(nics, key), YamlReader::Child(np, key),
-                  "lists " + std::to_string(v->size()) + " entries for " +
-                      std::to_string(count) + " NICs");
+                  "lists " + std::to_string(v->size()) + " entries for " + std::to_string(count) +
+                      " NICs");
         }
       }
     }

@@ -26,14 +26,12 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
       r.Double(w, p, "compute", &c.resource_weight.compute, 0, 1);
       r.Double(w, p, "network", &c.resource_weight.network, 0, 1);
       r.Double(w, p, "memory", &c.resource_weight.memory, 0, 1);
-      double sum = c.resource_weight.compute + c.resource_weight.network +
-                   c.resource_weight.memory;
+      double sum = c.resource_weight.compute + c.resource_weight.network + c.resource_weight.memory;
       if (r.ErrorCount() == before && std::fabs(sum - 1.0) > 1e-6) {
         char buf[160];
-        std::snprintf(buf, sizeof buf,
-                      "weights must sum to 1, got %g (compute %g + network %g + memory %g)", sum,
-                      c.resource_weight.compute, c.resource_weight.network,
-                      c.resource_weight.memory);
+        std::snprintf(
+            buf, sizeof buf, "weights must sum to 1, got %g (compute %g + network %g + memory %g)",
+            sum, c.resource_weight.compute, c.resource_weight.network, c.resource_weight.memory);
         r.Error(w, p, buf);
       }
     }
@@ -43,8 +41,8 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
   if (s.IsDefined() && r.ExpectMap(s, "scheduler")) {
     const std::string p = "scheduler";
     r.CheckKeys(s, p,
-                {"algorithm", "topology_aware", "max_retries", "preemption",
-                 "checkpoint_interval", "allreduce_threshold"});
+                {"algorithm", "topology_aware", "max_retries", "preemption", "checkpoint_interval",
+                 "allreduce_threshold"});
     r.Choice(s, p, "algorithm", PlacementAlgorithmNames(), &c.algorithm);
     r.Bool(s, p, "topology_aware", &c.topology_aware);
     r.Int(s, p, "max_retries", &c.max_retries, 0, 1000);
@@ -87,8 +85,7 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
   }
 
   if (r.Size(root, "", "NETWORK_BUFFER_SIZE", &c.network_buffer_size_bytes) &&
-      (c.network_buffer_size_bytes < 4'000'000 ||
-       c.network_buffer_size_bytes > 16 * 1024 * 1024)) {
+      (c.network_buffer_size_bytes < 4'000'000 || c.network_buffer_size_bytes > 16 * 1024 * 1024)) {
     r.Error(r.Get(root, "NETWORK_BUFFER_SIZE"), "NETWORK_BUFFER_SIZE",
             "must be between 4MB and 16MiB, got " + r.Get(root, "NETWORK_BUFFER_SIZE").Scalar());
   }

@@ -20,10 +20,10 @@ void ParseModel(YamlReader& r, const YAML::Node& m, ModelSpec* out) {
     return;
   }
   if (!r.ExpectMap(m, p)) return;
-  r.CheckKeys(m, p,
-              {"profile", "family", "parameters", "layers", "hidden", "heads", "ffn_hidden",
-               "seq_len", "vocab", "experts", "top_k", "global_batch", "micro_batch",
-               "flops_per_sample"});
+  r.CheckKeys(
+      m, p,
+      {"profile", "family", "parameters", "layers", "hidden", "heads", "ffn_hidden", "seq_len",
+       "vocab", "experts", "top_k", "global_batch", "micro_batch", "flops_per_sample"});
   std::string profile;
   if (r.String(m, p, "profile", &profile)) {
     const ModelSpec* prof = FindModelProfile(profile);
@@ -100,7 +100,7 @@ void ParseParallelism(YamlReader& r, const YAML::Node& n, Parallelism* out) {
   r.Bool(n, p, "sequence_parallel", &out->sequence_parallel);
   std::string rc;
   if (r.Choice(n, p, "recompute", {"none", "selective", "full"}, &rc)) {
-    out->recompute = rc == "none" ? Recompute::kNone
+    out->recompute = rc == "none"   ? Recompute::kNone
                      : rc == "full" ? Recompute::kFull
                                     : Recompute::kSelective;
   }
@@ -114,8 +114,7 @@ JobSpec ParseJob(YamlReader& r, const YAML::Node& root) {
   r.CheckKeys(root, "",
               {"kind", "name", "model", "parallelism", "gpus", "nodes", "gpus_per_node",
                "gpu_milli", "elastic", "priority", "queue", "backend", "node_selector",
-               "accelerators", "checkpoint", "max_retries", "iterations", "duration",
-               "inference"});
+               "accelerators", "checkpoint", "max_retries", "iterations", "duration", "inference"});
   std::string kind = "training";
   YAML::Node k = r.Get(root, "kind");
   if (k.IsDefined() && k.IsScalar() && ToLower(k.Scalar()) != "job") {
@@ -154,8 +153,7 @@ JobSpec ParseJob(YamlReader& r, const YAML::Node& root) {
   if (j.gpu_milli < 1000 && j.gpus > 1) {
     r.Error(r.Get(root, "gpu_milli"), "gpu_milli",
             "a fractional GPU share (" + std::to_string(j.gpu_milli) +
-                ") is for single-rank jobs; this job asks for " + std::to_string(j.gpus) +
-                " GPUs");
+                ") is for single-rank jobs; this job asks for " + std::to_string(j.gpus) + " GPUs");
   }
 
   // Parallel degrees must tile the GPUs exactly.

@@ -124,9 +124,9 @@ bool YamlReader::Int(const YAML::Node& map, const std::string& path, const std::
     return false;
   }
   if (v < min || v > max) {
-    std::string range = max >= (int64_t{1} << 40) ? "at least " + std::to_string(min)
-                                                   : std::to_string(min) + ".." +
-                                                         std::to_string(max);
+    std::string range = max >= (int64_t{1} << 40)
+                            ? "at least " + std::to_string(min)
+                            : std::to_string(min) + ".." + std::to_string(max);
     Error(n, p, "must be " + range + ", got " + s);
     return false;
   }
@@ -152,11 +152,20 @@ bool YamlReader::Count(const YAML::Node& map, const std::string& path, const std
   double factor = 1;
   if (!t.empty()) {
     switch (t.back()) {
-      case 'K': factor = 1e3; break;
-      case 'M': factor = 1e6; break;
-      case 'B': factor = 1e9; break;
-      case 'T': factor = 1e12; break;
-      default: break;
+      case 'K':
+        factor = 1e3;
+        break;
+      case 'M':
+        factor = 1e6;
+        break;
+      case 'B':
+        factor = 1e9;
+        break;
+      case 'T':
+        factor = 1e12;
+        break;
+      default:
+        break;
     }
   }
   if (factor != 1) t.pop_back();
@@ -280,8 +289,8 @@ bool YamlReader::Bw(const YAML::Node& map, const std::string& path, const std::s
   return true;
 }
 
-bool YamlReader::DurationNs(const YAML::Node& map, const std::string& path,
-                            const std::string& key, int64_t* out) {
+bool YamlReader::DurationNs(const YAML::Node& map, const std::string& path, const std::string& key,
+                            int64_t* out) {
   YAML::Node n = Get(map, key);
   std::string s;
   std::string p = Child(path, key);
@@ -303,8 +312,8 @@ bool YamlReader::Seconds(const YAML::Node& map, const std::string& path, const s
   return true;
 }
 
-bool YamlReader::StringList(const YAML::Node& map, const std::string& path,
-                            const std::string& key, std::vector<std::string>* out) {
+bool YamlReader::StringList(const YAML::Node& map, const std::string& path, const std::string& key,
+                            std::vector<std::string>* out) {
   YAML::Node n = Get(map, key);
   std::string p = Child(path, key);
   if (!n.IsDefined()) return false;
@@ -356,8 +365,8 @@ bool YamlReader::IntList(const YAML::Node& map, const std::string& path, const s
   return true;
 }
 
-bool YamlReader::StringMap(const YAML::Node& map, const std::string& path,
-                           const std::string& key, std::map<std::string, std::string>* out) {
+bool YamlReader::StringMap(const YAML::Node& map, const std::string& path, const std::string& key,
+                           std::map<std::string, std::string>* out) {
   YAML::Node n = Get(map, key);
   std::string p = Child(path, key);
   if (!n.IsDefined() || !ExpectMap(n, p)) return false;

@@ -45,20 +45,18 @@ class YamlReader {
   bool Int(const YAML::Node& map, const std::string& path, const std::string& key, int* out,
            int min, int max);
   // A count that may carry K/M/B/T suffixes (thousand, million, billion, trillion): "175B".
-  bool Count(const YAML::Node& map, const std::string& path, const std::string& key,
-             int64_t* out, int64_t min);
-  bool Double(const YAML::Node& map, const std::string& path, const std::string& key,
-              double* out, double min, double max);
+  bool Count(const YAML::Node& map, const std::string& path, const std::string& key, int64_t* out,
+             int64_t min);
+  bool Double(const YAML::Node& map, const std::string& path, const std::string& key, double* out,
+              double min, double max);
   bool Bool(const YAML::Node& map, const std::string& path, const std::string& key, bool* out);
   bool String(const YAML::Node& map, const std::string& path, const std::string& key,
               std::string* out);
   // One of `choices` (case-insensitive); *out gets the lower-case choice.
   bool Choice(const YAML::Node& map, const std::string& path, const std::string& key,
               const std::vector<std::string>& choices, std::string* out);
-  bool Size(const YAML::Node& map, const std::string& path, const std::string& key,
-            int64_t* out);
-  bool Bw(const YAML::Node& map, const std::string& path, const std::string& key,
-          Bandwidth* out);
+  bool Size(const YAML::Node& map, const std::string& path, const std::string& key, int64_t* out);
+  bool Bw(const YAML::Node& map, const std::string& path, const std::string& key, Bandwidth* out);
   // Seconds, from a plain number or a duration ("30m").
   bool Seconds(const YAML::Node& map, const std::string& path, const std::string& key,
                int64_t* out);
