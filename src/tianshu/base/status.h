@@ -6,7 +6,12 @@
 //   if (!r) std::cerr << r.error().message;
 #pragma once
 
+#include <version>
+#if defined(__cpp_lib_expected)
 #include <expected>
+#else
+#include "tianshu/base/internal/expected_polyfill.h"
+#endif
 #include <string>
 #include <utility>
 

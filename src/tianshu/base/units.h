@@ -8,6 +8,7 @@
 //   Bandwidth nic = *ParseBandwidth("200Gbps"); // nic.GBps() == 25.0
 #pragma once
 
+#include <cmath>
 #include <compare>
 #include <cstdint>
 #include <string>
@@ -21,8 +22,8 @@ namespace tianshu {
 struct Bandwidth {
   int64_t bits_per_sec = 0;
 
-  static Bandwidth FromGbps(double gbps) { return {static_cast<int64_t>(gbps * 1e9 + 0.5)}; }
-  static Bandwidth FromGBps(double gbytes) { return {static_cast<int64_t>(gbytes * 8e9 + 0.5)}; }
+  static Bandwidth FromGbps(double gbps) { return {std::llround(gbps * 1e9)}; }
+  static Bandwidth FromGBps(double gbytes) { return {std::llround(gbytes * 8e9)}; }
   double Gbps() const { return static_cast<double>(bits_per_sec) / 1e9; }
   double GBps() const { return static_cast<double>(bits_per_sec) / 8e9; }
   double BytesPerSec() const { return static_cast<double>(bits_per_sec) / 8.0; }
