@@ -35,10 +35,9 @@ class expected {
   using value_type = T;
   using error_type = E;
   constexpr expected() : v_(std::in_place_index<0>) {}
-  template <class U = T,
-            class = std::enable_if_t<std::is_constructible_v<T, U&&> &&
-                                     !std::is_same_v<std::decay_t<U>, expected> &&
-                                     !std::is_same_v<std::decay_t<U>, unexpected<E>>>>
+  template <class U = T, class = std::enable_if_t<std::is_constructible_v<T, U&&> &&
+                                                  !std::is_same_v<std::decay_t<U>, expected> &&
+                                                  !std::is_same_v<std::decay_t<U>, unexpected<E>>>>
   constexpr expected(U&& v) : v_(std::in_place_index<0>, std::forward<U>(v)) {}
   template <class G>
   constexpr expected(const unexpected<G>& u) : v_(std::in_place_index<1>, u.error()) {}
