@@ -9,7 +9,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev libcpp-httplib-dev libhwloc-dev
   coinor-libcbc-dev
-  clang-format clang-tidy
+  clang-format clang-tidy clang-14 libclang-rt-14-dev
+  python3 python3-torch python3-numpy
 )
 
 missing=()

@@ -1,6 +1,9 @@
 // The tianshu binary, driven as a user would drive it.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "testing/run_command.h"
@@ -14,10 +17,29 @@ const std::string kSource = TIANSHU_SOURCE_DIR;
 const std::string kShared = TIANSHU_SHARED_DATA;
 
 TEST(Cli, ValidateAcceptsExamples) {
-  auto r = RunCommand(kBin + " validate " + kSource + "/examples/*.yaml " + kSource +
-                      "/examples/jobs/*.yaml");
+  // Every configuration shipped: clusters, engine configs, jobs, scenarios, workloads.
+  auto r =
+      RunCommand("cd " + kSource + " && " + kBin + " validate examples/*.yaml examples/*/*.yaml");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("cluster 'a100-2048': 256 nodes, 2048 GPUs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("scenario 'three-giants': 3 jobs on 4096 GPUs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("training job 'ddp-gpt': 4 GPUs"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ValidateRejectsABadScenarioWithLineAndField) {
+  auto dir = std::filesystem::temp_directory_path() / "tianshu-cli-scenario";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "s.yaml") << "name: s\njobs:\n  - job: nope.yaml\n    sumbit: 3\n";
+  auto r = RunCommand(kBin + " validate " + (dir / "s.yaml").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("s.yaml:4:5: jobs[0].sumbit: unknown key 'sumbit'"), std::string::npos)
+      << r.err;
+  std::ofstream(dir / "s.yaml") << "name: s\njobs:\n  - job: nope.yaml\n";
+  r = RunCommand(kBin + " validate " + (dir / "s.yaml").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("jobs[0]: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("nope.yaml: cannot open"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Cli, ValidateRejectsWithFileLineColumnAndExit1) {
@@ -49,6 +71,52 @@ nlohmann::json Show(const std::string& cluster) {
   auto r = RunCommand(kBin + " topology show --output json " + cluster);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return nlohmann::json::parse(r.out);
+}
+
+// `tianshu plan` on every shipped job against the 2048-GPU cluster: it fits, and the JSON
+// carries the fields issue 3 lists, consistent with each other.
+TEST(Cli, PlanEveryExampleJobOn2048) {
+  int jobs = 0;
+  for (const auto& e : std::filesystem::directory_iterator(kSource + "/examples/jobs")) {
+    if (e.path().extension() != ".yaml") continue;
+    ++jobs;
+    auto r = RunCommand(kBin + " plan " + e.path().string() + " --cluster " + kSource +
+                        "/examples/cluster-2048.yaml --output json");
+    ASSERT_EQ(r.exit_code, 0) << e.path() << "\n" << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    SCOPED_TRACE(e.path().string());
+    EXPECT_TRUE(j.at("fits").get<bool>());
+    EXPECT_LE(j.at("memory_per_rank_bytes").get<double>(),
+              j.at("device_memory_bytes").get<double>());
+    for (const char* k : {"tp", "pp", "dp", "zero"}) EXPECT_TRUE(j.at("parallelism").contains(k));
+    const auto& p = j.at("parallelism");
+    EXPECT_EQ(p.at("tp").get<int>() * p.at("pp").get<int>() * p.at("dp").get<int>(),
+              j.at("gpus").get<int>());
+    double iteration = j.at("iteration_seconds").get<double>();
+    EXPECT_GT(iteration, 0);
+    double parts = 0;
+    for (const char* k : {"compute", "tp_comm", "pp_comm", "dp_comm", "bubble", "checkpoint"}) {
+      parts += j.at("breakdown").at(k).get<double>();
+    }
+    EXPECT_NEAR(parts, iteration, 1e-6 * iteration + 1e-9);
+    if (j.at("kind") == "training") {  // an inference plan has latency, not MFU
+      EXPECT_GT(j.at("mfu").get<double>(), 0);
+      EXPECT_LT(j.at("mfu").get<double>(), 1);
+    }
+    double comm = j.at("breakdown").at("tp_comm").get<double>() +
+                  j.at("breakdown").at("pp_comm").get<double>() +
+                  j.at("breakdown").at("dp_comm").get<double>() +
+                  j.at("breakdown").value("ep_comm", 0.0);
+    EXPECT_NEAR(j.at("comm_share").get<double>(), comm / iteration, 1e-6);
+    ASSERT_FALSE(j.at("collectives").empty());
+    for (const auto& c : j.at("collectives")) {
+      for (const char* k : {"group", "op", "bytes", "algorithm", "seconds"}) {
+        EXPECT_TRUE(c.contains(k)) << c.dump();
+      }
+    }
+    EXPECT_EQ(j.at("env").value("TORCH_NCCL_ASYNC_ERROR_HANDLING", ""), "1");
+  }
+  EXPECT_GE(jobs, 6);
 }
 
 TEST(Cli, TopologyShow2048) {

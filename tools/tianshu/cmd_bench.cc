@@ -1,13 +1,137 @@
-// `tianshu bench`: placeholder until placement/ lands (issue 4).
+// `tianshu bench`: placement quality on real data.
+//   tianshu bench fragmentation --nodes openb_node_list_gpu_node.csv
+//       --pods openb_pod_list_default.csv --strategy fgd --seeds 42-51 --output json
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
 #include "commands.h"
+#include "tianshu/base/strings.h"
+#include "tianshu/placement/openb.h"
 
 namespace tianshu::cli {
+namespace {
+
+struct FragFlags {
+  std::string nodes;
+  std::string pods;
+  std::string strategy = "fgd";
+  uint64_t seed = 42;
+  std::string seeds;
+  double inflate = 1.3;
+  bool paper_fgd = false;
+  OutputFlag output;
+};
+
+// "42-51" or "42,43,50".
+Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
+  std::vector<uint64_t> out;
+  for (const std::string& part : SplitString(text, ',')) {
+    auto dash = part.find('-');
+    int64_t a = 0, b = 0;
+    if (dash == std::string::npos) {
+      if (!ParseInt64(part, &a) || a < 0) return Fail("--seeds: '", part, "' is not a seed");
+      b = a;
+    } else if (!ParseInt64(part.substr(0, dash), &a) || !ParseInt64(part.substr(dash + 1), &b) ||
+               a < 0 || b < a || b - a > 10000) {
+      return Fail("--seeds: '", part, "' is not a range like 42-51");
+    }
+    for (int64_t s = a; s <= b; ++s) out.push_back(static_cast<uint64_t>(s));
+  }
+  if (out.empty()) return Fail("--seeds: no seed given");
+  return out;
+}
+
+int RunFragmentationCommand(const FragFlags& f) {
+  std::vector<uint64_t> seeds = {f.seed};
+  if (!f.seeds.empty()) {
+    auto parsed = ParseSeeds(f.seeds);
+    if (!parsed) {
+      std::cerr << "tianshu bench fragmentation: " << parsed.error().message << "\n";
+      return kExitInvalid;
+    }
+    seeds = *parsed;
+  }
+  auto nodes = placement::ReadOpenbNodes(f.nodes);
+  if (!nodes) {
+    std::cerr << "tianshu bench fragmentation: " << nodes.error().message << "\n";
+    return kExitInvalid;
+  }
+  auto pods = placement::ReadOpenbPods(f.pods);
+  if (!pods) {
+    std::cerr << "tianshu bench fragmentation: " << pods.error().message << "\n";
+    return kExitInvalid;
+  }
+  nlohmann::json runs = nlohmann::json::array();
+  double alloc = 0, alloc100 = 0, arrived = 0, placed = 0, failed = 0;
+  for (uint64_t seed : seeds) {
+    auto r = placement::RunFragmentation(
+        *nodes, *pods, f.strategy,
+        {.inflate = f.inflate,
+         .seed = seed,
+         .workload = {.with_memory = !f.paper_fgd, .weight_by_gpu_share = !f.paper_fgd}});
+    if (!r) {
+      std::cerr << "tianshu bench fragmentation: " << r.error().message << "\n";
+      return kExitInvalid;
+    }
+    runs.push_back({{"seed", seed},
+                    {"allocation_ratio", r->allocation_ratio},
+                    {"allocation_ratio_at_100", r->allocation_ratio_at_100},
+                    {"arrived_ratio", r->arrived_ratio},
+                    {"pods_placed", r->pods_placed},
+                    {"pods_failed", r->pods_failed}});
+    alloc += r->allocation_ratio;
+    alloc100 += r->allocation_ratio_at_100;
+    arrived += r->arrived_ratio;
+    placed += r->pods_placed;
+    failed += r->pods_failed;
+    if (!f.output.Json()) {
+      std::cout << fmt::format(
+          "{:<10} seed {:>4}  allocation {:6.2f}%  at 100%: {:6.2f}%  arrived "
+          "{:6.2f}%  placed {:>6}  failed {:>5}\n",
+          f.strategy, seed, 100 * r->allocation_ratio, 100 * r->allocation_ratio_at_100,
+          100 * r->arrived_ratio, r->pods_placed, r->pods_failed);
+    }
+  }
+  const double k = static_cast<double>(seeds.size());
+  if (f.output.Json()) {
+    nlohmann::json j = {{"strategy", f.strategy},        {"paper_fgd", f.paper_fgd},
+                        {"inflate", f.inflate},          {"seeds", seeds},
+                        {"allocation_ratio", alloc / k}, {"allocation_ratio_at_100", alloc100 / k},
+                        {"arrived_ratio", arrived / k},  {"pods_placed", placed / k},
+                        {"pods_failed", failed / k},     {"runs", runs}};
+    std::cout << j.dump(2) << "\n";
+  } else if (seeds.size() > 1) {
+    std::cout << fmt::format("{:<10} mean of {} seeds: allocation {:6.2f}%  at 100%: {:6.2f}%\n",
+                             f.strategy, seeds.size(), 100 * alloc / k, 100 * alloc100 / k);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
 Runner RegisterBench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Measure placement quality on real data");
-  cmd->allow_extras();
-  return [] {
-    std::cerr << "tianshu bench: not built yet (issue 4)\n";
-    return kExitFailure;
+  cmd->require_subcommand(1);
+  auto flags = std::make_shared<FragFlags>();
+  auto* frag = cmd->add_subcommand(
+      "fragmentation",
+      "The FGD experiment (Weng et al., ATC'23): openb pods grown to --inflate x GPU capacity, "
+      "shuffled, placed once in order; GPU allocation ratio at 100% and at the end");
+  frag->add_option("--nodes", flags->nodes, "openb node list (sn,cpu_milli,memory_mib,gpu,model)")
+      ->required();
+  frag->add_option("--pods", flags->pods, "openb pod list")->required();
+  frag->add_option("--strategy", flags->strategy, "placement strategy")->capture_default_str();
+  auto* seed = frag->add_option("--seed", flags->seed, "one seed")->capture_default_str();
+  frag->add_option("--seeds", flags->seeds, "seeds, e.g. 42-51 (mean reported)")->excludes(seed);
+  frag->add_option("--inflate", flags->inflate, "workload / GPU capacity")->capture_default_str();
+  frag->add_flag("--paper-fgd", flags->paper_fgd,
+                 "FGD's target workload as in the paper (task counts, no memory check)");
+  AddOutputFlag(frag, &flags->output);
+  return [flags, frag] {
+    if (frag->parsed()) return RunFragmentationCommand(*flags);
+    return kExitUsage;
   };
 }
+
 }  // namespace tianshu::cli

@@ -1,9 +1,17 @@
 // `tianshu validate FILE...`: detect each document's kind, check it fully, print every problem
 // with file, line, column and field path. Exit 1 if any file has a problem.
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "tianshu/model/load.h"
+#include "tianshu/sim/trace.h"
 
 namespace tianshu::cli {
 namespace {
@@ -28,6 +36,81 @@ std::string Summary(const model::Document& d) {
   return "";
 }
 
+// A simulation scenario (examples/scenarios/): a mapping with a `jobs:` list and no `kind`.
+// Read the way `tianshu simulate` reads it (sim::LoadWorkload), plus the key checks the loader
+// leaves out; the cluster it names must load too.
+bool IsScenario(const std::string& path, YAML::Node* root) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    if (model::CountYamlDocuments(text.str(), 2) != 1) return false;
+    *root = YAML::Load(text.str());
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+  return root->IsMap() && (*root)["jobs"] && !(*root)["kind"];
+}
+
+model::ValidationResult ValidateScenario(const std::string& path, const YAML::Node& root,
+                                         std::string* summary) {
+  model::ValidationResult v;
+  v.file = path;
+  auto add = [&](const YAML::Node& at, const std::string& field, const std::string& message) {
+    v.diagnostics.push_back({path, at.Mark().line + 1, at.Mark().column + 1, field, message});
+  };
+  const std::set<std::string> top = {"name", "description", "cluster", "configs", "claims", "jobs"};
+  const std::set<std::string> item = {"job", "spec", "submit", "duration", "count", "every"};
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    std::string key = it->first.as<std::string>("");
+    if (!top.contains(key)) {
+      add(it->first, key,
+          "unknown key '" + key +
+              "' in a scenario (known: name, description, cluster, "
+              "configs, claims, jobs)");
+    }
+  }
+  const YAML::Node jobs = root["jobs"];
+  if (jobs.IsSequence()) {
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (!jobs[i].IsMap()) continue;
+      for (auto it = jobs[i].begin(); it != jobs[i].end(); ++it) {
+        std::string key = it->first.as<std::string>("");
+        if (!item.contains(key)) {
+          add(it->first, "jobs[" + std::to_string(i) + "]." + key,
+              "unknown key '" + key + "' (known: job, spec, submit, duration, count, every)");
+        }
+      }
+    }
+  }
+  if (!v.diagnostics.empty()) return v;
+  auto w = sim::LoadWorkload("yaml:" + path, {});
+  if (!w) {
+    std::string message = w.error().message;
+    if (message.starts_with(path + ": ")) message.erase(0, path.size() + 2);
+    v.diagnostics.push_back({path, 0, 0, "", message});
+    return v;
+  }
+  if (!w->cluster.empty()) {
+    // As `tianshu simulate` reads it: relative to the working directory (the repository root
+    // for the shipped scenarios); the bare names of the shared data sets as there.
+    std::string spec = w->cluster;
+    if (spec == "lingjun") spec = "lingjun:../shared/data/lingjun/topo.csv";
+    if (spec == "openb") spec = "openb:../shared/data/openb/openb_node_list_gpu_node.csv";
+    auto topo = model::LoadCluster(spec);
+    if (!topo) {
+      add(root["cluster"], "cluster", topo.error().message);
+      return v;
+    }
+    *summary = "scenario '" + w->name + "': " + std::to_string(w->jobs.size()) + " jobs on " +
+               std::to_string(topo->NumGpus()) + " GPUs";
+  } else {
+    *summary = "scenario '" + w->name + "': " + std::to_string(w->jobs.size()) + " jobs";
+  }
+  return v;
+}
+
 }  // namespace
 
 Runner RegisterValidate(CLI::App& app) {
@@ -37,7 +120,8 @@ Runner RegisterValidate(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
-      "validate", "Check job, cluster and engine config files (kind detected from content)");
+      "validate",
+      "Check job, cluster, engine config and scenario files (kind detected from content)");
   cmd->add_option("files", args->files, "Files to check (YAML, or a Lingjun/openb CSV)")
       ->required();
   AddOutputFlag(cmd, &args->out);
@@ -45,12 +129,16 @@ Runner RegisterValidate(CLI::App& app) {
     nlohmann::json report = nlohmann::json::array();
     bool all_ok = true;
     for (const auto& f : args->files) {
-      model::ValidationResult v = model::ValidateFile(f);
+      YAML::Node scenario;
+      std::string summary;
+      model::ValidationResult v = IsScenario(f, &scenario) ? ValidateScenario(f, scenario, &summary)
+                                                           : model::ValidateFile(f);
       bool ok = v.diagnostics.empty();
+      if (ok && v.document) summary = Summary(*v.document);
       all_ok = all_ok && ok;
       if (args->out.Json()) {
         nlohmann::json entry = {{"file", f}, {"valid", ok}};
-        if (ok) entry["kind"] = model::DocumentKindName(v.document->kind);
+        if (ok) entry["kind"] = v.document ? model::DocumentKindName(v.document->kind) : "scenario";
         entry["diagnostics"] = nlohmann::json::array();
         for (const auto& d : v.diagnostics) {
           entry["diagnostics"].push_back({{"line", d.line},
@@ -61,7 +149,7 @@ Runner RegisterValidate(CLI::App& app) {
         }
         report.push_back(entry);
       } else if (ok) {
-        std::cout << "ok: " << f << " (" << Summary(*v.document) << ")\n";
+        std::cout << "ok: " << f << " (" << summary << ")\n";
       } else {
         for (const auto& d : v.diagnostics) std::cerr << d.ToString() << "\n";
       }

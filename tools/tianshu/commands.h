@@ -32,5 +32,16 @@ Runner RegisterValidate(CLI::App& app);
 Runner RegisterTopology(CLI::App& app);
 Runner RegisterPlan(CLI::App& app);
 Runner RegisterBench(CLI::App& app);
+Runner RegisterSimulate(CLI::App& app);  // cmd_simulate.cc
+Runner RegisterAgent(CLI::App& app);
+Runner RegisterServe(CLI::App& app);  // cmd_serve.cc
+Runner RegisterUp(CLI::App& app);
+Runner RegisterSubmit(CLI::App& app);  // cmd_client.cc
+Runner RegisterJobs(CLI::App& app);
+Runner RegisterJob(CLI::App& app);
+Runner RegisterCancel(CLI::App& app);
+Runner RegisterNodes(CLI::App& app);
+Runner RegisterQueues(CLI::App& app);
+Runner RegisterEvents(CLI::App& app);
 
 }  // namespace tianshu::cli

@@ -33,6 +33,17 @@ int main(int argc, char** argv) {
   add(RegisterTopology);
   add(RegisterPlan);
   add(RegisterBench);
+  add(RegisterSimulate);
+  add(RegisterAgent);
+  add(RegisterServe);
+  add(RegisterUp);
+  add(RegisterSubmit);
+  add(RegisterJobs);
+  add(RegisterJob);
+  add(RegisterCancel);
+  add(RegisterNodes);
+  add(RegisterQueues);
+  add(RegisterEvents);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

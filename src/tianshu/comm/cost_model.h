@@ -45,7 +45,8 @@ enum class Collective : int8_t {
 std::string_view CollectiveName(Collective c);
 
 enum class Algorithm : int8_t {
-  kAuto,          // cheapest of those the hardware supports (NCCL's default choice)
+  kAuto,          // cheapest of ring, tree and NVLS where the group can run them, as NCCL picks
+                  // (hierarchical is priced only when asked for: NCCL has no such algorithm)
   kRing,          // one ring per channel through every rank
   kTree,          // chain inside a node, double binary tree across nodes
   kHierarchical,  // intra-node reduce-scatter, inter-node ring among peers, intra all-gather
@@ -81,9 +82,10 @@ struct CollectiveCost {
   double seconds = 0;
   Algorithm algorithm = Algorithm::kRing;
   Protocol protocol = Protocol::kSimple;
-  double latency_seconds = 0;  // the alpha part
+  double latency_seconds = 0;    // the alpha part
   double bus_bytes_per_sec = 0;  // nccl-tests bus bandwidth reached (0 for one rank)
   LinkClass bottleneck = LinkClass::kSameDevice;  // the class that limits the bandwidth
+  LinkClass span = LinkClass::kSameDevice;        // the farthest class the group crosses
 };
 
 // The class of the path between two GPUs.
@@ -91,8 +93,8 @@ LinkClass ClassBetween(const model::Topology& topo, int gpu_a, int gpu_b);
 
 // Cost of `op` over `gpus` with `algo` (kAuto picks the cheapest; an algorithm the group
 // cannot run, such as NVLS without NVSwitch SHARP, falls back to the cheapest that it can).
-CollectiveCost CostCollective(const model::Topology& topo, std::span<const int> gpus,
-                              Collective op, int64_t bytes, Algorithm algo = Algorithm::kAuto,
+CollectiveCost CostCollective(const model::Topology& topo, std::span<const int> gpus, Collective op,
+                              int64_t bytes, Algorithm algo = Algorithm::kAuto,
                               const CostOptions& options = {});
 
 // Seconds only; the call placement/ uses to price a candidate.

@@ -84,6 +84,19 @@ struct InferenceSpec {
   int max_seq_len = 0;        // prompt + output tokens; 0 = model seq_len
 };
 
+// What each rank runs, for the local scheduler (optional: the simulator ignores it).
+//   run:
+//     command: [/usr/bin/python3, examples/workloads/train_gpt.py, --steps, "200"]
+//     env: {OMP_NUM_THREADS: "1"}
+//     workdir: /home/me/project
+// A string command runs under /bin/sh -c. Variables the scheduler sets (RANK, WORLD_SIZE,
+// LOCAL_RANK, NODE_RANK, MASTER_ADDR, MASTER_PORT, TIANSHU_*) cannot be given in env.
+struct RunSpec {
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;
+  std::string workdir;
+};
+
 struct JobSpec {
   std::string name;
   JobKind kind = JobKind::kTraining;
@@ -105,6 +118,7 @@ struct JobSpec {
   int64_t iterations = 0;  // training length, optional
   double duration_s = 0;   // expected run time under ideal placement, optional
   InferenceSpec inference;
+  RunSpec run;
 };
 
 // A named model of the catalogue (case-insensitive; "gpt3-175b", "llama2-7b", ...), or nullptr.

@@ -1,5 +1,6 @@
 #include "tianshu/model/load.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
@@ -66,10 +67,19 @@ std::optional<DocumentKind> KindFromKeys(const YAML::Node& root) {
 
 std::string Diagnostic::ToString() const {
   std::string s = file;
-  if (line > 0) s += ":" + std::to_string(line) + ":" + std::to_string(column);
+  if (line > 0) {
+    s += ':';
+    s += std::to_string(line);
+    s += ':';
+    s += std::to_string(column);
+  }
   s += ": ";
-  if (!path.empty()) s += path + ": ";
-  return s + message;
+  if (!path.empty()) {
+    s += path;
+    s += ": ";
+  }
+  s += message;
+  return s;
 }
 
 std::string_view DocumentKindName(DocumentKind k) {
@@ -82,6 +92,36 @@ std::string_view DocumentKindName(DocumentKind k) {
       return "job";
   }
   return "job";
+}
+
+namespace {
+
+// Ignores every event: only the number of documents matters.
+class DocumentCounter final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+}  // namespace
+
+int CountYamlDocuments(const std::string& text, int limit) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentCounter counter;
+  int n = 0;
+  while (n < limit && parser.HandleNextDocument(counter)) ++n;
+  return n;
 }
 
 ValidationResult ValidateText(const std::string& name, const std::string& text) {
@@ -108,26 +148,30 @@ ValidationResult ValidateText(const std::string& name, const std::string& text) 
     return out;
   }
 
-  std::vector<YAML::Node> docs;
+  constexpr int kMaxDocuments = 16;
+  YAML::Node root;
   try {
-    docs = YAML::LoadAll(text);
+    int count = CountYamlDocuments(text, kMaxDocuments);
+    if (count > 1) {
+      std::string msg = "holds ";
+      msg += std::to_string(count);
+      msg += count >= kMaxDocuments ? " or more YAML documents (or a stray ',' at the top level); "
+                                      "put each document in its own file"
+                                    : " YAML documents; put each in its own file";
+      diags.push_back({name, 0, 0, "", std::move(msg)});
+      return out;
+    }
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     int line = e.mark.is_null() ? 0 : e.mark.line + 1;
     int col = e.mark.is_null() ? 0 : e.mark.column + 1;
     diags.push_back({name, line, col, "", "is not valid YAML: " + e.msg});
     return out;
   }
-  if (docs.empty() || docs[0].IsNull()) {
+  if (!root.IsDefined() || root.IsNull()) {
     diags.push_back({name, 0, 0, "", "is empty; expected a job, cluster or engine config"});
     return out;
   }
-  if (docs.size() > 1) {
-    diags.push_back(
-        {name, 0, 0, "",
-         "holds " + std::to_string(docs.size()) + " YAML documents; put each in its own file"});
-    return out;
-  }
-  const YAML::Node& root = docs[0];
   internal::YamlReader r(name, &diags);
   if (!root.IsMap()) {
     r.Error(root, "(document)", "expected a mapping of keys (a job, cluster or engine config)");

@@ -55,6 +55,12 @@ ValidationResult ValidateFile(const std::string& path);
 // The same, from text already in memory (`name` is used as the file in diagnostics).
 ValidationResult ValidateText(const std::string& name, const std::string& text);
 
+// Counts the YAML documents in `text`, stopping at `limit`. Throws YAML::Exception on a syntax
+// error. yaml-cpp 0.7's LoadAll loops forever on some broken streams ("!,", "{a: 1},", a lone
+// ","; jbeder/yaml-cpp#1040, fixed upstream by #1319): its parser keeps reporting one more empty
+// document. Counting with a bound finds those before they get there.
+int CountYamlDocuments(const std::string& text, int limit);
+
 // Loaders: the Error message holds every diagnostic, one per line.
 [[nodiscard]] Result<EngineConfig> LoadEngineConfigFile(const std::string& path);
 [[nodiscard]] Result<JobSpec> LoadJobFile(const std::string& path);

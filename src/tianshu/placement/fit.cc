@@ -14,14 +14,22 @@ using model::Topology;
 
 std::string_view RejectName(Reject r) {
   switch (r) {
-    case Reject::kNone: return "fits";
-    case Reject::kUnhealthy: return "unhealthy";
-    case Reject::kBackend: return "wrong backend";
-    case Reject::kModel: return "GPU model not accepted";
-    case Reject::kSelector: return "node selector does not match";
-    case Reject::kDeviceMemory: return "device memory too small";
-    case Reject::kStorage: return "storage bandwidth too low";
-    case Reject::kTooSmall: return "node too small for the ranks asked of it";
+    case Reject::kNone:
+      return "fits";
+    case Reject::kUnhealthy:
+      return "unhealthy";
+    case Reject::kBackend:
+      return "wrong backend";
+    case Reject::kModel:
+      return "GPU model not accepted";
+    case Reject::kSelector:
+      return "node selector does not match";
+    case Reject::kDeviceMemory:
+      return "device memory too small";
+    case Reject::kStorage:
+      return "storage bandwidth too low";
+    case Reject::kTooSmall:
+      return "node too small for the ranks asked of it";
   }
   return "fits";
 }
@@ -52,8 +60,7 @@ Reject Check(const ClusterState& state, int node, const PlacementRequest& r, boo
   if (!r.node_selector.empty() && !state.MatchesSelector(node, r.node_selector)) {
     return Reject::kSelector;
   }
-  if (r.storage_bps_per_node > t.nvme_write_bandwidth.bits_per_sec &&
-      r.storage_bps_per_node > 0) {
+  if (r.storage_bps_per_node > t.nvme_write_bandwidth.bits_per_sec && r.storage_bps_per_node > 0) {
     return Reject::kStorage;
   }
   return Reject::kNone;
@@ -118,8 +125,8 @@ std::optional<Outcome> NeverFits(const ClusterState& state, const PlacementReque
     return o;
   }
   if (r.gpus_per_node > 0 && r.ranks % r.gpus_per_node != 0) {
-    o.reason = "'" + r.name + "': " + std::to_string(r.ranks) + " ranks do not split into nodes of " +
-               std::to_string(r.gpus_per_node);
+    o.reason = "'" + r.name + "': " + std::to_string(r.ranks) +
+               " ranks do not split into nodes of " + std::to_string(r.gpus_per_node);
     return o;
   }
   std::map<Reject, int> rejects;

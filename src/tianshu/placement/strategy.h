@@ -32,12 +32,12 @@ using model::ClusterState;
 struct PlacementRequest {
   std::string name;
   int ranks = 1;
-  int gpu_milli = 1000;          // share of one device per rank, in thousandths
-  int gpus_per_node = 0;         // 0: any split; else each node used holds exactly this many
-  bool single_node = false;      // all ranks on one node (a Kubernetes pod)
+  int gpu_milli = 1000;      // share of one device per rank, in thousandths
+  int gpus_per_node = 0;     // 0: any split; else each node used holds exactly this many
+  bool single_node = false;  // all ranks on one node (a Kubernetes pod)
   int64_t cpu_milli_per_rank = 0;
   int64_t memory_bytes_per_rank = 0;
-  int64_t device_memory_bytes = 0;  // device memory each rank needs (0: not known)
+  int64_t device_memory_bytes = 0;   // device memory each rank needs (0: not known)
   int64_t storage_bps_per_node = 0;  // checkpoint write bandwidth each node must sustain
   std::optional<model::Backend> backend;
   std::vector<std::string> accelerators;  // acceptable models (case-insensitive); empty = any
@@ -72,9 +72,9 @@ struct Outcome {
 // Options of the genetic strategy (steps, not wall-clock time, so a run is reproducible).
 struct GeneticOptions {
   int population = 24;
-  int generations = 40;      // step budget: at most population x generations evaluations
-  int patience = 12;         // early stop after this many generations without improvement
-  double mutation = 0.15;    // per-job mutation probability, raised while the search stalls
+  int generations = 40;    // step budget: at most population x generations evaluations
+  int patience = 12;       // early stop after this many generations without improvement
+  double mutation = 0.15;  // per-job mutation probability, raised while the search stalls
   double crossover = 0.9;
   int elite = 2;
   int tournament = 3;
@@ -82,17 +82,18 @@ struct GeneticOptions {
 
 // Options of the exact (MIP) strategy.
 struct ExactOptions {
-  int max_nodes = 20000;       // branch-and-bound node budget
-  int max_variables = 20000;   // refuse instances larger than this (falls back to topology)
+  int max_nodes = 2000;       // branch-and-bound node budget
+  int max_variables = 20000;  // refuse instances larger than this (falls back to topology)
 };
 
 // One kind of task of the expected workload, for fragmentation-aware placement (FGD).
 struct TypicalTask {
   int64_t cpu_milli = 0;
-  int gpus = 1;             // GPUs per task (1 for a shared GPU)
-  int gpu_milli = 1000;     // per GPU
+  int gpus = 1;                     // GPUs per task (1 for a shared GPU)
+  int gpu_milli = 1000;             // per GPU
   std::vector<std::string> models;  // acceptable GPU models; empty = any
-  double weight = 1;        // relative frequency
+  double weight = 1;                // relative frequency
+  int64_t memory_bytes = 0;         // host memory (0: not considered)
 };
 
 struct StrategyOptions {

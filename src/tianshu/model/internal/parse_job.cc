@@ -1,3 +1,5 @@
+#include <cctype>
+
 #include "tianshu/base/strings.h"
 #include "tianshu/model/internal/parsers.h"
 
@@ -107,14 +109,57 @@ void ParseParallelism(YamlReader& r, const YAML::Node& n, Parallelism* out) {
   r.Int(n, p, "virtual_stages", &out->virtual_stages, 1, 128);
 }
 
+bool SetByScheduler(const std::string& name) {
+  return name.starts_with("TIANSHU_") || name == "RANK" || name == "WORLD_SIZE" ||
+         name == "LOCAL_RANK" || name == "NODE_RANK" || name == "MASTER_ADDR" ||
+         name == "MASTER_PORT";
+}
+
+void ParseRun(YamlReader& r, const YAML::Node& n, RunSpec* out) {
+  if (!r.ExpectMap(n, "run")) return;
+  r.CheckKeys(n, "run", {"command", "env", "workdir"});
+  YAML::Node cmd = r.Get(n, "command");
+  if (cmd.IsDefined()) {
+    if (cmd.IsScalar()) {
+      out->command = {"/bin/sh", "-c", cmd.Scalar()};
+    } else if (cmd.IsSequence()) {
+      for (size_t i = 0; i < cmd.size(); ++i) {
+        if (!cmd[i].IsScalar()) {
+          r.Error(cmd[i], YamlReader::Index("run.command", i), "expected a string");
+          return;
+        }
+        out->command.push_back(cmd[i].Scalar());
+      }
+      if (out->command.empty()) r.Error(cmd, "run.command", "is empty: give the program to run");
+    } else {
+      r.Error(cmd, "run.command", "expected a list of strings (argv) or a shell command string");
+    }
+  }
+  if (r.StringMap(n, "run", "env", &out->env)) {
+    YAML::Node env = r.Get(n, "env");
+    for (auto it = env.begin(); it != env.end(); ++it) {
+      const std::string name = it->first.Scalar();
+      bool ok = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+      for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+      if (!ok) {
+        r.Error(it->first, "run.env." + name, "not a valid environment variable name");
+      } else if (SetByScheduler(name)) {
+        r.Error(it->first, "run.env." + name, "is set by the scheduler and cannot be given");
+      }
+    }
+  }
+  r.String(n, "run", "workdir", &out->workdir);
+}
+
 }  // namespace
 
 JobSpec ParseJob(YamlReader& r, const YAML::Node& root) {
   JobSpec j;
   r.CheckKeys(root, "",
-              {"kind", "name", "model", "parallelism", "gpus", "nodes", "gpus_per_node",
-               "gpu_milli", "elastic", "priority", "queue", "backend", "node_selector",
-               "accelerators", "checkpoint", "max_retries", "iterations", "duration", "inference"});
+              {"kind",        "name",          "model",         "parallelism",  "gpus",
+               "nodes",       "gpus_per_node", "gpu_milli",     "elastic",      "priority",
+               "queue",       "backend",       "node_selector", "accelerators", "checkpoint",
+               "max_retries", "iterations",    "duration",      "inference",    "run"});
   std::string kind = "training";
   YAML::Node k = r.Get(root, "kind");
   if (k.IsDefined() && k.IsScalar() && ToLower(k.Scalar()) != "job") {
@@ -193,6 +238,9 @@ JobSpec ParseJob(YamlReader& r, const YAML::Node& root) {
                   std::to_string(j.model.experts) + " experts");
     }
   }
+
+  YAML::Node run = r.Get(root, "run");
+  if (run.IsDefined()) ParseRun(r, run, &j.run);
 
   YAML::Node el = r.Get(root, "elastic");
   if (el.IsDefined() && r.ExpectMap(el, "elastic")) {

@@ -1,0 +1,287 @@
+#include "tianshu/agent/agent.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "tianshu/agent/discovery.h"
+
+namespace tianshu::agent {
+namespace {
+
+constexpr int64_t kSec = kNsPerSec;
+
+// An agent over a fake file system (with fake v1 cgroupfs) and a fake process table.
+struct Fixture {
+  FakeSystemFiles fs;
+  FakeProcessRunner runner;
+  std::unique_ptr<CgroupDriver> cgroups;
+  HostInfo host;
+  AgentOptions options{
+      .node = "n0", .workdir = "/w", .checkpoint_root = "/ckpt", .checkpoint_grace_ns = 10 * kSec};
+
+  Fixture() {
+    fs.AddFile("/proc/mounts",
+               "cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n"
+               "cgroup /sys/fs/cgroup/cpuset cgroup rw,cpuset 0 0\n");
+    fs.AddFile("/proc/self/cgroup", "4:memory:/\n3:cpuset:/\n");
+    fs.AddFile("/sys/fs/cgroup/cpuset/cpuset.cpus", "0-1");
+    fs.AddFile("/sys/fs/cgroup/cpuset/cpuset.mems", "0");
+    fs.AutoFiles("/sys/fs/cgroup/memory", {"cgroup.procs", "memory.limit_in_bytes"});
+    fs.AutoFiles("/sys/fs/cgroup/cpuset", {"cgroup.procs", "cpuset.cpus", "cpuset.mems"});
+    cgroups = std::move(*DetectCgroupDriver(fs, {}));
+    host.hostname = "n0";
+    host.cpus = 2;
+    host.numa_nodes = {{0, {0, 1}, 1 << 30}};
+    auto devs = ParseDeclaredDevices("4xA100-80GB");
+    host.accelerators = *devs;
+    host.declared_accelerators = true;
+  }
+  Agent Make() { return Agent(options, host, fs, *cgroups, runner); }
+};
+
+wire::WorkOrder LaunchOrder(const std::string& id, int ranks, std::string backend = "cuda") {
+  wire::WorkOrder o;
+  o.id = id;
+  o.kind = wire::OrderKind::kLaunch;
+  o.job_id = "j-1";
+  o.attempt = 1;
+  wire::LaunchOrder l;
+  l.job_name = "ddp";
+  l.backend = std::move(backend);
+  l.world_size = ranks * 2;
+  l.master_addr = "10.0.0.1";
+  l.master_port = 29511;
+  for (int r = 0; r < ranks; ++r) {
+    l.ranks.push_back({.rank = ranks + r,
+                       .local_rank = r,
+                       .node_rank = 1,
+                       .devices = {r},
+                       .command = {"/usr/bin/python3", "train.py"},
+                       .env = {{"NCCL_ALGO", "Ring"}}});
+  }
+  l.cgroup.memory_bytes = 1 << 30;
+  o.launch = l;
+  return o;
+}
+
+wire::WorkOrder StopOrder(const std::string& id, bool checkpoint_first, int64_t grace_ms) {
+  wire::WorkOrder o;
+  o.id = id;
+  o.kind = wire::OrderKind::kStop;
+  o.job_id = "j-1";
+  o.attempt = 1;
+  o.stop = wire::StopOrder{
+      .reason = "preempt", .checkpoint_first = checkpoint_first, .grace_ms = grace_ms};
+  return o;
+}
+
+std::vector<std::string> Kinds(const Agent& a) {
+  std::vector<std::string> out;
+  for (const auto& r : a.PendingReports()) {
+    out.push_back(std::string(wire::ReportKindName(r.kind)) +
+                  (r.rank >= 0 ? ":" + std::to_string(r.rank) : ""));
+  }
+  return out;
+}
+
+TEST(Agent, LaunchesEachRankInTheJobCgroupWithItsEnvironment) {
+  Fixture f;
+  Agent a = f.Make();
+  ASSERT_TRUE(a.Recover(0));
+  a.Apply(LaunchOrder("o1", 2), 0);
+  ASSERT_EQ(f.runner.procs_.size(), 2u);
+  const SpawnSpec& s = f.runner.procs_.begin()->second.spec;
+  EXPECT_EQ(s.env.at("CUDA_VISIBLE_DEVICES"), "0");
+  EXPECT_EQ(s.env.at("RANK"), "2");
+  EXPECT_EQ(s.env.at("LOCAL_RANK"), "0");
+  EXPECT_EQ(s.env.at("NODE_RANK"), "1");
+  EXPECT_EQ(s.env.at("WORLD_SIZE"), "4");
+  EXPECT_EQ(s.env.at("MASTER_ADDR"), "10.0.0.1");
+  EXPECT_EQ(s.env.at("MASTER_PORT"), "29511");
+  EXPECT_EQ(s.env.at("NCCL_ALGO"), "Ring");  // the communicator plan's variables
+  EXPECT_EQ(s.env.at("TIANSHU_JOB_ID"), "j-1");
+  EXPECT_EQ(s.env.at("TIANSHU_CHECKPOINT_DIR"), "/ckpt/j-1");
+  EXPECT_EQ(s.env.at("TIANSHU_CHECKPOINT_MARKER"), "/w/jobs/job-j-1-a1/rank-2.ckpt");
+  EXPECT_EQ(s.log_path, "/w/jobs/job-j-1-a1/rank-2.log");
+  EXPECT_EQ(s.cgroup_procs_files.size(), 2u);
+  EXPECT_EQ(f.fs.Content("/sys/fs/cgroup/memory/tianshu/job-j-1-a1/memory.limit_in_bytes"),
+            "1073741824");
+  EXPECT_EQ(Kinds(a), (std::vector<std::string>{"accepted", "started:2", "started:3"}));
+  EXPECT_EQ(a.Running().size(), 2u);
+}
+
+TEST(Agent, VisibleDevicesFollowTheBackend) {
+  for (auto [backend, var] :
+       std::vector<std::pair<std::string, std::string>>{{"ascend", "ASCEND_RT_VISIBLE_DEVICES"},
+                                                        {"rocm", "HIP_VISIBLE_DEVICES"},
+                                                        {"musa", "MUSA_VISIBLE_DEVICES"}}) {
+    wire::WorkOrder o = LaunchOrder("o", 1, backend);
+    auto env = RankEnvironment(o, o.launch->ranks[0], "/c");
+    EXPECT_EQ(env.at(var), "0") << backend;
+    EXPECT_EQ(env.count("CUDA_VISIBLE_DEVICES"), 0u);
+  }
+}
+
+TEST(Agent, ARepeatedOrderIsAcknowledgedButNotRepeated) {
+  Fixture f;
+  Agent a = f.Make();
+  a.Apply(LaunchOrder("o1", 2), 0);
+  a.AckReports(a.PendingReports().size());
+  a.Apply(LaunchOrder("o1", 2), 1);
+  EXPECT_EQ(f.runner.procs_.size(), 2u);
+  EXPECT_EQ(Kinds(a), (std::vector<std::string>{"accepted"}));
+}
+
+TEST(Agent, ExitsAreReportedAndTheCgroupRemoved) {
+  Fixture f;
+  Agent a = f.Make();
+  a.Apply(LaunchOrder("o1", 2), 0);
+  a.AckReports(a.PendingReports().size());
+  f.runner.Exit(100, {0, 0, false});
+  f.runner.Exit(101, {0, SIGSEGV, false});
+  a.Tick(kSec);
+  ASSERT_EQ(a.PendingReports().size(), 2u);
+  EXPECT_EQ(a.PendingReports()[0].exit_code, 0);
+  EXPECT_EQ(a.PendingReports()[1].signal, SIGSEGV);
+  EXPECT_EQ(a.PendingReports()[1].message, "killed by SIGSEGV");
+  EXPECT_FALSE(f.fs.Exists("/sys/fs/cgroup/memory/tianshu/job-j-1-a1"));
+  EXPECT_FALSE(a.Busy());
+  EXPECT_TRUE(a.Running().empty());
+}
+
+TEST(Agent, StopCheckpointsFirstThenTerminates) {
+  Fixture f;
+  Agent a = f.Make();
+  a.Apply(LaunchOrder("o1", 2), 0);
+  a.AckReports(a.PendingReports().size());
+  a.Apply(StopOrder("s1", true, 5000), kSec);
+  EXPECT_EQ(f.runner.procs_[100].signals, (std::vector<int>{SIGUSR1}));
+  a.Tick(2 * kSec);  // no markers yet: still waiting
+  EXPECT_EQ(f.runner.procs_[100].signals.size(), 1u);
+  f.fs.AddFile("/w/jobs/job-j-1-a1/rank-2.ckpt", R"({"step": 40, "path": "/ckpt/s40.pt"})");
+  f.fs.AddFile("/w/jobs/job-j-1-a1/rank-3.ckpt", R"({"step": 40, "path": "/ckpt/s40.pt"})");
+  a.Tick(3 * kSec);  // markers seen: checkpointed, then SIGTERM
+  EXPECT_EQ(f.runner.procs_[100].signals, (std::vector<int>{SIGUSR1, SIGTERM}));
+  a.Tick(4 * kSec);  // the fake dies on SIGTERM
+  EXPECT_EQ(Kinds(a), (std::vector<std::string>{"accepted", "checkpointed:2", "checkpointed:3",
+                                                "exited:2", "exited:3", "stopped"}));
+  EXPECT_EQ(a.PendingReports()[1].step, 40);
+  EXPECT_EQ(a.PendingReports()[3].signal, SIGTERM);
+  EXPECT_EQ(a.PendingReports()[3].step, 40);
+}
+
+TEST(Agent, StopEscalatesToSigkillAfterTheGracePeriods) {
+  Fixture f;
+  f.runner.die_on_term = false;
+  Agent a = f.Make();
+  a.Apply(LaunchOrder("o1", 1), 0);
+  a.Apply(StopOrder("s1", true, 5000), 0);
+  a.Tick(9 * kSec);
+  EXPECT_EQ(f.runner.procs_[100].signals, (std::vector<int>{SIGUSR1}));
+  a.Tick(10 * kSec);  // checkpoint grace over: SIGTERM
+  EXPECT_EQ(f.runner.procs_[100].signals, (std::vector<int>{SIGUSR1, SIGTERM}));
+  EXPECT_EQ(a.NextDeadline(), 15 * kSec);
+  a.Tick(15 * kSec);  // term grace over: SIGKILL
+  EXPECT_EQ(f.runner.procs_[100].signals, (std::vector<int>{SIGUSR1, SIGTERM, SIGKILL}));
+  a.Tick(16 * kSec);
+  const wire::Report& last = a.PendingReports().back();
+  EXPECT_EQ(last.kind, wire::ReportKind::kStopped);
+  EXPECT_NE(last.message.find("no checkpoint marker within 10s"), std::string::npos);
+  EXPECT_NE(last.message.find("SIGKILL after 5000 ms"), std::string::npos) << last.message;
+}
+
+TEST(Agent, CheckpointOrderSignalsAndWaitsForMarkers) {
+  Fixture f;
+  Agent a = f.Make();
+  a.Apply(LaunchOrder("o1", 1), 0);
+  a.AckReports(a.PendingReports().size());
+  wire::WorkOrder c{.id = "c1",
+                    .kind = wire::OrderKind::kCheckpoint,
+                    .job_id = "j-1",
+                    .attempt = 1,
+                    .checkpoint = wire::CheckpointOrder{"periodic"}};
+  a.Apply(c, kSec);
+  EXPECT_EQ(f.runner.procs_[100].signals, (std::vector<int>{SIGUSR1}));
+  f.fs.AddFile("/w/jobs/job-j-1-a1/rank-1.ckpt", R"({"step": 7, "path": "p"})");
+  a.Tick(2 * kSec);
+  EXPECT_EQ(Kinds(a), (std::vector<std::string>{"accepted", "checkpointed:1"}));
+  EXPECT_EQ(a.PendingReports()[1].order_id, "c1");
+  EXPECT_TRUE(f.runner.procs_[100].exit == std::nullopt);  // still running
+}
+
+TEST(Agent, ARestartedAgentAdoptsItsRanksAndStartsNothingTwice) {
+  Fixture f;
+  {
+    Agent a = f.Make();
+    ASSERT_TRUE(a.Recover(0));
+    a.Apply(LaunchOrder("o1", 2), 0);
+    f.runner.Exit(101, {3, 0, false});
+    a.Tick(kSec);
+  }  // the agent dies; rank 2 (pid 100) runs on, rank 3 exited with 3
+  Agent b = f.Make();
+  ASSERT_TRUE(b.Recover(2 * kSec));
+  EXPECT_EQ(f.runner.procs_.size(), 2u);  // nothing started again
+  ASSERT_EQ(b.Running().size(), 1u);
+  EXPECT_EQ(b.Running()[0].pid, 100);
+  b.Apply(LaunchOrder("o1", 2), 2 * kSec);  // redelivered: acknowledged only
+  EXPECT_EQ(f.runner.procs_.size(), 2u);
+  f.runner.Exit(100, {0, 0, false});
+  b.Tick(3 * kSec);
+  bool exited0 = false;
+  for (const auto& r : b.PendingReports()) {
+    exited0 = exited0 || (r.kind == wire::ReportKind::kExited && r.rank == 2);
+  }
+  EXPECT_TRUE(exited0);
+  EXPECT_FALSE(b.Busy());
+  // A third start finds a compacted journal with nothing to do.
+  Agent c = f.Make();
+  ASSERT_TRUE(c.Recover(4 * kSec));
+  EXPECT_TRUE(c.Running().empty());
+  EXPECT_EQ(f.runner.procs_.size(), 2u);
+}
+
+TEST(Agent, PlaceholderRanksEndAfterTheirDuration) {
+  Fixture f;
+  Agent a = f.Make();
+  wire::WorkOrder o = LaunchOrder("o1", 1);
+  o.launch->ranks[0].command.clear();
+  o.launch->ranks[0].env["TIANSHU_DURATION_S"] = "30";
+  a.Apply(o, 0);
+  EXPECT_TRUE(f.runner.procs_.empty());
+  EXPECT_FALSE(a.Busy());
+  EXPECT_EQ(a.NextDeadline(), 30 * kSec);
+  a.Tick(29 * kSec);
+  EXPECT_EQ(a.Running().size(), 1u);
+  a.Tick(30 * kSec);
+  EXPECT_TRUE(a.Running().empty());
+  EXPECT_EQ(a.PendingReports().back().kind, wire::ReportKind::kExited);
+}
+
+TEST(Agent, ARestartedJobIsToldWhereToResume) {
+  Fixture f;
+  f.fs.AddFile("/ckpt/j-1/latest", "step-000120.pt\n");
+  Agent a = f.Make();
+  a.Apply(LaunchOrder("o1", 1), 0);
+  EXPECT_EQ(f.runner.procs_[100].spec.env.at("TIANSHU_RESUME_FROM"), "/ckpt/j-1/step-000120.pt");
+}
+
+TEST(Agent, StopOfAJobThatIsNotHereIsStoppedAtOnce) {
+  Fixture f;
+  Agent a = f.Make();
+  a.Apply(StopOrder("s9", false, 0), 0);
+  EXPECT_EQ(Kinds(a), (std::vector<std::string>{"accepted", "stopped"}));
+}
+
+TEST(Agent, HardwareForRegistration) {
+  Fixture f;
+  Agent a = f.Make();
+  wire::Hardware h = a.Hardware();
+  ASSERT_EQ(h.devices.size(), 4u);
+  EXPECT_TRUE(h.devices[0].declared);
+  EXPECT_EQ(h.devices[0].vendor, "nvidia");
+  EXPECT_EQ(h.cpu_milli, 2000);
+  EXPECT_EQ(h.backend, "cuda");
+}
+
+}  // namespace
+}  // namespace tianshu::agent

@@ -1,0 +1,260 @@
+#include "tianshu/agent/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "tianshu/base/strings.h"
+
+namespace tianshu::agent {
+namespace {
+
+// Async-signal-safe helpers for the code between fork and exec.
+void SafeWrite(int fd, const char* s) { (void)!::write(fd, s, std::strlen(s)); }
+
+void SafeItoa(int v, char* buf) {
+  char tmp[16];
+  int n = 0;
+  bool neg = v < 0;
+  unsigned u = neg ? static_cast<unsigned>(-v) : static_cast<unsigned>(v);
+  do {
+    tmp[n++] = static_cast<char>('0' + u % 10);
+    u /= 10;
+  } while (u && n < 15);
+  int i = 0;
+  if (neg) buf[i++] = '-';
+  while (n) buf[i++] = tmp[--n];
+  buf[i] = 0;
+}
+
+[[noreturn]] void ShimFail(const char* what) {
+  SafeWrite(2, "tianshu-shim: ");
+  SafeWrite(2, what);
+  SafeWrite(2, ": ");
+  SafeWrite(2, std::strerror(errno));  // strerror is not listed as safe but only reads a table
+  SafeWrite(2, "\n");
+  ::_exit(127);
+}
+
+}  // namespace
+
+std::optional<ProcessExit> ParseExitFile(const std::string& text) {
+  auto f = SplitString(std::string(Trim(text)), ' ');
+  int64_t v = 0;
+  if (f.size() != 2 || !ParseInt64(f[1], &v)) return std::nullopt;
+  if (f[0] == "exited") return ProcessExit{static_cast<int>(v), 0, false};
+  if (f[0] == "signaled") return ProcessExit{0, static_cast<int>(v), false};
+  return std::nullopt;
+}
+
+Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
+  if (spec.argv.empty()) return Fail("spawn: empty command");
+  // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp, argv;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = spec.argv;
+  for (auto& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  std::string path_env = "/usr/local/bin:/usr/bin:/bin";
+  if (auto it = spec.env.find("PATH"); it != spec.env.end()) path_env = it->second;
+  std::vector<std::string> candidates;
+  if (args[0].find('/') != std::string::npos) {
+    candidates.push_back(args[0]);
+  } else {
+    for (const auto& dir : SplitString(path_env, ':')) {
+      if (!dir.empty()) candidates.push_back(dir + "/" + args[0]);
+    }
+  }
+  // The exit file is truncated now, so a stale one from an earlier attempt never counts.
+  if (!spec.exit_path.empty()) ::unlink(spec.exit_path.c_str());
+
+  pid_t pid = ::fork();
+  if (pid < 0) return Fail("fork: ", std::strerror(errno));
+  if (pid == 0) {
+    // Shim: own session (so the group can be signalled), cgroup, log, then fork the rank.
+    ::setsid();
+    for (const auto& f : spec.cgroup_procs_files) {
+      int fd = ::open(f.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0 || ::write(fd, "0", 1) != 1) ShimFail(f.c_str());
+      ::close(fd);
+    }
+    if (!spec.log_path.empty()) {
+      int fd = ::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (fd < 0) ShimFail(spec.log_path.c_str());
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::close(fd);
+    }
+    int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) ShimFail(spec.cwd.c_str());
+    // Unblock everything the agent may have blocked; the shim ignores the stop signals so that
+    // it outlives the rank and records how it ended.
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    const int kIgnored[] = {SIGUSR1, SIGUSR2, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+    for (int s : kIgnored) ::signal(s, SIG_IGN);
+    ::signal(SIGCHLD, SIG_DFL);
+    pid_t rank = ::fork();
+    if (rank < 0) ShimFail("fork");
+    if (rank == 0) {
+      for (int s : kIgnored) ::signal(s, SIG_DFL);  // SIG_IGN would survive exec
+      for (const auto& c : candidates) ::execve(c.c_str(), argv.data(), envp.data());
+      ShimFail(args[0].c_str());
+    }
+    int status = 0;
+    while (::waitpid(rank, &status, 0) < 0 && errno == EINTR) {
+    }
+    char line[48] = {0};
+    char num[16];
+    int code = 0;
+    if (WIFSIGNALED(status)) {
+      std::strcpy(line, "signaled ");
+      SafeItoa(WTERMSIG(status), num);
+      code = 128 + WTERMSIG(status);
+    } else {
+      std::strcpy(line, "exited ");
+      SafeItoa(WEXITSTATUS(status), num);
+      code = WEXITSTATUS(status);
+    }
+    std::strcat(line, num);
+    std::strcat(line, "\n");
+    if (!spec.exit_path.empty()) {
+      int fd = ::open(spec.exit_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        SafeWrite(fd, line);
+        ::fsync(fd);
+        ::close(fd);
+      }
+    }
+    ::_exit(code);
+  }
+  tracked_[pid] = {spec.exit_path, true, 0};
+  return static_cast<int64_t>(pid);
+}
+
+Status PosixProcessRunner::Signal(int64_t pid, int sig) {
+  if (pid <= 0) return Fail("signal: bad pid ", std::to_string(pid));
+  // The group first; a pid that leads no group (a straggler that left it) on its own.
+  if (::kill(static_cast<pid_t>(-pid), sig) == 0) return Ok();
+  if (errno == ESRCH && (::kill(static_cast<pid_t>(pid), sig) == 0 || errno == ESRCH)) {
+    return Ok();
+  }
+  return Fail("kill -", std::to_string(sig), " ", std::to_string(pid), ": ", std::strerror(errno));
+}
+
+std::optional<ProcessExit> PosixProcessRunner::ReadExitFile(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buf[64];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  return ParseExitFile(std::string(buf, static_cast<size_t>(n)));
+}
+
+std::optional<ProcessExit> PosixProcessRunner::Poll(int64_t pid) {
+  auto it = tracked_.find(pid);
+  if (it == tracked_.end()) return ProcessExit{0, 0, true};
+  if (it->second.child) {
+    int status = 0;
+    pid_t r = ::waitpid(static_cast<pid_t>(pid), &status, WNOHANG);
+    if (r == 0) return std::nullopt;
+    std::optional<ProcessExit> e = ReadExitFile(it->second.exit_path);
+    if (!e) {
+      // The shim itself died (SIGKILL to the group): what ended it is what ended the rank.
+      if (r > 0 && WIFSIGNALED(status)) {
+        e = ProcessExit{0, WTERMSIG(status), false};
+      } else if (r > 0) {
+        e = ProcessExit{WEXITSTATUS(status), 0, false};
+      } else {
+        e = ProcessExit{0, 0, true};
+      }
+    }
+    tracked_.erase(it);
+    return e;
+  }
+  // Adopted: not our child. Alive while its start time still matches and it is no zombie.
+  if (StartTime(pid) == it->second.start_time) {
+    std::string stat_path = "/proc/" + std::to_string(pid) + "/stat";
+    int fd = ::open(stat_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      char buf[512];
+      ssize_t n = ::read(fd, buf, sizeof buf - 1);
+      ::close(fd);
+      std::string s(buf, n > 0 ? static_cast<size_t>(n) : 0);
+      auto close_paren = s.rfind(')');
+      bool zombie = close_paren != std::string::npos && close_paren + 2 < s.size() &&
+                    s[close_paren + 2] == 'Z';
+      if (!zombie) return std::nullopt;
+    }
+  }
+  std::optional<ProcessExit> e = ReadExitFile(it->second.exit_path);
+  tracked_.erase(it);
+  return e ? e : ProcessExit{0, 0, true};
+}
+
+int64_t PosixProcessRunner::StartTime(int64_t pid) {
+  std::string stat_path = "/proc/" + std::to_string(pid) + "/stat";
+  int fd = ::open(stat_path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[1024];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  std::string s(buf, static_cast<size_t>(n));
+  auto p = s.rfind(')');
+  if (p == std::string::npos) return 0;
+  // Fields after the command: state is field 3; starttime is field 22.
+  auto fields = SplitString(s.substr(p + 2), ' ');
+  int64_t v = 0;
+  return fields.size() > 19 && ParseInt64(fields[19], &v) ? v : 0;
+}
+
+bool PosixProcessRunner::Adopt(int64_t pid, int64_t start_time, const std::string& exit_path) {
+  // Gone or a different process: Poll() then reads the exit file.
+  tracked_[pid] = {exit_path, false, start_time};
+  int64_t now = StartTime(pid);
+  return now != 0 && now == start_time;
+}
+
+// ---- fake ----
+
+Result<int64_t> FakeProcessRunner::Spawn(const SpawnSpec& spec) {
+  if (fail_spawn) return Fail("spawn: fake failure");
+  int64_t pid = next_pid_++;
+  procs_[pid] = Proc{spec, {}, std::nullopt};
+  return pid;
+}
+
+Status FakeProcessRunner::Signal(int64_t pid, int sig) {
+  auto it = procs_.find(pid);
+  if (it == procs_.end()) return Ok();
+  it->second.signals.push_back(sig);
+  if (!it->second.exit && (sig == SIGKILL || (die_on_term && sig == SIGTERM))) {
+    it->second.exit = ProcessExit{0, sig, false};
+  }
+  return Ok();
+}
+
+std::optional<ProcessExit> FakeProcessRunner::Poll(int64_t pid) {
+  auto it = procs_.find(pid);
+  if (it == procs_.end()) return ProcessExit{0, 0, true};
+  return it->second.exit;
+}
+
+bool FakeProcessRunner::Adopt(int64_t pid, int64_t start_time, const std::string&) {
+  auto it = procs_.find(pid);
+  return it != procs_.end() && !it->second.exit && StartTime(pid) == start_time;
+}
+
+}  // namespace tianshu::agent

@@ -1,0 +1,97 @@
+// Processes of ranks: spawn into a cgroup with an environment and a log file, signal the whole
+// process group, and learn how each ended — also after an agent restart, when the rank is no
+// longer the agent's child. The real runner forks a small shim per rank (a copy of the agent
+// that ignores the stop signals, joins the job's cgroup, starts the rank in its own session and
+// writes "exited N" or "signaled N" to an exit file when it ends); the fake one is a table
+// that tests drive.
+//   PosixProcessRunner runner;
+//   auto pid = runner.Spawn({.argv = {"/bin/sleep", "1"}, .log_path = "/tmp/r0.log",
+//                            .exit_path = "/tmp/r0.exit"});
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tianshu/base/status.h"
+
+namespace tianshu::agent {
+
+struct SpawnSpec {
+  std::vector<std::string> argv;                // argv[0] is looked up in PATH when it has no '/'
+  std::map<std::string, std::string> env;       // the complete environment
+  std::string cwd;                              // "" = inherit
+  std::string log_path;                         // stdout and stderr, appended
+  std::string exit_path;                        // where the shim writes how the rank ended
+  std::vector<std::string> cgroup_procs_files;  // joined (write "0") before exec
+};
+
+struct ProcessExit {
+  int exit_code = 0;     // valid when signal == 0
+  int signal = 0;        // the signal that ended it, 0 when it exited
+  bool unknown = false;  // neither the kernel nor the exit file could tell
+};
+
+// Single-threaded use. Signal and Poll on an unknown pid are errors/nullopt, never crashes.
+class ProcessRunner {
+ public:
+  virtual ~ProcessRunner() = default;
+  // Starts the process and returns the pid of its process group leader (the shim).
+  [[nodiscard]] virtual Result<int64_t> Spawn(const SpawnSpec& spec) = 0;
+  // Sends `sig` to every process of the group. ESRCH (already gone) is success.
+  [[nodiscard]] virtual Status Signal(int64_t pid, int sig) = 0;
+  // Non-blocking: how it ended, or nullopt while it runs.
+  virtual std::optional<ProcessExit> Poll(int64_t pid) = 0;
+  // Takes over a process started by an earlier agent (from the journal): `start_time` must
+  // match, so a reused pid is never mistaken for the rank. False when it is gone or not it.
+  virtual bool Adopt(int64_t pid, int64_t start_time, const std::string& exit_path) = 0;
+  // The kernel's start time of a process (clock ticks since boot), 0 when unknown.
+  virtual int64_t StartTime(int64_t pid) = 0;
+};
+
+class PosixProcessRunner final : public ProcessRunner {
+ public:
+  Result<int64_t> Spawn(const SpawnSpec& spec) override;
+  Status Signal(int64_t pid, int sig) override;
+  std::optional<ProcessExit> Poll(int64_t pid) override;
+  bool Adopt(int64_t pid, int64_t start_time, const std::string& exit_path) override;
+  int64_t StartTime(int64_t pid) override;
+
+ private:
+  struct Tracked {
+    std::string exit_path;
+    bool child = true;
+    int64_t start_time = 0;  // adopted processes: must still match, else the pid was reused
+  };
+  std::optional<ProcessExit> ReadExitFile(const std::string& path);
+  std::map<int64_t, Tracked> tracked_;
+};
+
+// Parses the shim's exit file ("exited 0", "signaled 9").
+std::optional<ProcessExit> ParseExitFile(const std::string& text);
+
+class FakeProcessRunner final : public ProcessRunner {
+ public:
+  struct Proc {
+    SpawnSpec spec;
+    std::vector<int> signals;
+    std::optional<ProcessExit> exit;
+  };
+  Result<int64_t> Spawn(const SpawnSpec& spec) override;
+  Status Signal(int64_t pid, int sig) override;
+  std::optional<ProcessExit> Poll(int64_t pid) override;
+  bool Adopt(int64_t pid, int64_t start_time, const std::string& exit_path) override;
+  int64_t StartTime(int64_t pid) override { return procs_.count(pid) ? 1000 + pid : 0; }
+
+  // Test controls.
+  void Exit(int64_t pid, ProcessExit e) { procs_[pid].exit = e; }
+  // SIGTERM/SIGKILL end the process with that signal when true (the default).
+  bool die_on_term = true;
+  bool fail_spawn = false;
+  std::map<int64_t, Proc> procs_;
+  int64_t next_pid_ = 100;
+};
+
+}  // namespace tianshu::agent

@@ -1,0 +1,188 @@
+#include "tianshu/agent/session.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+
+#include "tianshu/base/strings.h"
+
+namespace tianshu::agent {
+
+// ---- HTTP ----
+
+struct HttpControlPlane::Impl {
+  Impl(const std::string& host, int port) : client(host, port) {}
+  httplib::Client client;
+  httplib::Headers headers;
+};
+
+HttpControlPlane::HttpControlPlane(const std::string& server, std::string token) {
+  std::string s = server;
+  for (const char* scheme : {"http://", "https://"}) {
+    if (StartsWith(s, scheme)) s = s.substr(std::string(scheme).size());
+  }
+  std::string host = s;
+  int64_t port = 7070;
+  if (auto colon = s.rfind(':'); colon != std::string::npos) {
+    host = s.substr(0, colon);
+    if (!ParseInt64(s.substr(colon + 1), &port)) port = 7070;
+  }
+  impl_ = std::make_unique<Impl>(host, static_cast<int>(port));
+  // One connection per request: with hundreds of agents a held keep-alive connection would
+  // pin one of the server's HTTP worker threads each.
+  impl_->client.set_keep_alive(false);
+  impl_->client.set_connection_timeout(2, 0);
+  impl_->client.set_read_timeout(10, 0);
+  impl_->client.set_write_timeout(10, 0);
+  impl_->headers = {{"Authorization", "Bearer " + token}};
+}
+
+HttpControlPlane::~HttpControlPlane() = default;
+
+namespace {
+
+template <typename T, typename Parse>
+Result<T> Answer(const httplib::Result& res, const std::string& what, Parse parse) {
+  if (!res) return Fail(what, ": server unreachable (", httplib::to_string(res.error()), ")");
+  if (res->status != 200) {
+    std::string msg = res->body;
+    if (auto e = wire::ParseErrorBody(res->body)) msg = e->message;
+    return Fail(what, ": HTTP ", std::to_string(res->status), ": ", msg);
+  }
+  return parse(res->body);
+}
+
+}  // namespace
+
+Result<wire::RegisterResponse> HttpControlPlane::Register(const wire::RegisterRequest& r) {
+  auto res = impl_->client.Post("/v1/agents/register", impl_->headers, wire::ToJson(r).dump(),
+                                "application/json");
+  return Answer<wire::RegisterResponse>(
+      res, "register", [](const std::string& b) { return wire::ParseRegisterResponse(b); });
+}
+
+Result<wire::HeartbeatResponse> HttpControlPlane::Heartbeat(const std::string& node,
+                                                            const wire::Heartbeat& hb) {
+  auto res = impl_->client.Post("/v1/agents/" + node + "/heartbeat", impl_->headers,
+                                wire::ToJson(hb).dump(), "application/json");
+  if (res && (res->status == 404 || res->status == 409)) {
+    return wire::HeartbeatResponse{.reregister = true};
+  }
+  return Answer<wire::HeartbeatResponse>(
+      res, "heartbeat", [](const std::string& b) { return wire::ParseHeartbeatResponse(b); });
+}
+
+Result<wire::WorkBatch> HttpControlPlane::FetchWork(const std::string& node) {
+  auto res = impl_->client.Get("/v1/agents/" + node + "/work?wait_ms=0", impl_->headers);
+  return Answer<wire::WorkBatch>(res, "work",
+                                 [](const std::string& b) { return wire::ParseWorkBatch(b); });
+}
+
+Status HttpControlPlane::SendReports(const std::string& node, const wire::ReportBatch& batch) {
+  auto res = impl_->client.Post("/v1/agents/" + node + "/reports", impl_->headers,
+                                wire::ToJson(batch).dump(), "application/json");
+  auto r = Answer<bool>(res, "reports", [](const std::string&) -> Result<bool> { return true; });
+  if (!r) return std::unexpected(r.error());
+  return Ok();
+}
+
+// ---- backoff ----
+
+int64_t Backoff::Next() {
+  int shift = std::min(failures_, 30);
+  ++failures_;
+  int64_t ceiling = base_;
+  for (int i = 0; i < shift && ceiling < cap_; ++i) ceiling *= 2;
+  ceiling = std::min(ceiling, cap_);
+  int64_t floor = std::min(base_ / 2, ceiling);
+  std::uniform_int_distribution<int64_t> d(floor, ceiling);
+  return d(rng_);
+}
+
+// ---- session ----
+
+Session::Session(SessionOptions options, ControlPlane& server, Agent& agent)
+    : options_(std::move(options)),
+      server_(server),
+      agent_(agent),
+      backoff_(options_.backoff_base_ns, options_.backoff_cap_ns, options_.seed) {}
+
+void Session::Failed(const std::string& what, int64_t now_ns) {
+  last_error_ = what;
+  next_ns_ = now_ns + backoff_.Next();
+}
+
+bool Session::Flush() {
+  while (!agent_.PendingReports().empty()) {
+    const auto& pending = agent_.PendingReports();
+    size_t n = std::min(pending.size(), options_.max_reports_per_call);
+    wire::ReportBatch batch{
+        .agent_id = options_.agent_id,
+        .reports = {pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(n)}};
+    if (Status s = server_.SendReports(options_.node, batch); !s) {
+      last_error_ = s.error().message;
+      return false;
+    }
+    agent_.AckReports(n);
+  }
+  return true;
+}
+
+int64_t Session::Step(int64_t now_ns) {
+  if (now_ns < next_ns_) {
+    // Not due; still push reports out promptly while connected.
+    if (registered_ && !agent_.PendingReports().empty() && !Flush()) Failed(last_error_, now_ns);
+    return next_ns_;
+  }
+  if (!registered_) {
+    wire::RegisterRequest req{.node = options_.node,
+                              .agent_id = options_.agent_id,
+                              .address = options_.address,
+                              .hardware = agent_.Hardware(),
+                              .running = agent_.Running()};
+    for (const auto& [k, v] : options_.labels) req.hardware.labels[k] = v;
+    auto resp = server_.Register(req);
+    if (!resp) {
+      Failed(resp.error().message, now_ns);
+      return next_ns_;
+    }
+    registered_ = true;
+    ++registrations_;
+    backoff_.Reset();
+    heartbeat_ns_ = std::max<int64_t>(resp->heartbeat_interval_ms, 50) * 1'000'000;
+  }
+  if (!Flush()) {
+    Failed(last_error_, now_ns);
+    return next_ns_;
+  }
+  wire::Heartbeat hb{
+      .agent_id = options_.agent_id, .health = wire::Health::kOk, .running = agent_.Running()};
+  auto resp = server_.Heartbeat(options_.node, hb);
+  if (!resp) {
+    Failed(resp.error().message, now_ns);
+    return next_ns_;
+  }
+  if (resp->reregister) {
+    registered_ = false;
+    last_error_ = "server asked to register again";
+    next_ns_ = now_ns + backoff_.Next() / 4;  // soon, but never a tight loop
+    return next_ns_;
+  }
+  backoff_.Reset();
+  if (resp->pending_orders > 0) {
+    auto work = server_.FetchWork(options_.node);
+    if (!work) {
+      Failed(work.error().message, now_ns);
+      return next_ns_;
+    }
+    for (const wire::WorkOrder& o : work->orders) agent_.Apply(o, now_ns);
+    if (!Flush()) {
+      Failed(last_error_, now_ns);
+      return next_ns_;
+    }
+  }
+  next_ns_ = now_ns + heartbeat_ns_;
+  return next_ns_;
+}
+
+}  // namespace tianshu::agent

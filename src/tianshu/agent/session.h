@@ -1,0 +1,106 @@
+// The agent's conversation with `tianshu serve`: register (with the hardware found and the
+// ranks still running), heartbeat at the server's interval, fetch work when the server says
+// some is pending, send reports; back off exponentially with jitter while the server is
+// unreachable, and register again when the server no longer knows the node (it restarted or
+// declared the node lost). Time and randomness are passed in; the transport is an interface
+// (HTTP for real, a fake in tests).
+//   HttpControlPlane http("127.0.0.1:7070", token);
+//   Session s({.node = "node-0", .agent_id = id, .address = "127.0.0.1"}, http, agent);
+//   int64_t next = s.Step(now);   // sleep until `next`, then Step again
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "tianshu/agent/agent.h"
+#include "tianshu/base/status.h"
+#include "tianshu/wire/wire.h"
+
+namespace tianshu::agent {
+
+// Transport errors are Results; a server that answers "unknown node" (404) to a heartbeat gives
+// HeartbeatResponse{.reregister = true}. Not thread-safe.
+class ControlPlane {
+ public:
+  virtual ~ControlPlane() = default;
+  [[nodiscard]] virtual Result<wire::RegisterResponse> Register(const wire::RegisterRequest& r) = 0;
+  [[nodiscard]] virtual Result<wire::HeartbeatResponse> Heartbeat(const std::string& node,
+                                                                  const wire::Heartbeat& hb) = 0;
+  [[nodiscard]] virtual Result<wire::WorkBatch> FetchWork(const std::string& node) = 0;
+  [[nodiscard]] virtual Status SendReports(const std::string& node,
+                                           const wire::ReportBatch& batch) = 0;
+};
+
+// HTTP/1.1 with keep-alive to "host:port", bearer token on every request.
+class HttpControlPlane final : public ControlPlane {
+ public:
+  HttpControlPlane(const std::string& server, std::string token);
+  ~HttpControlPlane() override;
+  Result<wire::RegisterResponse> Register(const wire::RegisterRequest& r) override;
+  Result<wire::HeartbeatResponse> Heartbeat(const std::string& node,
+                                            const wire::Heartbeat& hb) override;
+  Result<wire::WorkBatch> FetchWork(const std::string& node) override;
+  Status SendReports(const std::string& node, const wire::ReportBatch& batch) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Exponential backoff with full jitter (AWS architecture blog, "Exponential Backoff And
+// Jitter", 2015): delay = uniform(base/2, min(cap, base * 2^failures)).
+class Backoff {
+ public:
+  Backoff(int64_t base_ns, int64_t cap_ns, uint64_t seed)
+      : base_(base_ns), cap_(cap_ns), rng_(seed) {}
+  int64_t Next();  // after a failure
+  void Reset() { failures_ = 0; }
+  int failures() const { return failures_; }
+
+ private:
+  int64_t base_, cap_;
+  int failures_ = 0;
+  std::mt19937_64 rng_;
+};
+
+struct SessionOptions {
+  std::string node;
+  std::string agent_id;
+  std::string address;
+  std::map<std::string, std::string> labels;
+  uint64_t seed = 1;
+  int64_t backoff_base_ns = 500'000'000;
+  int64_t backoff_cap_ns = 30'000'000'000;
+  size_t max_reports_per_call = 512;
+};
+
+class Session {
+ public:
+  Session(SessionOptions options, ControlPlane& server, Agent& agent);
+  // Does what is due at `now_ns` (register, heartbeat, fetch and apply work, send reports) and
+  // returns the time it next has something to do.
+  int64_t Step(int64_t now_ns);
+  bool registered() const { return registered_; }
+  int registrations() const { return registrations_; }
+  const std::string& last_error() const { return last_error_; }
+  int64_t heartbeat_interval_ns() const { return heartbeat_ns_; }
+
+ private:
+  bool Flush();
+  void Failed(const std::string& what, int64_t now_ns);
+
+  SessionOptions options_;
+  ControlPlane& server_;
+  Agent& agent_;
+  Backoff backoff_;
+  bool registered_ = false;
+  int registrations_ = 0;
+  int64_t next_ns_ = 0;
+  int64_t heartbeat_ns_ = 1'000'000'000;
+  std::string last_error_;
+};
+
+}  // namespace tianshu::agent

@@ -1,0 +1,147 @@
+#include "tianshu/agent/session.h"
+
+#include <gtest/gtest.h>
+
+#include "tianshu/agent/discovery.h"
+
+namespace tianshu::agent {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+// A scripted server: `down` makes every call fail as unreachable; `forget` makes the next
+// heartbeat answer "register again" (a restarted server).
+class FakeServer final : public ControlPlane {
+ public:
+  bool down = false;
+  bool forget = false;
+  int registers = 0, heartbeats = 0, fetches = 0;
+  std::vector<wire::WorkOrder> work;
+  std::vector<wire::Report> reports;
+  wire::RegisterRequest last_register;
+
+  Result<wire::RegisterResponse> Register(const wire::RegisterRequest& r) override {
+    if (down) return Fail("register: server unreachable");
+    ++registers;
+    last_register = r;
+    forget = false;
+    return wire::RegisterResponse{.node = r.node, .heartbeat_interval_ms = 1000};
+  }
+  Result<wire::HeartbeatResponse> Heartbeat(const std::string&, const wire::Heartbeat&) override {
+    if (down) return Fail("heartbeat: server unreachable");
+    ++heartbeats;
+    if (forget) return wire::HeartbeatResponse{.reregister = true};
+    return wire::HeartbeatResponse{.pending_orders = static_cast<int64_t>(work.size())};
+  }
+  Result<wire::WorkBatch> FetchWork(const std::string&) override {
+    if (down) return Fail("work: server unreachable");
+    ++fetches;
+    wire::WorkBatch b{.orders = work};
+    work.clear();
+    return b;
+  }
+  Status SendReports(const std::string&, const wire::ReportBatch& b) override {
+    if (down) return Fail("reports: server unreachable");
+    reports.insert(reports.end(), b.reports.begin(), b.reports.end());
+    return Ok();
+  }
+};
+
+struct Fixture {
+  FakeSystemFiles fs;
+  FakeProcessRunner runner;
+  std::unique_ptr<CgroupDriver> cgroups;
+  HostInfo host;
+  std::unique_ptr<Agent> agent;
+  FakeServer server;
+  Fixture() {
+    fs.AddFile("/proc/mounts", "proc /proc proc rw 0 0\n");
+    cgroups = std::move(*DetectCgroupDriver(fs, {}));
+    host.hostname = "n0";
+    host.accelerators = *ParseDeclaredDevices("8xA100-80GB");
+    host.declared_accelerators = true;
+    agent = std::make_unique<Agent>(AgentOptions{.node = "n0", .workdir = "/w"}, host, fs, *cgroups,
+                                    runner);
+  }
+};
+
+TEST(Backoff, GrowsWithJitterUpToTheCap) {
+  Backoff b(500 * kMs, 8000 * kMs, 7);
+  int64_t prev_ceiling = 500 * kMs;
+  for (int i = 0; i < 10; ++i) {
+    int64_t d = b.Next();
+    EXPECT_GE(d, 250 * kMs);
+    EXPECT_LE(d, std::min<int64_t>(prev_ceiling, 8000 * kMs));
+    prev_ceiling *= 2;
+  }
+  b.Reset();
+  EXPECT_LE(b.Next(), 500 * kMs);
+}
+
+TEST(Session, BacksOffWhileTheServerIsDownThenRegisters) {
+  Fixture f;
+  f.server.down = true;
+  Session s({.node = "n0", .agent_id = "a1", .address = "127.0.0.1", .seed = 3}, f.server,
+            *f.agent);
+  int64_t now = 0;
+  std::vector<int64_t> waits;
+  for (int i = 0; i < 5; ++i) {
+    int64_t next = s.Step(now);
+    waits.push_back(next - now);
+    now = next;
+  }
+  EXPECT_FALSE(s.registered());
+  EXPECT_GT(waits[4], waits[0]);  // exponential growth dominates the jitter
+  f.server.down = false;
+  int64_t next = s.Step(now);
+  EXPECT_TRUE(s.registered());
+  EXPECT_EQ(next - now, 1000 * kMs);  // the server's heartbeat interval
+  EXPECT_EQ(f.server.last_register.hardware.devices.size(), 8u);
+  EXPECT_TRUE(f.server.last_register.hardware.devices[0].declared);
+}
+
+TEST(Session, FetchesWorkWhenPendingAndReportsBack) {
+  Fixture f;
+  Session s({.node = "n0", .agent_id = "a1"}, f.server, *f.agent);
+  int64_t now = s.Step(0);
+  wire::WorkOrder o{.id = "j.a1.launch.n0", .kind = wire::OrderKind::kLaunch, .job_id = "j"};
+  o.launch = wire::LaunchOrder{.world_size = 1};
+  o.launch->ranks.push_back({.rank = 0, .command = {"/bin/true"}});
+  f.server.work.push_back(o);
+  now = s.Step(now);
+  EXPECT_EQ(f.server.fetches, 1);
+  ASSERT_EQ(f.server.reports.size(), 2u);
+  EXPECT_EQ(f.server.reports[0].kind, wire::ReportKind::kAccepted);
+  EXPECT_EQ(f.server.reports[1].kind, wire::ReportKind::kStarted);
+  EXPECT_TRUE(f.agent->PendingReports().empty());
+  // The next heartbeat carries the running rank.
+  s.Step(now);
+  EXPECT_EQ(f.agent->Running().size(), 1u);
+}
+
+TEST(Session, RegistersAgainAfterAServerRestart) {
+  Fixture f;
+  Session s({.node = "n0", .agent_id = "a1"}, f.server, *f.agent);
+  int64_t now = s.Step(0);
+  EXPECT_EQ(s.registrations(), 1);
+  f.server.forget = true;  // the server restarted without this node
+  now = s.Step(now);
+  EXPECT_FALSE(s.registered());
+  for (int i = 0; i < 3 && !s.registered(); ++i) now = s.Step(now);
+  EXPECT_TRUE(s.registered());
+  EXPECT_EQ(s.registrations(), 2);
+  // Reports that could not be sent while the server was down are sent afterwards.
+  f.server.down = true;
+  wire::WorkOrder stop{
+      .id = "s", .kind = wire::OrderKind::kStop, .job_id = "x", .stop = wire::StopOrder{}};
+  f.agent->Apply(stop, now);
+  now = s.Step(now);
+  EXPECT_FALSE(f.agent->PendingReports().empty());
+  f.server.down = false;
+  for (int i = 0; i < 3; ++i) now = s.Step(now);
+  EXPECT_TRUE(f.agent->PendingReports().empty());
+  EXPECT_EQ(f.server.reports.back().kind, wire::ReportKind::kStopped);
+}
+
+}  // namespace
+}  // namespace tianshu::agent

@@ -1,0 +1,102 @@
+// The file system as the agent sees it: sysfs and procfs for discovery, cgroupfs for isolation,
+// the work directory for the journal and logs. Real and fake implementations share this
+// interface, so discovery and the cgroup drivers run in unit tests on a fake tree and on this
+// machine for real.
+//   RealSystemFiles fs;
+//   Result<std::string> mounts = fs.Read("/proc/mounts");
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tianshu/base/status.h"
+
+namespace tianshu::agent {
+
+class SystemFiles {
+ public:
+  virtual ~SystemFiles() = default;
+  // Whole content of a file. Fails when it does not exist or cannot be read.
+  [[nodiscard]] virtual Result<std::string> Read(const std::string& path) = 0;
+  // Writes `data` in one write(2) call (cgroup files need exactly that). No truncation
+  // semantics beyond O_WRONLY|O_TRUNC|O_CREAT for regular files. Fails with errno's text.
+  [[nodiscard]] virtual Status Write(const std::string& path, const std::string& data) = 0;
+  // Appends and fsyncs (the journal).
+  [[nodiscard]] virtual Status Append(const std::string& path, const std::string& data) = 0;
+  // Names in a directory, sorted, without "." and "..". Empty list on a missing directory is
+  // an error, not an empty result.
+  [[nodiscard]] virtual Result<std::vector<std::string>> List(const std::string& path) = 0;
+  virtual bool Exists(const std::string& path) = 0;
+  // mkdir -p. Idempotent.
+  [[nodiscard]] virtual Status MakeDirs(const std::string& path) = 0;
+  // rmdir (cgroups) — the directory must be empty of subdirectories. Idempotent: a missing
+  // directory is success.
+  [[nodiscard]] virtual Status RemoveDir(const std::string& path) = 0;
+  // Target of a symlink (sysfs device links), or an error.
+  [[nodiscard]] virtual Result<std::string> ReadLink(const std::string& path) = 0;
+  // Atomic replace via a temporary file and rename (journal compaction).
+  [[nodiscard]] virtual Status Replace(const std::string& path, const std::string& data) = 0;
+  virtual Status Remove(const std::string& path) = 0;
+  // "major:minor" of the file system that holds `path` (stat's st_dev).
+  [[nodiscard]] virtual Result<std::string> DeviceOf(const std::string& path) = 0;
+};
+
+// The real file system. Thread-compatible (no state).
+class RealSystemFiles final : public SystemFiles {
+ public:
+  Result<std::string> Read(const std::string& path) override;
+  Status Write(const std::string& path, const std::string& data) override;
+  Status Append(const std::string& path, const std::string& data) override;
+  Result<std::vector<std::string>> List(const std::string& path) override;
+  bool Exists(const std::string& path) override;
+  Status MakeDirs(const std::string& path) override;
+  Status RemoveDir(const std::string& path) override;
+  Result<std::string> ReadLink(const std::string& path) override;
+  Status Replace(const std::string& path, const std::string& data) override;
+  Status Remove(const std::string& path) override;
+  Result<std::string> DeviceOf(const std::string& path) override;
+};
+
+// An in-memory tree for tests: files, directories and links, plus a log of writes. MakeDirs
+// of a directory under one of `auto_files` prefixes creates the files a kernel would (cgroups).
+class FakeSystemFiles final : public SystemFiles {
+ public:
+  void AddFile(const std::string& path, const std::string& data);
+  void AddLink(const std::string& path, const std::string& target);
+  // Every directory created below `prefix` gets these (empty) files, as cgroupfs does.
+  void AutoFiles(const std::string& prefix, std::vector<std::string> names);
+  // Makes writes to this path fail (a controller file the kernel refuses).
+  void FailWrites(const std::string& path) { failing_.insert(path); }
+  const std::vector<std::pair<std::string, std::string>>& writes() const { return writes_; }
+  std::string Content(const std::string& path) const;
+
+  Result<std::string> Read(const std::string& path) override;
+  Status Write(const std::string& path, const std::string& data) override;
+  Status Append(const std::string& path, const std::string& data) override;
+  Result<std::vector<std::string>> List(const std::string& path) override;
+  bool Exists(const std::string& path) override;
+  Status MakeDirs(const std::string& path) override;
+  Status RemoveDir(const std::string& path) override;
+  Result<std::string> ReadLink(const std::string& path) override;
+  Status Replace(const std::string& path, const std::string& data) override;
+  Status Remove(const std::string& path) override;
+  Result<std::string> DeviceOf(const std::string& path) override;
+  std::string device_of = "254:0";  // what DeviceOf answers
+
+ private:
+  void AddDirs(const std::string& path);
+  std::map<std::string, std::string> files_;
+  std::map<std::string, std::string> links_;
+  std::set<std::string> dirs_{"/"};
+  std::map<std::string, std::vector<std::string>> auto_files_;
+  std::set<std::string> failing_;
+  std::vector<std::pair<std::string, std::string>> writes_;
+};
+
+// Directory part of a path ("/a/b" -> "/a"); "/" for top-level names.
+std::string Dirname(const std::string& path);
+
+}  // namespace tianshu::agent

@@ -1,0 +1,583 @@
+#include "tianshu/engine/engine.h"
+
+#include <algorithm>
+#include <cassert>
+#include <numeric>
+#include <utility>
+
+#include "tianshu/comm/comm_plan.h"
+#include "tianshu/engine/policy.h"
+#include "tianshu/placement/fit.h"
+
+namespace tianshu::engine {
+
+std::string_view JobStateName(JobState s) {
+  switch (s) {
+    case JobState::kPending:
+      return "pending";
+    case JobState::kRunning:
+      return "running";
+    case JobState::kCompleted:
+      return "completed";
+    case JobState::kFailed:
+      return "failed";
+    case JobState::kCancelled:
+      return "cancelled";
+  }
+  return "pending";
+}
+
+std::string_view StopReasonName(StopReason r) {
+  switch (r) {
+    case StopReason::kPreempted:
+      return "preempted";
+    case StopReason::kCancelled:
+      return "cancelled";
+    case StopReason::kFailed:
+      return "failed";
+    case StopReason::kDrained:
+      return "drained";
+  }
+  return "preempted";
+}
+
+JobId DecisionJob(const Decision& d) {
+  return std::visit([](const auto& x) { return x.id; }, d);
+}
+
+Engine::Engine(const model::Topology& topology, const EngineOptions& options)
+    : topology_(&topology), options_(options), state_(topology), idle_(topology) {}
+
+Engine::~Engine() = default;
+
+Result<std::unique_ptr<Engine>> Engine::Create(const model::Topology& topology,
+                                               const EngineOptions& options) {
+  if (auto st = options.Validate(); !st) return std::unexpected(st.error());
+  auto policies = Policies::Make(options);
+  if (!policies) return std::unexpected(policies.error());
+  std::unique_ptr<Engine> e(new Engine(topology, options));
+  e->policies_ = std::move(*policies);
+  return e;
+}
+
+const JobRecord* Engine::Find(JobId id) const {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+std::vector<const JobRecord*> Engine::AllJobs() const {
+  std::vector<const JobRecord*> out;
+  out.reserve(order_of_submission_.size());
+  for (JobId id : order_of_submission_) out.push_back(&jobs_.at(id));
+  return out;
+}
+
+void Engine::Accrue(JobRecord& job, double now_s) {
+  if (job.state == JobState::kRunning && now_s > job.accrued_to_s) {
+    job.attained_gpu_s += (now_s - job.accrued_to_s) * job.Gpus() * job.request.gpu_milli /
+                          static_cast<double>(model::kMilliPerGpu);
+  }
+  job.accrued_to_s = std::max(job.accrued_to_s, now_s);
+}
+
+void Engine::RemoveFrom(std::vector<JobId>& v, JobId id) {
+  auto it = std::find(v.begin(), v.end(), id);
+  if (it != v.end()) v.erase(it);
+}
+
+// Pending() stays in submission order (submit time, then id) whatever requeues happen, so
+// that order policies can skip sorting when it is already their order.
+void Engine::AddPending(JobId id) {
+  const JobRecord& r = jobs_.at(id);
+  auto before = [&](JobId other) {
+    const JobRecord& o = jobs_.at(other);
+    return o.submit_s < r.submit_s || (o.submit_s == r.submit_s && o.id < r.id);
+  };
+  if (pending_.empty() || before(pending_.back())) {
+    pending_.push_back(id);
+  } else {
+    auto it = std::partition_point(pending_.begin(), pending_.end(), before);
+    pending_.insert(it, id);
+  }
+  ++pending_priorities_[r.spec.priority];
+}
+
+void Engine::RemovePending(JobId id) {
+  auto it = std::find(pending_.begin(), pending_.end(), id);
+  if (it == pending_.end()) return;
+  pending_.erase(it);
+  auto p = pending_priorities_.find(jobs_.at(id).spec.priority);
+  if (p != pending_priorities_.end() && --p->second == 0) pending_priorities_.erase(p);
+}
+
+void Engine::Requeue(JobRecord& job, double progress) {
+  job.progress = progress;
+  job.state = JobState::kPending;
+  job.start_s = -1;
+  job.placement.clear();
+  AddPending(job.id);
+}
+
+namespace {
+
+placement::Outcome AsOutcome(const std::vector<placement::RankSlot>& ranks) {
+  placement::Outcome o;
+  o.kind = placement::OutcomeKind::kPlaced;
+  o.ranks = ranks;
+  return o;
+}
+
+}  // namespace
+
+std::vector<Decision> Engine::StopJobsOnNode(int node, StopReason why, double now_s) {
+  std::vector<Decision> out;
+  std::vector<JobId> hit;
+  for (JobId id : running_) {
+    const JobRecord& j = jobs_.at(id);
+    for (const auto& s : j.placement) {
+      if (s.node == node) {
+        hit.push_back(id);
+        break;
+      }
+    }
+  }
+  for (JobId id : hit) {
+    JobRecord& j = jobs_.at(id);
+    Accrue(j, now_s);
+    bool requeue = true;
+    if (why == StopReason::kFailed) {
+      int budget = j.spec.max_retries >= 0 ? j.spec.max_retries : options_.config.max_retries;
+      ++j.retries;
+      if (j.retries > budget) requeue = false;
+    }
+    StopJob stop{.id = id,
+                 .reason = why,
+                 .checkpoint_first = why == StopReason::kDrained,
+                 .requeued = requeue};
+    out.emplace_back(std::in_place_type<StopJob>, stop);
+    Commit(out.back(), now_s);
+  }
+  return out;
+}
+
+Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
+  std::vector<Decision> out;
+  auto job_of = [&](JobId id) -> Result<JobRecord*> {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) return Fail("unknown job ", std::to_string(id));
+    return &it->second;
+  };
+  auto check_node = [&](int node) -> Status {
+    if (node < 0 || node >= topology_->NumNodes())
+      return Fail("unknown node ", std::to_string(node));
+    return Ok();
+  };
+  if (const auto* e = std::get_if<SubmitJob>(&event)) {
+    if (jobs_.count(e->id)) return Fail("job ", std::to_string(e->id), " is already submitted");
+    JobRecord r;
+    r.id = e->id;
+    r.spec = e->spec;
+    r.request = placement::RequestFromJob(e->spec);
+    if (r.request.name.empty()) r.request.name = "job-" + std::to_string(e->id);
+    if (r.request.ranks <= 0) return Fail("job ", std::to_string(e->id), " asks for no GPUs");
+    r.submit_s = now_s;
+    r.accrued_to_s = now_s;
+    // "Can never fit" is judged once, on the idle, healthy cluster.
+    if (auto never = placement::NeverFits(idle_, r.request)) never_fits_[e->id] = never->reason;
+    jobs_.emplace(e->id, std::move(r));
+    order_of_submission_.push_back(e->id);
+    AddPending(e->id);
+    return out;
+  }
+  if (const auto* e = std::get_if<CancelJob>(&event)) {
+    auto j = job_of(e->id);
+    if (!j) return std::unexpected(j.error());
+    JobRecord& r = **j;
+    if (IsTerminal(r.state)) return out;
+    if (r.state == JobState::kRunning) {
+      StopJob stop{.id = r.id,
+                   .reason = StopReason::kCancelled,
+                   .checkpoint_first = false,
+                   .requeued = false};
+      Accrue(r, now_s);
+      out.emplace_back(std::in_place_type<StopJob>, stop);
+      Commit(out.back(), now_s);
+    } else {
+      RemovePending(r.id);
+      r.state = JobState::kCancelled;
+      r.end_s = now_s;
+    }
+    r.reason = "cancelled";
+    return out;
+  }
+  if (const auto* e = std::get_if<RankFailed>(&event)) {
+    auto j = job_of(e->id);
+    if (!j) return std::unexpected(j.error());
+    JobRecord& r = **j;
+    if (r.state != JobState::kRunning) return out;
+    Accrue(r, now_s);
+    int budget = r.spec.max_retries >= 0 ? r.spec.max_retries : options_.config.max_retries;
+    ++r.retries;
+    r.reason = "rank " + std::to_string(e->rank) + " failed: " + e->reason;
+    StopJob stop{.id = r.id,
+                 .reason = StopReason::kFailed,
+                 .checkpoint_first = false,
+                 .requeued = r.retries <= budget};
+    out.emplace_back(std::in_place_type<StopJob>, stop);
+    Commit(out.back(), now_s);
+    return out;
+  }
+  if (const auto* e = std::get_if<NodeFailed>(&event)) {
+    if (auto st = check_node(e->node); !st) return std::unexpected(st.error());
+    state_.SetHealthy(e->node, false);
+    return StopJobsOnNode(e->node, StopReason::kFailed, now_s);
+  }
+  if (const auto* e = std::get_if<NodeRemoved>(&event)) {
+    if (auto st = check_node(e->node); !st) return std::unexpected(st.error());
+    state_.SetHealthy(e->node, false);
+    return StopJobsOnNode(e->node, StopReason::kDrained, now_s);
+  }
+  if (const auto* e = std::get_if<NodeAdded>(&event)) {
+    if (auto st = check_node(e->node); !st) return std::unexpected(st.error());
+    state_.SetHealthy(e->node, true);
+    return out;
+  }
+  if (const auto* e = std::get_if<NodeHealthy>(&event)) {
+    if (auto st = check_node(e->node); !st) return std::unexpected(st.error());
+    state_.SetHealthy(e->node, true);
+    return out;
+  }
+  if (const auto* e = std::get_if<CheckpointDone>(&event)) {
+    auto j = job_of(e->id);
+    if (!j) return std::unexpected(j.error());
+    (*j)->checkpoint_progress = std::max((*j)->checkpoint_progress, e->progress);
+    (*j)->progress = std::max((*j)->progress, e->progress);
+    return out;
+  }
+  if (const auto* e = std::get_if<ProgressReport>(&event)) {
+    auto j = job_of(e->id);
+    if (!j) return std::unexpected(j.error());
+    (*j)->progress = e->progress;
+    return out;
+  }
+  if (const auto* e = std::get_if<JobFinished>(&event)) {
+    auto j = job_of(e->id);
+    if (!j) return std::unexpected(j.error());
+    JobRecord& r = **j;
+    if (IsTerminal(r.state)) return out;
+    if (r.state != JobState::kRunning) {
+      return Fail("job ", std::to_string(e->id), " finished but is not running");
+    }
+    Accrue(r, now_s);
+    if (e->success) {
+      auto st = placement::Release(&state_, r.request, AsOutcome(r.placement));
+      (void)st;  // the placement was applied by Commit, so it releases
+      RemoveFrom(running_, r.id);
+      r.placement.clear();
+      r.state = JobState::kCompleted;
+      r.progress = 1;
+      r.end_s = now_s;
+      r.start_s = -1;
+      return out;
+    }
+    int budget = r.spec.max_retries >= 0 ? r.spec.max_retries : options_.config.max_retries;
+    ++r.retries;
+    r.reason = e->reason;
+    StopJob stop{.id = r.id,
+                 .reason = StopReason::kFailed,
+                 .checkpoint_first = false,
+                 .requeued = r.retries <= budget};
+    Commit(Decision(std::in_place_type<StopJob>, stop), now_s);
+    return out;  // the job is gone already: nothing for the caller to stop
+  }
+  return out;
+}
+
+void Engine::Commit(const Decision& d, double now_s) {
+  if (const auto* s = std::get_if<StartJob>(&d)) {
+    JobRecord& r = jobs_.at(s->id);
+    placement::Outcome o = AsOutcome(s->ranks);
+    auto st = placement::Apply(&state_, r.request, o);
+    assert(st.has_value() && "a cycle's start must fit the state it was planned on");
+    (void)st;
+    RemovePending(r.id);
+    running_.push_back(r.id);
+    r.state = JobState::kRunning;
+    r.placement = s->ranks;
+    r.start_s = now_s;
+    r.accrued_to_s = now_s;
+    if (r.first_start_s < 0) r.first_start_s = now_s;
+    return;
+  }
+  if (const auto* s = std::get_if<StopJob>(&d)) {
+    JobRecord& r = jobs_.at(s->id);
+    if (r.state != JobState::kRunning) return;
+    auto st = placement::Release(&state_, r.request, AsOutcome(r.placement));
+    (void)st;
+    RemoveFrom(running_, r.id);
+    if (s->reason == StopReason::kPreempted) ++r.preemptions;
+    if (s->requeued) {
+      // A checkpoint taken on the way out keeps the progress; otherwise the job resumes from
+      // its last periodic checkpoint.
+      Requeue(r, s->checkpoint_first ? r.progress : r.checkpoint_progress);
+    } else {
+      r.placement.clear();
+      r.start_s = -1;
+      r.state = s->reason == StopReason::kCancelled ? JobState::kCancelled : JobState::kFailed;
+      r.end_s = now_s;
+      if (r.state == JobState::kFailed && r.reason.empty()) r.reason = "out of retries";
+    }
+    return;
+  }
+  if (const auto* s = std::get_if<RejectJob>(&d)) {
+    JobRecord& r = jobs_.at(s->id);
+    RemovePending(r.id);
+    r.state = JobState::kFailed;
+    r.reason = s->reason;
+    r.end_s = now_s;
+    return;
+  }
+  if (const auto* s = std::get_if<ResizeJob>(&d)) {
+    JobRecord& r = jobs_.at(s->id);
+    auto st = placement::Release(&state_, r.request, AsOutcome(r.placement));
+    (void)st;
+    r.request.ranks = static_cast<int>(s->ranks.size());
+    st = placement::Apply(&state_, r.request, AsOutcome(s->ranks));
+    (void)st;
+    r.placement = s->ranks;
+    ++r.resizes;
+    return;
+  }
+  if (const auto* s = std::get_if<MigrateJob>(&d)) {
+    JobRecord& r = jobs_.at(s->id);
+    auto st = placement::Release(&state_, r.request, AsOutcome(r.placement));
+    (void)st;
+    st = placement::Apply(&state_, r.request, AsOutcome(s->ranks));
+    (void)st;
+    r.placement = s->ranks;
+    ++r.migrations;
+    return;
+  }
+  // CheckpointJob: nothing changes until CheckpointDone arrives.
+}
+
+std::map<std::string, std::string> Engine::CommEnv(
+    const JobRecord& job, const std::vector<placement::RankSlot>& ranks) const {
+  if (!options_.plan_communicators) return {};
+  std::vector<int> gpus;
+  gpus.reserve(ranks.size());
+  for (const auto& s : ranks) {
+    if (s.gpu >= 0) gpus.push_back(s.gpu);
+  }
+  if (gpus.empty()) return {};
+  comm::Layout layout;
+  const model::Parallelism& p = job.spec.parallelism;
+  int n = static_cast<int>(gpus.size());
+  if (!p.automatic && p.tp * p.pp > 0 && n % (p.tp * p.pp) == 0) {
+    layout.tp = p.tp;
+    layout.pp = p.pp;
+    layout.dp = n / (p.tp * p.pp);
+    layout.ep = p.ep > 0 && layout.dp % p.ep == 0 ? p.ep : 1;
+  } else {
+    layout.dp = n;
+  }
+  model::Backend backend = job.spec.backend.value_or(topology_->TypeOf(ranks.front().node).backend);
+  comm::CommOptions co = comm::CommOptionsFrom(options_.config, backend, job.spec.priority);
+  co.order = comm::RankOrder::kAsGiven;
+  auto plan = comm::PlanCommunicators(*topology_, gpus, layout, co);
+  if (!plan) return {};
+  return plan->env;
+}
+
+std::optional<double> Engine::NextWakeup(double now_s) const {
+  std::optional<double> best;
+  for (JobId id : running_) {
+    auto t = policies_->order->NextChange(jobs_.at(id), now_s);
+    if (t && *t > now_s && (!best || *t < *best)) best = t;
+  }
+  return best;
+}
+
+namespace {
+
+int64_t FreeWholeGpus(const model::ClusterState& s) {
+  return s.SwitchFreeWholeGpus(s.topology().Root());
+}
+
+// GPUs a request needs, in whole devices, for the quick count check.
+int64_t WholeNeed(const placement::PlacementRequest& r) {
+  return r.gpu_milli >= model::kMilliPerGpu ? r.ranks : 0;
+}
+
+}  // namespace
+
+CycleResult Engine::Cycle(double now_s) {
+  ++cycles_;
+  CycleResult result;
+  for (JobId id : running_) Accrue(jobs_.at(id), now_s);
+  if (pending_.empty()) return result;
+
+  CycleView view{.now_s = now_s,
+                 .state = &state_,
+                 .jobs = &jobs_,
+                 .pending = pending_,
+                 .running = running_,
+                 .options = &options_,
+                 .uniform_priority = pending_priorities_.size() <= 1};
+  std::vector<JobId> queue(pending_.begin(), pending_.end());
+  policies_->order->Order(view, &queue);
+  result.stats.pending_seen = static_cast<int>(queue.size());
+
+  const placement::Strategy* strategy = policies_->placement.get();
+  if (policies_->placement_large_queue && options_.large_queue_threshold > 0 &&
+      static_cast<int>(queue.size()) > options_.large_queue_threshold) {
+    strategy = policies_->placement_large_queue.get();
+  }
+
+  model::ClusterState work = state_;  // the cycle's working copy; state_ is the snapshot
+  std::vector<JobId> evicted;         // victims of this cycle (not restarted in it)
+  Reservation reservation;
+  bool blocked = false;
+  int scanned_behind = 0;
+  int64_t free_whole = FreeWholeGpus(work);
+  int64_t free_milli = work.TotalGpuMilli() - work.AllocatedGpuMilli();
+  const bool can_preempt = policies_->preemption && policies_->preemption->Name() != "none";
+
+  auto start = [&](JobRecord& job, placement::Outcome& o, bool backfilled) {
+    auto st = placement::Apply(&work, job.request, o);
+    if (!st) return false;
+    StartJob s{.id = job.id,
+               .ranks = std::move(o.ranks),
+               .env = {},
+               .resume_progress = job.progress,
+               .restart = job.first_start_s >= 0};
+    s.env = CommEnv(job, s.ranks);
+    result.decisions.emplace_back(std::in_place_type<StartJob>, std::move(s));
+    ++result.stats.started;
+    if (backfilled) ++result.stats.backfilled;
+    free_whole = FreeWholeGpus(work);
+    free_milli = work.TotalGpuMilli() - work.AllocatedGpuMilli();
+    return true;
+  };
+
+  for (JobId id : queue) {
+    if (options_.max_placements_per_cycle > 0 &&
+        result.stats.started >= options_.max_placements_per_cycle) {
+      break;
+    }
+    if (blocked && options_.max_queue_scan > 0 && ++scanned_behind > options_.max_queue_scan) {
+      break;
+    }
+    JobRecord& job = jobs_.at(id);
+    if (auto nf = never_fits_.find(id); nf != never_fits_.end()) {
+      result.decisions.emplace_back(std::in_place_type<RejectJob>,
+                                    RejectJob{.id = id, .reason = nf->second});
+      never_fits_.erase(nf);
+      ++result.stats.rejected;
+      continue;
+    }
+    const int64_t need_milli = int64_t{job.request.ranks} * job.request.gpu_milli;
+    bool count_fits = WholeNeed(job.request) <= free_whole && need_milli <= free_milli;
+    // Behind a blocked head, ask the backfill policy first (on a copy of the reservation, kept
+    // only if the job is placed): a job it refuses costs no placement search.
+    Reservation trial_reservation = reservation;
+    if (blocked && count_fits && !policies_->backfill->MayStart(view, job, &trial_reservation)) {
+      continue;
+    }
+    placement::Outcome o;
+    const placement::Strategy* use = strategy;
+    if (policies_->placement_small && job.request.ranks <= options_.small_job_max_gpus) {
+      use = policies_->placement_small.get();
+    }
+    if (count_fits) {
+      ++result.stats.placement_calls;
+      o = use->Place(work, job.request);
+      if (o.kind == placement::OutcomeKind::kCanNeverFit) {
+        result.decisions.emplace_back(std::in_place_type<RejectJob>,
+                                      RejectJob{.id = id, .reason = o.reason});
+        ++result.stats.rejected;
+        continue;
+      }
+    } else {
+      o.kind = placement::OutcomeKind::kDoesNotFitNow;
+    }
+    if (o.placed()) {
+      if (blocked) reservation = trial_reservation;
+      start(job, o, blocked);
+      continue;
+    }
+    // Does not fit now: preempt, or block/skip.
+    if (can_preempt && !blocked) {
+      std::vector<JobId> victims = policies_->preemption->Victims(view, job);
+      // Victims of this cycle are already gone; starts of this cycle are never victims.
+      std::erase_if(victims, [&](JobId v) {
+        return std::find(evicted.begin(), evicted.end(), v) != evicted.end();
+      });
+      if (!victims.empty()) {
+        // Take victims until the count fits, then simulate the eviction and place.
+        model::ClusterState trial = work;
+        std::vector<JobId> taken;
+        bool placed = false;
+        for (JobId v : victims) {
+          const JobRecord& vr = jobs_.at(v);
+          auto st = placement::Release(&trial, vr.request, AsOutcome(vr.placement));
+          if (!st) continue;
+          taken.push_back(v);
+          if (WholeNeed(job.request) > FreeWholeGpus(trial)) continue;
+          ++result.stats.placement_calls;
+          placement::Outcome po = use->Place(trial, job.request);
+          if (po.placed()) {
+            o = std::move(po);
+            placed = true;
+            break;
+          }
+        }
+        if (placed) {
+          for (JobId v : taken) {
+            const JobRecord& vr = jobs_.at(v);
+            auto st = placement::Release(&work, vr.request, AsOutcome(vr.placement));
+            (void)st;
+            result.decisions.emplace_back(std::in_place_type<StopJob>,
+                                          StopJob{.id = v,
+                                                  .reason = StopReason::kPreempted,
+                                                  .checkpoint_first = true,
+                                                  .requeued = true});
+            evicted.push_back(v);
+            ++result.stats.preempted;
+          }
+          start(job, o, false);
+          continue;
+        }
+      }
+    }
+    if (!blocked) {
+      blocked = true;
+      result.stats.head_blocked = true;
+      if (policies_->backfill->StopAtBlockedHead()) break;
+      reservation = policies_->backfill->Reserve(view, job, work);
+    }
+    if (free_whole == 0 && free_milli == 0) break;
+  }
+
+  if (policies_->elastic) {
+    for (auto& d : policies_->elastic->Propose(view, work)) result.decisions.push_back(d);
+  }
+  if (policies_->migration) {
+    for (auto& d : policies_->migration->Propose(view, work)) result.decisions.push_back(d);
+  }
+
+  // Apply in one place: stops first (they free what the starts were planned on).
+  for (const Decision& d : result.decisions) {
+    if (std::holds_alternative<StopJob>(d)) {
+      JobRecord& r = jobs_.at(DecisionJob(d));
+      Accrue(r, now_s);
+      Commit(d, now_s);
+    }
+  }
+  for (const Decision& d : result.decisions) {
+    if (!std::holds_alternative<StopJob>(d)) Commit(d, now_s);
+  }
+  return result;
+}
+
+}  // namespace tianshu::engine

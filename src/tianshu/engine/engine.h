@@ -1,0 +1,306 @@
+// The scheduling engine: one owner of the cluster's mutable scheduling state (jobs, their
+// placements, free capacity) and the scheduling cycle that turns an immutable snapshot of it
+// into decisions — order the pending queue, admit gangs all or nothing, place them, backfill or
+// preempt where nothing fits. The same engine runs under the simulator (virtual time) and the
+// server (real time): the caller feeds events in with the time they happened, asks for a cycle
+// at a time of its choosing, and carries the returned decisions out. Nothing here reads a clock
+// or a random source; every placement search is seeded from EngineOptions::seed (searches are
+// step-bounded, never time-bounded), so a run is reproducible.
+//   auto e = Engine::Create(topology, *PresetOptions("tianshu"));
+//   (void)e->Apply(SubmitJob{.id = 1, .spec = spec}, /*now_s=*/0);
+//   CycleResult r = e->Cycle(/*now_s=*/0);   // r.decisions: StartJob{1, ranks, env}
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "tianshu/base/status.h"
+#include "tianshu/model/cluster_state.h"
+#include "tianshu/model/engine_config.h"
+#include "tianshu/model/job.h"
+#include "tianshu/model/topology.h"
+#include "tianshu/placement/strategy.h"
+
+namespace tianshu::engine {
+
+using JobId = int64_t;
+
+enum class JobState {
+  kPending,    // waiting for a placement (new, preempted, or retrying after a failure)
+  kRunning,    // holds its placement
+  kCompleted,  // finished successfully (terminal)
+  kFailed,     // can never fit, or out of retries (terminal)
+  kCancelled,  // cancelled by the user (terminal)
+};
+std::string_view JobStateName(JobState s);
+inline bool IsTerminal(JobState s) { return s >= JobState::kCompleted; }
+
+// Everything the engine knows about one job. Owned by the Engine; callers read it by const
+// reference (valid until the next mutating call).
+struct JobRecord {
+  JobId id = 0;
+  model::JobSpec spec;
+  placement::PlacementRequest request;  // derived from spec at submission
+  JobState state = JobState::kPending;
+  double submit_s = 0;                         // when it was submitted
+  double first_start_s = -1;                   // first time it started (-1: never)
+  double start_s = -1;                         // start of the current run (-1: not running)
+  double end_s = -1;                           // when it reached a terminal state
+  std::vector<placement::RankSlot> placement;  // rank order; empty unless running
+  // GPU-seconds of service received so far (accrued by Apply/Cycle from the times passed in);
+  // what 2D-LAS orders by.
+  double attained_gpu_s = 0;
+  double accrued_to_s = 0;         // attained_gpu_s is exact up to this time
+  double progress = 0;             // fraction of the work done, as last reported (0..1)
+  double checkpoint_progress = 0;  // fraction saved by the last checkpoint (resume point)
+  int preemptions = 0;
+  int retries = 0;  // restarts after failures
+  int migrations = 0;
+  int resizes = 0;
+  std::string reason;  // why it failed or was cancelled; last note of the scheduler
+
+  int Gpus() const { return request.ranks; }
+  // Runtime estimate for backfill: spec.duration_s (ideal placement), 0 if unknown.
+  double EstimatedDurationS() const { return spec.duration_s; }
+};
+
+// ---- Events in. Each carries what happened; the time is passed to Engine::Apply. ----
+
+struct SubmitJob {
+  JobId id = 0;
+  model::JobSpec spec;
+};
+struct CancelJob {
+  JobId id = 0;
+};
+// One rank of a running job died (process exit, device error); the whole gang restarts.
+struct RankFailed {
+  JobId id = 0;
+  int rank = 0;
+  std::string reason;
+};
+// A node is lost (missed heartbeats, hardware fault): it becomes unschedulable and every job
+// on it restarts from its last checkpoint, within its retry budget.
+struct NodeFailed {
+  int node = 0;
+  std::string reason;
+};
+// A node of the topology joins (dynamic discovery) or becomes healthy again after a repair.
+struct NodeAdded {
+  int node = 0;
+};
+struct NodeHealthy {
+  int node = 0;
+};
+// A node is drained out of service (its jobs are stopped with a checkpoint and requeued).
+struct NodeRemoved {
+  int node = 0;
+};
+struct CheckpointDone {
+  JobId id = 0;
+  double progress = 0;  // fraction of the work the checkpoint holds
+};
+struct JobFinished {
+  JobId id = 0;
+  bool success = true;
+  std::string reason;  // for failures: exit code, message
+};
+// Periodic progress of a running job (optional; backfill estimates use it when present).
+struct ProgressReport {
+  JobId id = 0;
+  double progress = 0;
+};
+using Event = std::variant<SubmitJob, CancelJob, RankFailed, NodeFailed, NodeAdded, NodeHealthy,
+                           NodeRemoved, CheckpointDone, JobFinished, ProgressReport>;
+
+// ---- Decisions out. The engine has already applied each to its own state when it returns
+// them; the caller carries them out (launch ranks, signal a checkpoint, kill ranks). ----
+
+struct StartJob {
+  JobId id = 0;
+  std::vector<placement::RankSlot> ranks;  // rank order
+  std::map<std::string, std::string> env;  // communicator environment (NCCL_*, HCCL_*, ...)
+  double resume_progress = 0;              // restart from this checkpointed fraction
+  bool restart = false;                    // not its first start
+};
+enum class StopReason {
+  kPreempted,  // to make room for a job that outranks it; requeued
+  kCancelled,  // the user cancelled it
+  kFailed,     // a rank or node failed; requeued for a retry or failed for good
+  kDrained,    // its node was removed; requeued
+};
+std::string_view StopReasonName(StopReason r);
+struct StopJob {
+  JobId id = 0;
+  StopReason reason = StopReason::kPreempted;
+  bool checkpoint_first = true;  // ask the job to checkpoint within its grace period first
+  bool requeued = true;          // false: terminal (cancelled, out of retries)
+};
+struct CheckpointJob {
+  JobId id = 0;
+};
+// Elastic resize (issue 6): restart at a new size from a checkpoint.
+struct ResizeJob {
+  JobId id = 0;
+  std::vector<placement::RankSlot> ranks;
+};
+// Checkpoint-based migration (issue 6): checkpoint, move, restart.
+struct MigrateJob {
+  JobId id = 0;
+  std::vector<placement::RankSlot> ranks;
+};
+// A job that can never run here (no state of this cluster could hold it); terminal.
+struct RejectJob {
+  JobId id = 0;
+  std::string reason;
+};
+using Decision = std::variant<StartJob, StopJob, CheckpointJob, ResizeJob, MigrateJob, RejectJob>;
+JobId DecisionJob(const Decision& d);
+
+// ---- Options: which policies, found by name in the registries of policy.h. ----
+
+struct PolicyNames {
+  std::string order = "priority";       // fifo | priority | las (issue 6: fair-share, srtf)
+  std::string backfill = "time";        // none (strict head-of-line) | greedy | time
+  std::string preemption = "priority";  // none | priority | las
+  std::string elastic = "none";         // none (issue 6: elastic)
+  std::string migration = "none";       // none (issue 6: defrag)
+};
+
+// 2D-LAS (Tiresias, Gu et al. NSDI'19 §3.1): queue k holds jobs whose attained GPU-service lies
+// in [thresholds[k-1], thresholds[k]); lower queues first, FIFO inside a queue.
+struct LasOptions {
+  std::vector<double> thresholds_gpu_s = {3600, 36000};
+};
+
+struct EngineOptions {
+  model::EngineConfig config;  // the users' keys (algorithm, preemption, retries, ...)
+  PolicyNames policies;
+  std::string placement = "genetic";  // strategy for single jobs and batches
+  // Strategy used instead of `placement` once the pending queue is longer than
+  // large_queue_threshold, so that a cycle stays cheap under heavy load ("" = never).
+  std::string placement_large_queue = "topology";
+  int large_queue_threshold = 64;
+  // Strategy for jobs that fit on one node (<= small_job_max_gpus ranks): a batch search buys
+  // nothing for them and they are most of every trace ("" = always `placement`).
+  std::string placement_small = "topology";
+  int small_job_max_gpus = 8;
+  placement::StrategyOptions strategy;  // seed, weights, genetic budget
+  LasOptions las;
+  int max_placements_per_cycle = 0;  // 0: no limit
+  // Jobs examined behind a blocked head in one cycle (Slurm's bf_max_job_test); 0: all.
+  int max_queue_scan = 1000;
+  // Build the communicator plan (and its environment) for every start; the server wants it,
+  // the simulator does not need it.
+  bool plan_communicators = false;
+  uint64_t seed = 42;
+  std::string preset;  // name of the preset it came from, "" for a config file
+
+  [[nodiscard]] Status Validate() const;
+};
+
+// The built-in presets:
+//   mainstream: FIFO, strict head-of-line, first-fit, topology-unaware, no preemption.
+//   slurm:      priority, time-based (EASY) backfill, topology-tree placement, no preemption.
+//   tiresias:   2D-LAS with preemption, greedy admission, consolidated (best-fit) placement.
+//   tianshu:    the EngineConfig defaults (genetic, topology-aware, priority preemption) with
+//               priority order and time-based backfill.
+[[nodiscard]] Result<EngineOptions> PresetOptions(std::string_view name);
+std::vector<std::string> PresetNames();
+// Options from a user's engine configuration: placement from scheduler.algorithm (network
+// weight 0 when topology_aware is false), preemption from scheduler.preemption; refuses what
+// is not built yet (elastic_scaling) with a message that names it.
+[[nodiscard]] Result<EngineOptions> OptionsFromConfig(const model::EngineConfig& config);
+
+// What one cycle did.
+struct CycleStats {
+  int pending_seen = 0;
+  int placement_calls = 0;
+  int started = 0;
+  int backfilled = 0;
+  int preempted = 0;
+  int rejected = 0;
+  bool head_blocked = false;
+};
+struct CycleResult {
+  std::vector<Decision> decisions;
+  CycleStats stats;
+};
+
+class Policies;  // policy.h: the instantiated plugins
+
+// Not thread-safe: one owner (the simulator's loop, the server's reconciler) calls it.
+class Engine {
+ public:
+  // Builds the policies and the strategies by name; fails on an unknown or unbuilt name.
+  // `topology` must outlive the engine.
+  [[nodiscard]] static Result<std::unique_ptr<Engine>> Create(const model::Topology& topology,
+                                                              const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Records an event that happened at `now_s`. Returns the decisions it forces at once (the
+  // remaining ranks of a failed gang are stopped; a cancelled running job is stopped).
+  // Errors: unknown job or node, duplicate submission, a spec whose request is invalid.
+  // Idempotent for JobFinished/CancelJob of a job already terminal (returns no decisions).
+  [[nodiscard]] Result<std::vector<Decision>> Apply(const Event& event, double now_s);
+
+  // One scheduling cycle at `now_s`: snapshot -> order -> admit -> place -> decisions, then the
+  // decisions are applied to the engine's state in one place. Never fails: outcomes such as
+  // "does not fit" stay in the queue; "can never fit" becomes a RejectJob.
+  CycleResult Cycle(double now_s);
+
+  // Earliest time after `now_s` at which a cycle could decide differently with no new event
+  // (a running job crossing a 2D-LAS threshold), or nullopt. Lets a simulator skip idle time.
+  std::optional<double> NextWakeup(double now_s) const;
+
+  // Reads.
+  const JobRecord* Find(JobId id) const;
+  const model::ClusterState& State() const { return state_; }
+  const model::Topology& Topology() const { return *topology_; }
+  const EngineOptions& Options() const { return options_; }
+  // Pending jobs in submission order (submit time, then id).
+  std::span<const JobId> Pending() const { return pending_; }
+  std::span<const JobId> Running() const { return running_; }
+  size_t NumJobs() const { return jobs_.size(); }
+  int64_t Cycles() const { return cycles_; }
+  // Every record, in submission order (for reports); terminal ones included.
+  std::vector<const JobRecord*> AllJobs() const;
+
+ private:
+  Engine(const model::Topology& topology, const EngineOptions& options);
+  void Accrue(JobRecord& job, double now_s);
+  // Applying decisions: the one place that mutates placements and capacity.
+  void Commit(const Decision& d, double now_s);
+  void Requeue(JobRecord& job, double progress);
+  void RemoveFrom(std::vector<JobId>& v, JobId id);
+  void AddPending(JobId id);
+  void RemovePending(JobId id);
+  std::vector<Decision> StopJobsOnNode(int node, StopReason why, double now_s);
+  std::map<std::string, std::string> CommEnv(const JobRecord& job,
+                                             const std::vector<placement::RankSlot>& ranks) const;
+
+  const model::Topology* topology_;
+  EngineOptions options_;
+  std::unique_ptr<Policies> policies_;
+  model::ClusterState state_;
+  model::ClusterState idle_;  // the empty, healthy cluster (for "can never fit")
+  std::unordered_map<JobId, JobRecord> jobs_;
+  std::vector<JobId> order_of_submission_;
+  std::vector<JobId> pending_;             // submission order (submit time, then id), always
+  std::map<int, int> pending_priorities_;  // priority -> pending jobs with it
+  std::vector<JobId> running_;             // start order
+  std::unordered_map<JobId, std::string> never_fits_;  // rejected at the next cycle
+  int64_t cycles_ = 0;
+};
+
+}  // namespace tianshu::engine

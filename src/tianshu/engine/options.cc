@@ -1,0 +1,80 @@
+#include <algorithm>
+
+#include "tianshu/base/strings.h"
+#include "tianshu/engine/engine.h"
+
+namespace tianshu::engine {
+
+Status EngineOptions::Validate() const {
+  if (auto st = strategy.Validate(); !st) return st;
+  if (large_queue_threshold < 0) return Fail("large_queue_threshold cannot be negative");
+  if (max_placements_per_cycle < 0) return Fail("max_placements_per_cycle cannot be negative");
+  if (max_queue_scan < 0) return Fail("max_queue_scan cannot be negative");
+  for (size_t i = 1; i < las.thresholds_gpu_s.size(); ++i) {
+    if (las.thresholds_gpu_s[i] <= las.thresholds_gpu_s[i - 1]) {
+      return Fail("las.thresholds must increase");
+    }
+  }
+  return Ok();
+}
+
+std::vector<std::string> PresetNames() { return {"mainstream", "slurm", "tiresias", "tianshu"}; }
+
+Result<EngineOptions> OptionsFromConfig(const model::EngineConfig& config) {
+  if (config.elastic_scaling) {
+    return Fail(
+        "task_scheduler.elastic_scaling: elastic policy 'elastic' is not built yet (issue 6); "
+        "set elastic_scaling: false");
+  }
+  EngineOptions o;
+  o.config = config;
+  o.placement = config.algorithm;
+  o.strategy.weights = config.resource_weight;
+  if (!config.topology_aware) o.strategy.weights.network = 0;
+  o.policies.order = "priority";
+  o.policies.backfill = "time";
+  o.policies.preemption = config.preemption ? "priority" : "none";
+  // Batch searches stay for short queues; a long queue is placed by the greedy tree search.
+  o.placement_large_queue =
+      (config.algorithm == "genetic" || config.algorithm == "exact") ? "topology" : "";
+  return o;
+}
+
+Result<EngineOptions> PresetOptions(std::string_view name) {
+  std::string n = ToLower(name);
+  if (n == "tianshu") {
+    auto o = OptionsFromConfig(model::EngineConfig{});
+    if (o) o->preset = "tianshu";
+    return o;
+  }
+  EngineOptions o;
+  o.preset = n;
+  o.placement_large_queue = "";
+  o.placement_small = "";
+  if (n == "mainstream") {
+    o.config.algorithm = "first-fit";
+    o.config.topology_aware = false;
+    o.config.preemption = false;
+    o.placement = "first-fit";
+    o.strategy.weights.network = 0;
+    o.policies = {.order = "fifo", .backfill = "none", .preemption = "none"};
+    return o;
+  }
+  if (n == "slurm") {
+    o.config.algorithm = "topology";
+    o.config.preemption = false;
+    o.placement = "topology";
+    o.policies = {.order = "priority", .backfill = "time", .preemption = "none"};
+    return o;
+  }
+  if (n == "tiresias") {
+    o.config.algorithm = "best-fit";
+    o.config.preemption = true;
+    o.placement = "best-fit";
+    o.policies = {.order = "las", .backfill = "greedy", .preemption = "las"};
+    return o;
+  }
+  return Fail("unknown preset '", std::string(name), "'; known: ", Join(PresetNames(), ", "));
+}
+
+}  // namespace tianshu::engine

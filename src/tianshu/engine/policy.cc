@@ -1,0 +1,404 @@
+#include "tianshu/engine/policy.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "tianshu/base/strings.h"
+
+namespace tianshu::engine {
+
+int LasQueue(double attained_gpu_s, const LasOptions& options) {
+  int q = 0;
+  for (double t : options.thresholds_gpu_s) {
+    if (attained_gpu_s >= t) ++q;
+  }
+  return q;
+}
+
+namespace {
+
+// Ties: submission time, then id, so every order is total and deterministic.
+bool EarlierSubmit(const JobRecord& a, const JobRecord& b) {
+  if (a.submit_s != b.submit_s) return a.submit_s < b.submit_s;
+  return a.id < b.id;
+}
+
+class FifoOrder final : public OrderPolicy {
+ public:
+  std::string_view Name() const override { return "fifo"; }
+  void Order(const CycleView& v, std::vector<JobId>* q) const override {
+    // The engine keeps the queue in submission order already.
+    (void)v;
+    (void)q;
+  }
+};
+
+class PriorityOrder final : public OrderPolicy {
+ public:
+  std::string_view Name() const override { return "priority"; }
+  void Order(const CycleView& v, std::vector<JobId>* q) const override {
+    auto less = [&](JobId a, JobId b) {
+      const JobRecord& x = v.Job(a);
+      const JobRecord& y = v.Job(b);
+      if (x.spec.priority != y.spec.priority) return x.spec.priority > y.spec.priority;
+      return EarlierSubmit(x, y);
+    };
+    // The queue comes in submission order: with one priority class that is the order.
+    if (v.uniform_priority) return;
+    if (!std::is_sorted(q->begin(), q->end(), less)) std::stable_sort(q->begin(), q->end(), less);
+  }
+};
+
+// 2D-LAS: the job's attained GPU-service picks its queue; lower queues first, FIFO inside
+// (Gu et al., Tiresias, NSDI'19 §3.1 "discretized 2D-LAS").
+class LasOrder final : public OrderPolicy {
+ public:
+  explicit LasOrder(LasOptions o) : o_(std::move(o)) {}
+  std::string_view Name() const override { return "las"; }
+  void Order(const CycleView& v, std::vector<JobId>* q) const override {
+    // Sort keys once (queue, submit, id) rather than looking jobs up in every comparison.
+    struct Key {
+      int queue;
+      double submit;
+      JobId id;
+      auto operator<=>(const Key&) const = default;
+    };
+    std::vector<Key> keys;
+    keys.reserve(q->size());
+    for (JobId id : *q) {
+      const JobRecord& r = v.Job(id);
+      keys.push_back({LasQueue(r.attained_gpu_s, o_), r.submit_s, r.id});
+    }
+    if (!std::is_sorted(keys.begin(), keys.end())) std::sort(keys.begin(), keys.end());
+    for (size_t i = 0; i < keys.size(); ++i) (*q)[i] = keys[i].id;
+  }
+  std::optional<double> NextChange(const JobRecord& r, double now_s) const override {
+    double rate = r.Gpus() * r.request.gpu_milli / 1000.0;
+    if (rate <= 0) return std::nullopt;
+    double attained = r.attained_gpu_s + std::max(0.0, now_s - r.accrued_to_s) * rate;
+    for (double t : o_.thresholds_gpu_s) {
+      if (attained < t) return now_s + (t - attained) / rate;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  LasOptions o_;
+};
+
+class NoBackfill final : public BackfillPolicy {
+ public:
+  std::string_view Name() const override { return "none"; }
+  bool StopAtBlockedHead() const override { return true; }
+  Reservation Reserve(const CycleView&, const JobRecord&,
+                      const model::ClusterState&) const override {
+    return {};
+  }
+  bool MayStart(const CycleView&, const JobRecord&, Reservation*) const override { return false; }
+};
+
+// Anything that fits may start, in queue order (no reservation for the head).
+class GreedyBackfill final : public BackfillPolicy {
+ public:
+  std::string_view Name() const override { return "greedy"; }
+  bool StopAtBlockedHead() const override { return false; }
+  Reservation Reserve(const CycleView&, const JobRecord&,
+                      const model::ClusterState&) const override {
+    return {};
+  }
+  bool MayStart(const CycleView&, const JobRecord&, Reservation*) const override { return true; }
+};
+
+// EASY backfill (Lifka 1995; Slurm's sched/backfill): the head gets a reservation at the
+// earliest time enough GPUs are expected free (running jobs end at start + their estimate of
+// remaining time); a later job may start now if it is expected to end before that time, or if
+// it only uses GPUs the head will not need then. Jobs without an estimate can use the spare
+// GPUs only.
+class TimeBackfill final : public BackfillPolicy {
+ public:
+  std::string_view Name() const override { return "time"; }
+  bool StopAtBlockedHead() const override { return false; }
+  Reservation Reserve(const CycleView& v, const JobRecord& head,
+                      const model::ClusterState& working) const override {
+    Reservation r;
+    r.head = head.id;
+    r.active = true;
+    int64_t free = working.SwitchFreeWholeGpus(working.topology().Root());
+    std::vector<std::pair<double, int64_t>> ends;
+    for (JobId id : v.running) {
+      const JobRecord& j = v.Job(id);
+      double est = j.EstimatedDurationS();
+      double end = est > 0 ? j.start_s + est * std::max(0.0, 1.0 - j.progress) : 1e300;
+      ends.emplace_back(end, j.Gpus());
+    }
+    std::sort(ends.begin(), ends.end());
+    r.shadow_s = 1e300;
+    for (const auto& [end, gpus] : ends) {
+      if (free >= head.Gpus()) break;
+      free += gpus;
+      r.shadow_s = end;
+    }
+    if (free >= head.Gpus()) {
+      if (ends.empty() || r.shadow_s == 1e300) r.shadow_s = std::min(r.shadow_s, v.now_s);
+      r.spare_gpus = free - head.Gpus();
+    } else {
+      r.spare_gpus = 0;
+    }
+    return r;
+  }
+  bool MayStart(const CycleView& v, const JobRecord& c, Reservation* r) const override {
+    if (!r->active) return true;
+    double est = c.EstimatedDurationS();
+    if (est > 0 && v.now_s + est * std::max(0.0, 1.0 - c.progress) <= r->shadow_s) return true;
+    if (c.Gpus() <= r->spare_gpus) {
+      r->spare_gpus -= c.Gpus();
+      return true;
+    }
+    return false;
+  }
+};
+
+class NoPreemption final : public PreemptionPolicy {
+ public:
+  std::string_view Name() const override { return "none"; }
+  std::vector<JobId> Victims(const CycleView&, const JobRecord&) const override { return {}; }
+};
+
+// Strictly lower priority classes, lowest first, then the most recently started (least work
+// lost since its last checkpoint).
+class PriorityPreemption final : public PreemptionPolicy {
+ public:
+  std::string_view Name() const override { return "priority"; }
+  std::vector<JobId> Victims(const CycleView& v, const JobRecord& c) const override {
+    std::vector<JobId> out;
+    for (JobId id : v.running) {
+      if (v.Job(id).spec.priority < c.spec.priority) out.push_back(id);
+    }
+    std::sort(out.begin(), out.end(), [&](JobId a, JobId b) {
+      const JobRecord& x = v.Job(a);
+      const JobRecord& y = v.Job(b);
+      if (x.spec.priority != y.spec.priority) return x.spec.priority < y.spec.priority;
+      if (x.start_s != y.start_s) return x.start_s > y.start_s;
+      return x.id > y.id;
+    });
+    return out;
+  }
+};
+
+// Tiresias: a job of a lower 2D-LAS queue evicts running jobs of higher queues, the highest
+// queue (most service received) first. A victim always ranks strictly below its evictor, so
+// eviction cannot cycle.
+class LasPreemption final : public PreemptionPolicy {
+ public:
+  explicit LasPreemption(LasOptions o) : o_(std::move(o)) {}
+  std::string_view Name() const override { return "las"; }
+  std::vector<JobId> Victims(const CycleView& v, const JobRecord& c) const override {
+    int qc = LasQueue(c.attained_gpu_s, o_);
+    std::vector<std::pair<int, JobId>> cand;
+    for (JobId id : v.running) {
+      int q = LasQueue(v.Job(id).attained_gpu_s, o_);
+      if (q > qc) cand.emplace_back(q, id);
+    }
+    std::sort(cand.begin(), cand.end(), [&](const auto& a, const auto& b) {
+      if (a.first != b.first) return a.first > b.first;
+      const JobRecord& x = v.Job(a.second);
+      const JobRecord& y = v.Job(b.second);
+      if (x.submit_s != y.submit_s) return x.submit_s > y.submit_s;
+      return x.id > y.id;
+    });
+    std::vector<JobId> out;
+    for (auto& [q, id] : cand) out.push_back(id);
+    return out;
+  }
+
+ private:
+  LasOptions o_;
+};
+
+class NoReshape final : public ReshapePolicy {
+ public:
+  std::string_view Name() const override { return "none"; }
+  std::vector<Decision> Propose(const CycleView&, const model::ClusterState&) const override {
+    return {};
+  }
+};
+
+template <typename T>
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, PolicyFactory<T>> factories;
+  std::map<std::string, std::string> planned;  // name -> where it is planned
+};
+
+template <typename T>
+Result<std::unique_ptr<T>> MakeFrom(Registry<T>& reg, std::string_view kind, std::string_view name,
+                                    const EngineOptions& o) {
+  std::lock_guard<std::mutex> lock(reg.mu);
+  auto it = reg.factories.find(std::string(name));
+  if (it != reg.factories.end()) return it->second(o);
+  auto p = reg.planned.find(std::string(name));
+  if (p != reg.planned.end()) {
+    return Fail(std::string(kind), " policy '", std::string(name), "' is not built yet (",
+                p->second, ")");
+  }
+  std::vector<std::string> names;
+  for (const auto& [n, f] : reg.factories) names.push_back(n);
+  return Fail("unknown ", std::string(kind), " policy '", std::string(name),
+              "'; known: ", Join(names, ", "));
+}
+
+template <typename T>
+Status RegisterIn(Registry<T>& reg, std::string_view kind, const std::string& name,
+                  PolicyFactory<T> f) {
+  std::lock_guard<std::mutex> lock(reg.mu);
+  if (reg.factories.count(name)) {
+    return Fail(std::string(kind), " policy '", name, "' is already registered");
+  }
+  reg.planned.erase(name);
+  reg.factories[name] = std::move(f);
+  return Ok();
+}
+
+template <typename T, typename Impl>
+PolicyFactory<T> Simple() {
+  return [](const EngineOptions&) -> Result<std::unique_ptr<T>> {
+    return std::unique_ptr<T>(new Impl());
+  };
+}
+
+Registry<OrderPolicy>& Orders() {
+  static Registry<OrderPolicy>* r = [] {
+    auto* reg = new Registry<OrderPolicy>;
+    reg->factories["fifo"] = Simple<OrderPolicy, FifoOrder>();
+    reg->factories["priority"] = Simple<OrderPolicy, PriorityOrder>();
+    reg->factories["las"] = [](const EngineOptions& o) -> Result<std::unique_ptr<OrderPolicy>> {
+      return std::unique_ptr<OrderPolicy>(new LasOrder(o.las));
+    };
+    reg->planned["fair-share"] = "issue 6: weighted fair share with quotas";
+    reg->planned["srtf"] = "issue 6: shortest remaining time first";
+    return reg;
+  }();
+  return *r;
+}
+
+Registry<BackfillPolicy>& Backfills() {
+  static Registry<BackfillPolicy>* r = [] {
+    auto* reg = new Registry<BackfillPolicy>;
+    reg->factories["none"] = Simple<BackfillPolicy, NoBackfill>();
+    reg->factories["greedy"] = Simple<BackfillPolicy, GreedyBackfill>();
+    reg->factories["time"] = Simple<BackfillPolicy, TimeBackfill>();
+    return reg;
+  }();
+  return *r;
+}
+
+Registry<PreemptionPolicy>& Preemptions() {
+  static Registry<PreemptionPolicy>* r = [] {
+    auto* reg = new Registry<PreemptionPolicy>;
+    reg->factories["none"] = Simple<PreemptionPolicy, NoPreemption>();
+    reg->factories["priority"] = Simple<PreemptionPolicy, PriorityPreemption>();
+    reg->factories["las"] =
+        [](const EngineOptions& o) -> Result<std::unique_ptr<PreemptionPolicy>> {
+      return std::unique_ptr<PreemptionPolicy>(new LasPreemption(o.las));
+    };
+    reg->planned["queue-reclaim"] = "issue 6: reclaim of borrowed queue quota";
+    return reg;
+  }();
+  return *r;
+}
+
+Registry<ReshapePolicy>& Elastics() {
+  static Registry<ReshapePolicy>* r = [] {
+    auto* reg = new Registry<ReshapePolicy>;
+    reg->factories["none"] = Simple<ReshapePolicy, NoReshape>();
+    reg->planned["elastic"] = "issue 6: elastic scaling (task_scheduler.elastic_scaling)";
+    return reg;
+  }();
+  return *r;
+}
+
+Registry<ReshapePolicy>& Migrations() {
+  static Registry<ReshapePolicy>* r = [] {
+    auto* reg = new Registry<ReshapePolicy>;
+    reg->factories["none"] = Simple<ReshapePolicy, NoReshape>();
+    reg->planned["defrag"] = "issue 6: checkpoint-based migration";
+    return reg;
+  }();
+  return *r;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<OrderPolicy>> MakeOrderPolicy(std::string_view name,
+                                                     const EngineOptions& o) {
+  return MakeFrom(Orders(), "ordering", name, o);
+}
+Result<std::unique_ptr<BackfillPolicy>> MakeBackfillPolicy(std::string_view name,
+                                                           const EngineOptions& o) {
+  return MakeFrom(Backfills(), "backfill", name, o);
+}
+Result<std::unique_ptr<PreemptionPolicy>> MakePreemptionPolicy(std::string_view name,
+                                                               const EngineOptions& o) {
+  return MakeFrom(Preemptions(), "preemption", name, o);
+}
+Result<std::unique_ptr<ReshapePolicy>> MakeElasticPolicy(std::string_view name,
+                                                         const EngineOptions& o) {
+  return MakeFrom(Elastics(), "elastic", name, o);
+}
+Result<std::unique_ptr<ReshapePolicy>> MakeMigrationPolicy(std::string_view name,
+                                                           const EngineOptions& o) {
+  return MakeFrom(Migrations(), "migration", name, o);
+}
+Status RegisterOrderPolicy(const std::string& name, PolicyFactory<OrderPolicy> f) {
+  return RegisterIn(Orders(), "ordering", name, std::move(f));
+}
+Status RegisterBackfillPolicy(const std::string& name, PolicyFactory<BackfillPolicy> f) {
+  return RegisterIn(Backfills(), "backfill", name, std::move(f));
+}
+Status RegisterPreemptionPolicy(const std::string& name, PolicyFactory<PreemptionPolicy> f) {
+  return RegisterIn(Preemptions(), "preemption", name, std::move(f));
+}
+Status RegisterElasticPolicy(const std::string& name, PolicyFactory<ReshapePolicy> f) {
+  return RegisterIn(Elastics(), "elastic", name, std::move(f));
+}
+Status RegisterMigrationPolicy(const std::string& name, PolicyFactory<ReshapePolicy> f) {
+  return RegisterIn(Migrations(), "migration", name, std::move(f));
+}
+
+Result<std::unique_ptr<Policies>> Policies::Make(const EngineOptions& o) {
+  auto p = std::make_unique<Policies>();
+  auto order = MakeOrderPolicy(o.policies.order, o);
+  if (!order) return std::unexpected(order.error());
+  p->order = std::move(*order);
+  auto bf = MakeBackfillPolicy(o.policies.backfill, o);
+  if (!bf) return std::unexpected(bf.error());
+  p->backfill = std::move(*bf);
+  auto pr = MakePreemptionPolicy(o.policies.preemption, o);
+  if (!pr) return std::unexpected(pr.error());
+  p->preemption = std::move(*pr);
+  auto el = MakeElasticPolicy(o.policies.elastic, o);
+  if (!el) return std::unexpected(el.error());
+  p->elastic = std::move(*el);
+  auto mg = MakeMigrationPolicy(o.policies.migration, o);
+  if (!mg) return std::unexpected(mg.error());
+  p->migration = std::move(*mg);
+  placement::StrategyOptions so = o.strategy;
+  so.seed = o.seed;
+  auto st = placement::MakeStrategy(o.placement, so);
+  if (!st) return std::unexpected(st.error());
+  p->placement = std::move(*st);
+  if (!o.placement_large_queue.empty() && o.placement_large_queue != o.placement) {
+    auto big = placement::MakeStrategy(o.placement_large_queue, so);
+    if (!big) return std::unexpected(big.error());
+    p->placement_large_queue = std::move(*big);
+  }
+  if (!o.placement_small.empty() && o.placement_small != o.placement) {
+    auto small = placement::MakeStrategy(o.placement_small, so);
+    if (!small) return std::unexpected(small.error());
+    p->placement_small = std::move(*small);
+  }
+  return p;
+}
+
+}  // namespace tianshu::engine

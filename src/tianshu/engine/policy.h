@@ -1,0 +1,142 @@
+// The plugin points of the scheduling cycle: ordering, admission/backfill, preemption, elastic
+// scaling and migration. Each policy is a named plugin built by a factory from the validated
+// EngineOptions and found in a registry, like placement strategies; adding one never edits the
+// cycle. Names that are planned but not built yet (issue 6) are refused with a message that
+// names them, never silently replaced by another policy.
+//   auto order = MakeOrderPolicy("las", options);          // 2D-LAS
+//   order.value()->Order(view, &queue);                    // queue sorted, most urgent first
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "tianshu/base/status.h"
+#include "tianshu/engine/engine.h"
+
+namespace tianshu::engine {
+
+// The read-only view a policy gets of one cycle: the snapshot and the job table. Policies are
+// pure functions of it (plus their options); they never mutate anything.
+struct CycleView {
+  double now_s = 0;
+  const model::ClusterState* state = nullptr;  // the snapshot
+  const std::unordered_map<JobId, JobRecord>* jobs = nullptr;
+  std::span<const JobId> pending;  // in submission order (submit time, then id)
+  std::span<const JobId> running;
+  const EngineOptions* options = nullptr;
+  // Every pending job has the same priority (then submission order is priority order).
+  bool uniform_priority = true;
+
+  const JobRecord& Job(JobId id) const { return jobs->at(id); }
+};
+
+// Orders the pending queue. Implementations are const and deterministic (ties broken by
+// submission time, then id).
+class OrderPolicy {
+ public:
+  virtual ~OrderPolicy() = default;
+  virtual std::string_view Name() const = 0;
+  virtual void Order(const CycleView& view, std::vector<JobId>* queue) const = 0;
+  // When a running job's standing changes by itself (a 2D-LAS threshold), the next such time.
+  virtual std::optional<double> NextChange(const JobRecord& running, double now_s) const {
+    (void)running;
+    (void)now_s;
+    return std::nullopt;
+  }
+};
+
+// What a backfill policy reserves for the blocked head of the queue.
+struct Reservation {
+  JobId head = -1;
+  double shadow_s = 0;     // earliest time the head is expected to start
+  int64_t spare_gpus = 0;  // GPUs free at shadow_s beyond what the head needs
+  bool active = false;
+};
+
+// Decides what may start once the head of the queue does not fit.
+class BackfillPolicy {
+ public:
+  virtual ~BackfillPolicy() = default;
+  virtual std::string_view Name() const = 0;
+  // True: nothing behind a blocked head may start (strict FIFO admission).
+  virtual bool StopAtBlockedHead() const = 0;
+  // The reservation for a blocked head, given what is free in the working state.
+  virtual Reservation Reserve(const CycleView& view, const JobRecord& head,
+                              const model::ClusterState& working) const = 0;
+  // Whether `candidate`, which fits now, may start without delaying the reservation; updates
+  // the reservation's spare capacity when it uses it.
+  virtual bool MayStart(const CycleView& view, const JobRecord& candidate,
+                        Reservation* reservation) const = 0;
+};
+
+// Chooses running jobs a pending one may evict. The cycle simulates the eviction (releases the
+// victims on a copy of the working state and places the candidate there) before committing, and
+// takes whole gangs only.
+class PreemptionPolicy {
+ public:
+  virtual ~PreemptionPolicy() = default;
+  virtual std::string_view Name() const = 0;
+  // Running jobs `candidate` outranks, most expendable first; empty when none.
+  virtual std::vector<JobId> Victims(const CycleView& view, const JobRecord& candidate) const = 0;
+};
+
+// Elastic scaling and migration (issue 6): decisions proposed after admission, on the working
+// state. The built-in "none" proposes nothing.
+class ReshapePolicy {
+ public:
+  virtual ~ReshapePolicy() = default;
+  virtual std::string_view Name() const = 0;
+  virtual std::vector<Decision> Propose(const CycleView& view,
+                                        const model::ClusterState& working) const = 0;
+};
+
+template <typename T>
+using PolicyFactory = std::function<Result<std::unique_ptr<T>>(const EngineOptions&)>;
+
+// Registries. Make* fails on an unknown name (listing the known ones) and on a planned one
+// ("ordering policy 'fair-share' is not built yet (issue 6)"). Register* fails if the name is
+// taken; it is how issue 6 and tests add plugins.
+[[nodiscard]] Result<std::unique_ptr<OrderPolicy>> MakeOrderPolicy(std::string_view name,
+                                                                   const EngineOptions& o);
+[[nodiscard]] Result<std::unique_ptr<BackfillPolicy>> MakeBackfillPolicy(std::string_view name,
+                                                                         const EngineOptions& o);
+[[nodiscard]] Result<std::unique_ptr<PreemptionPolicy>> MakePreemptionPolicy(
+    std::string_view name, const EngineOptions& o);
+[[nodiscard]] Result<std::unique_ptr<ReshapePolicy>> MakeElasticPolicy(std::string_view name,
+                                                                       const EngineOptions& o);
+[[nodiscard]] Result<std::unique_ptr<ReshapePolicy>> MakeMigrationPolicy(std::string_view name,
+                                                                         const EngineOptions& o);
+[[nodiscard]] Status RegisterOrderPolicy(const std::string& name, PolicyFactory<OrderPolicy> f);
+[[nodiscard]] Status RegisterBackfillPolicy(const std::string& name,
+                                            PolicyFactory<BackfillPolicy> f);
+[[nodiscard]] Status RegisterPreemptionPolicy(const std::string& name,
+                                              PolicyFactory<PreemptionPolicy> f);
+[[nodiscard]] Status RegisterElasticPolicy(const std::string& name, PolicyFactory<ReshapePolicy> f);
+[[nodiscard]] Status RegisterMigrationPolicy(const std::string& name,
+                                             PolicyFactory<ReshapePolicy> f);
+
+// The 2D-LAS queue of an attained service (0 = highest priority).
+int LasQueue(double attained_gpu_s, const LasOptions& options);
+
+// The instantiated plugins of one engine.
+class Policies {
+ public:
+  std::unique_ptr<OrderPolicy> order;
+  std::unique_ptr<BackfillPolicy> backfill;
+  std::unique_ptr<PreemptionPolicy> preemption;
+  std::unique_ptr<ReshapePolicy> elastic;
+  std::unique_ptr<ReshapePolicy> migration;
+  std::unique_ptr<placement::Strategy> placement;
+  std::unique_ptr<placement::Strategy> placement_large_queue;  // may be null
+  std::unique_ptr<placement::Strategy> placement_small;        // may be null
+
+  [[nodiscard]] static Result<std::unique_ptr<Policies>> Make(const EngineOptions& options);
+};
+
+}  // namespace tianshu::engine

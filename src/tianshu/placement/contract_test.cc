@@ -1,0 +1,197 @@
+// Contract tests every registered strategy passes.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "tianshu/placement/fit.h"
+#include "tianshu/placement/internal/testing.h"
+#include "tianshu/placement/strategy.h"
+
+namespace tianshu::placement {
+namespace {
+
+using testing::ContiguousDomains;
+using testing::FatTree2048;
+
+class Contract : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::unique_ptr<Strategy> Make(uint64_t seed = 42) {
+    StrategyOptions o;
+    o.seed = seed;
+    o.genetic.generations = 5;
+    o.genetic.population = 8;
+    auto s = MakeStrategy(GetParam(), o);
+    EXPECT_TRUE(s) << s.error().message;
+    return std::move(*s);
+  }
+};
+
+std::vector<PlacementRequest> Mix() {
+  std::vector<PlacementRequest> v;
+  int sizes[] = {1, 8, 16, 3, 64, 2, 128, 1, 4, 32};
+  for (int i = 0; i < 40; ++i) {
+    PlacementRequest r;
+    r.name = "job" + std::to_string(i);
+    r.ranks = sizes[i % 10];
+    if (i % 7 == 3) {
+      r.gpu_milli = 300;
+      r.ranks = 2;
+    }
+    r.cpu_milli_per_rank = 4000;
+    r.memory_bytes_per_rank = 16'000'000'000;
+    v.push_back(r);
+  }
+  return v;
+}
+
+TEST_P(Contract, CapacityNeverExceededAndGangsWhole) {
+  model::Topology t = FatTree2048();
+  ClusterState state(t);
+  auto s = Make();
+  std::map<int, int> used;     // GPU -> milli
+  std::map<int, int64_t> cpu;  // node -> milli
+  int placed = 0;
+  for (const PlacementRequest& r : Mix()) {
+    Outcome o = s->Place(state, r);
+    if (!o.placed()) {
+      EXPECT_TRUE(o.ranks.empty());
+      EXPECT_FALSE(o.reason.empty());
+      continue;
+    }
+    ++placed;
+    ASSERT_EQ(static_cast<int>(o.ranks.size()), r.ranks) << r.name;
+    std::set<int> gpus;
+    for (const RankSlot& slot : o.ranks) {
+      ASSERT_GE(slot.gpu, t.nodes[slot.node].first_gpu);
+      ASSERT_LT(slot.gpu, t.nodes[slot.node].first_gpu + t.GpusOn(slot.node));
+      EXPECT_TRUE(gpus.insert(slot.gpu).second) << "two ranks of one job on GPU " << slot.gpu;
+      used[slot.gpu] += r.gpu_milli;
+      cpu[slot.node] += r.cpu_milli_per_rank;
+      EXPECT_LE(used[slot.gpu], 1000);
+      EXPECT_LE(cpu[slot.node], t.TypeOf(slot.node).cpu_milli);
+    }
+    EXPECT_TRUE(ContiguousDomains(t, o)) << GetParam() << " " << r.name;
+    ASSERT_TRUE(Apply(&state, r, o));
+  }
+  EXPECT_GT(placed, 20);
+}
+
+TEST_P(Contract, OutcomesForTooLargeAndFull) {
+  model::Topology t = FatTree2048();
+  ClusterState state(t);
+  auto s = Make();
+  Outcome never = s->Place(state, {.name = "huge", .ranks = 4096});
+  EXPECT_EQ(never.kind, OutcomeKind::kCanNeverFit);
+  EXPECT_TRUE(never.ranks.empty());
+  Outcome model = s->Place(state, {.name = "h100", .ranks = 8, .accelerators = {"H100-80GB"}});
+  EXPECT_EQ(model.kind, OutcomeKind::kCanNeverFit);
+  EXPECT_NE(model.reason.find("GPU model"), std::string::npos) << model.reason;
+  // Fill all but 4 GPUs: a gang of 8 does not fit now and takes nothing.
+  for (int g = 0; g < t.NumGpus() - 4; ++g) ASSERT_TRUE(state.TakeGpu(g, 1000));
+  Outcome now = s->Place(state, {.name = "eight", .ranks = 8});
+  EXPECT_EQ(now.kind, OutcomeKind::kDoesNotFitNow);
+  EXPECT_TRUE(now.ranks.empty());
+  Outcome four = s->Place(state, {.name = "four", .ranks = 4});
+  ASSERT_TRUE(four.placed()) << four.reason;
+  for (const RankSlot& slot : four.ranks) EXPECT_GE(slot.gpu, t.NumGpus() - 4);
+}
+
+TEST_P(Contract, LabelsBackendsAndHealthRespected) {
+  model::Topology t = testing::MixedBackends();
+  ClusterState state(t);
+  for (int n = 0; n < t.NumNodes(); n += 3) state.SetLabel(n, "pool", "a");
+  state.SetHealthy(0, false);
+  auto s = Make();
+  Outcome o = s->Place(state, {.name = "sel", .ranks = 16, .node_selector = {{"pool", "a"}}});
+  ASSERT_TRUE(o.placed()) << o.reason;
+  for (const RankSlot& slot : o.ranks) {
+    EXPECT_EQ(slot.node % 3, 0);
+    EXPECT_NE(slot.node, 0);
+  }
+  Outcome a = s->Place(state, {.name = "npu", .ranks = 24, .backend = model::Backend::kAscend});
+  ASSERT_TRUE(a.placed()) << a.reason;
+  for (const RankSlot& slot : a.ranks) EXPECT_GE(slot.node, 16);
+  Outcome big =
+      s->Place(state, {.name = "npu-big", .ranks = 256, .backend = model::Backend::kAscend});
+  EXPECT_EQ(big.kind, OutcomeKind::kCanNeverFit);
+}
+
+TEST_P(Contract, FractionalSharesAndGpusPerNode) {
+  model::Topology t = FatTree2048();
+  ClusterState state(t);
+  auto s = Make();
+  PlacementRequest shared{.name = "share", .ranks = 3, .gpu_milli = 400};
+  for (int i = 0; i < 5; ++i) {
+    Outcome o = s->Place(state, shared);
+    ASSERT_TRUE(o.placed()) << o.reason;
+    ASSERT_TRUE(Apply(&state, shared, o));
+  }
+  for (int g = 0; g < t.NumGpus(); ++g) EXPECT_GE(state.GpuFreeMilli(g), 0);
+  PlacementRequest per_node{.name = "pn", .ranks = 16, .gpus_per_node = 4};
+  Outcome o = s->Place(state, per_node);
+  ASSERT_TRUE(o.placed()) << o.reason;
+  std::map<int, int> per;
+  for (const RankSlot& slot : o.ranks) ++per[slot.node];
+  for (auto [n, k] : per) EXPECT_EQ(k, 4);
+}
+
+TEST_P(Contract, DeterministicForASeed) {
+  model::Topology t = FatTree2048();
+  auto run = [&](uint64_t seed) {
+    ClusterState state(t);
+    auto s = Make(seed);
+    std::vector<PlacementRequest> reqs = Mix();
+    reqs.resize(12);
+    return s->PlaceBatch(state, reqs);
+  };
+  auto a = run(7), b = run(7);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].kind, b[i].kind);
+    EXPECT_EQ(a[i].ranks, b[i].ranks);
+  }
+}
+
+TEST_P(Contract, BatchOutcomesFitTogether) {
+  model::Topology t = FatTree2048();
+  ClusterState state(t);
+  for (int g = 0; g < 1500; ++g) ASSERT_TRUE(state.TakeGpu(g, 1000));
+  auto s = Make();
+  std::vector<PlacementRequest> reqs = Mix();
+  reqs.resize(16);
+  std::vector<Outcome> out = s->PlaceBatch(state, reqs);
+  ASSERT_EQ(out.size(), reqs.size());
+  ClusterState check = state;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].placed()) {
+      EXPECT_TRUE(Apply(&check, reqs[i], out[i])) << GetParam() << " " << reqs[i].name;
+      EXPECT_TRUE(ContiguousDomains(t, out[i]));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllStrategies, Contract, ::testing::ValuesIn(StrategyNames()),
+                         [](const ::testing::TestParamInfo<std::string>& param_info) {
+                           std::string n = param_info.param;
+                           for (char& c : n) {
+                             if (c == '-') c = '_';
+                           }
+                           return n;
+                         });
+
+TEST(Registry, NamesAndErrors) {
+  std::vector<std::string> names = StrategyNames();
+  for (const std::string& n : model::PlacementAlgorithmNames()) {
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  }
+  auto bad = MakeStrategy("topolgy");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("did you mean 'topology'"), std::string::npos);
+  StrategyOptions o;
+  o.genetic.population = 1;
+  EXPECT_FALSE(MakeStrategy("genetic", o));
+}
+
+}  // namespace
+}  // namespace tianshu::placement

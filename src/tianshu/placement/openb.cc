@@ -1,0 +1,249 @@
+#include "tianshu/placement/openb.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "tianshu/base/strings.h"
+#include "tianshu/placement/fgd.h"
+#include "tianshu/placement/internal/random.h"
+
+namespace tianshu::placement {
+namespace {
+
+struct Csv {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  int Col(const std::string& name) const {
+    for (size_t i = 0; i < header.size(); ++i) {
+      if (header[i] == name) return static_cast<int>(i);
+    }
+    return -1;
+  }
+};
+
+std::vector<std::string> SplitCsvLine(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char ch : line) {
+    if (ch == ',') {
+      out.push_back(cur);
+      cur.clear();
+    } else if (ch != '\r') {
+      cur += ch;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+Result<Csv> ReadCsv(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Fail(path, ": cannot open");
+  Csv csv;
+  std::string line;
+  if (!std::getline(in, line)) return Fail(path, ": empty file");
+  csv.header = SplitCsvLine(line);
+  while (std::getline(in, line)) {
+    if (line.empty() || line == "\r") continue;
+    csv.rows.push_back(SplitCsvLine(line));
+  }
+  return csv;
+}
+
+Result<int64_t> Int(const std::string& path, size_t row, const std::string& field,
+                    const std::string& text) {
+  int64_t v = 0;
+  if (text.empty() || text == "nan") return 0;
+  if (!ParseInt64(text, &v) || v < 0) {
+    return Fail(path, ":", std::to_string(row + 2), ": ", field, ": expected a whole number, got '",
+                text, "'");
+  }
+  return v;
+}
+
+}  // namespace
+
+Result<std::vector<OpenbNode>> ReadOpenbNodes(const std::string& path) {
+  auto csv = ReadCsv(path);
+  if (!csv) return std::unexpected(csv.error());
+  const int sn = csv->Col("sn"), cpu = csv->Col("cpu_milli"), mem = csv->Col("memory_mib"),
+            gpu = csv->Col("gpu"), model = csv->Col("model");
+  if (sn < 0 || cpu < 0 || mem < 0 || gpu < 0 || model < 0) {
+    return Fail(path, ": expected columns sn,cpu_milli,memory_mib,gpu,model");
+  }
+  std::vector<OpenbNode> out;
+  for (size_t i = 0; i < csv->rows.size(); ++i) {
+    const auto& r = csv->rows[i];
+    if (static_cast<int>(r.size()) < static_cast<int>(csv->header.size())) {
+      return Fail(path, ":", std::to_string(i + 2), ": too few fields");
+    }
+    OpenbNode n;
+    n.name = r[sn];
+    auto c = Int(path, i, "cpu_milli", r[cpu]);
+    auto m = Int(path, i, "memory_mib", r[mem]);
+    auto g = Int(path, i, "gpu", r[gpu]);
+    if (!c) return std::unexpected(c.error());
+    if (!m) return std::unexpected(m.error());
+    if (!g) return std::unexpected(g.error());
+    n.cpu_milli = *c;
+    n.memory_mib = *m;
+    n.gpus = static_cast<int>(*g);
+    n.model = r[model] == "nan" ? "" : r[model];
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+Result<std::vector<OpenbPod>> ReadOpenbPods(const std::string& path) {
+  auto csv = ReadCsv(path);
+  if (!csv) return std::unexpected(csv.error());
+  const int name = csv->Col("name"), cpu = csv->Col("cpu_milli"), mem = csv->Col("memory_mib"),
+            ng = csv->Col("num_gpu"), gm = csv->Col("gpu_milli"), spec = csv->Col("gpu_spec");
+  if (name < 0 || cpu < 0 || mem < 0 || ng < 0 || gm < 0) {
+    return Fail(path, ": expected columns name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec]");
+  }
+  std::vector<OpenbPod> out;
+  for (size_t i = 0; i < csv->rows.size(); ++i) {
+    const auto& r = csv->rows[i];
+    if (static_cast<int>(r.size()) < static_cast<int>(csv->header.size())) {
+      return Fail(path, ":", std::to_string(i + 2), ": too few fields");
+    }
+    OpenbPod p;
+    p.name = r[name];
+    auto c = Int(path, i, "cpu_milli", r[cpu]);
+    auto m = Int(path, i, "memory_mib", r[mem]);
+    auto g = Int(path, i, "num_gpu", r[ng]);
+    auto k = Int(path, i, "gpu_milli", r[gm]);
+    if (!c) return std::unexpected(c.error());
+    if (!m) return std::unexpected(m.error());
+    if (!g) return std::unexpected(g.error());
+    if (!k) return std::unexpected(k.error());
+    if (*k > 1000) {
+      return Fail(path, ":", std::to_string(i + 2), ": gpu_milli above 1000");
+    }
+    p.cpu_milli = *c;
+    p.memory_mib = *m;
+    p.num_gpu = static_cast<int>(*g);
+    p.gpu_milli = static_cast<int>(*k);
+    if (p.num_gpu > 0 && p.gpu_milli == 0) p.gpu_milli = 1000;
+    if (spec >= 0 && !r[spec].empty() && r[spec] != "nan") p.gpu_spec = SplitString(r[spec], '|');
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+Result<model::Topology> OpenbTopology(const std::vector<OpenbNode>& nodes) {
+  model::Topology t;
+  t.name = "openb";
+  t.tiers.push_back({"leaf", 1000, 1.0, Bandwidth::FromGbps(100)});
+  t.switches.push_back({.name = "flat", .tier = 0});
+  std::map<std::tuple<std::string, int, int64_t, int64_t>, int> types;
+  for (const OpenbNode& n : nodes) {
+    auto key = std::tuple(n.model, n.gpus, n.cpu_milli, n.memory_mib);
+    auto it = types.find(key);
+    if (it == types.end()) {
+      model::ServerType ty;
+      ty.group = (n.model.empty() ? std::string("cpu") : ToLower(n.model)) + "-" +
+                 std::to_string(n.gpus) + "g-" + std::to_string(types.size());
+      ty.accelerator.model = n.model;
+      ty.accelerator.vendor = model::Vendor::kOther;
+      ty.gpus_per_node = n.gpus;
+      ty.backend = model::Backend::kCuda;
+      ty.intra_kind = model::IntraNodeKind::kPcie;
+      ty.intra_bandwidth = Bandwidth::FromGBps(25);
+      ty.pcie_bandwidth = Bandwidth::FromGBps(25);
+      ty.nvlink_domain_size = 1;
+      for (int g = 0; g < n.gpus; ++g) {
+        ty.gpu_numa.push_back(0);
+        ty.gpu_pcie_switch.push_back(g / 2);
+      }
+      ty.nics.push_back({.rail = 0, .bandwidth = Bandwidth::FromGbps(100)});
+      ty.cpu_milli = n.cpu_milli;
+      ty.memory_bytes = n.memory_mib * 1024 * 1024;
+      it = types.emplace(key, static_cast<int>(t.types.size())).first;
+      t.types.push_back(std::move(ty));
+    }
+    t.nodes.push_back({.name = n.name, .type = it->second, .leaf = 0});
+  }
+  if (auto st = t.Finalize(); !st) return std::unexpected(st.error());
+  return t;
+}
+
+PlacementRequest PodRequest(const OpenbPod& pod) {
+  PlacementRequest r;
+  r.name = pod.name;
+  const int ranks = std::max(1, pod.num_gpu);
+  r.ranks = ranks;
+  r.gpu_milli = pod.num_gpu == 0 ? 0 : pod.gpu_milli;
+  r.single_node = true;
+  r.cpu_milli_per_rank = (pod.cpu_milli + ranks - 1) / ranks;
+  r.memory_bytes_per_rank = (pod.memory_mib * 1024 * 1024 + ranks - 1) / ranks;
+  r.accelerators = pod.gpu_spec;
+  return r;
+}
+
+Result<FragmentationResult> RunFragmentation(const std::vector<OpenbNode>& nodes,
+                                             const std::vector<OpenbPod>& pods,
+                                             const std::string& strategy,
+                                             const FragmentationOptions& options) {
+  if (pods.empty()) return Fail("the pod list is empty");
+  if (options.inflate <= 0) return Fail("--inflate must be positive");
+  auto topo = OpenbTopology(nodes);
+  if (!topo) return std::unexpected(topo.error());
+  std::vector<PlacementRequest> originals;
+  for (const OpenbPod& p : pods) originals.push_back(PodRequest(p));
+  StrategyOptions so;
+  so.seed = options.seed;
+  so.workload = TypicalWorkload(originals, options.workload);  // FGD's target: the original pods
+  auto s = MakeStrategy(strategy, so);
+  if (!s) return std::unexpected(s.error());
+
+  // Grow the workload to `inflate` x capacity with copies drawn with replacement, then shuffle.
+  ClusterState state(*topo);
+  for (int n = 0; n < topo->NumNodes(); ++n) {
+    state.SetHostCapacity(n, nodes[n].cpu_milli, nodes[n].memory_mib * 1024 * 1024);
+  }
+  const double capacity = static_cast<double>(state.TotalGpuMilli());
+  auto gpu_of = [](const OpenbPod& p) { return static_cast<double>(p.num_gpu) * p.gpu_milli; };
+  std::vector<int> order(pods.size());
+  double asked = 0;
+  for (size_t i = 0; i < pods.size(); ++i) {
+    order[i] = static_cast<int>(i);
+    asked += gpu_of(pods[i]);
+  }
+  internal::Rng rng(options.seed);
+  while (asked < options.inflate * capacity) {
+    int i = rng.Below(static_cast<int>(pods.size()));
+    order.push_back(i);
+    asked += gpu_of(pods[i]);
+  }
+  rng.Shuffle(&order);
+
+  FragmentationResult res;
+  res.strategy = strategy;
+  res.seed = options.seed;
+  double arrived = 0;
+  bool seen_100 = false;
+  for (int i : order) {
+    const PlacementRequest& r = originals[i];
+    arrived += gpu_of(pods[i]);
+    Outcome o = (*s)->Place(state, r);
+    if (o.placed() && Apply(&state, r, o)) {
+      ++res.pods_placed;
+    } else {
+      ++res.pods_failed;
+    }
+    if (!seen_100 && arrived >= capacity) {
+      seen_100 = true;
+      res.allocation_ratio_at_100 = static_cast<double>(state.AllocatedGpuMilli()) / capacity;
+    }
+  }
+  res.allocation_ratio = static_cast<double>(state.AllocatedGpuMilli()) / capacity;
+  if (!seen_100) res.allocation_ratio_at_100 = res.allocation_ratio;
+  res.arrived_ratio = arrived / capacity;
+  return res;
+}
+
+}  // namespace tianshu::placement

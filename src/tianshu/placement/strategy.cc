@@ -1,0 +1,211 @@
+#include "tianshu/placement/strategy.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "tianshu/base/strings.h"
+#include "tianshu/placement/fit.h"
+#include "tianshu/placement/internal/builtin.h"
+
+namespace tianshu::placement {
+
+std::string_view OutcomeKindName(OutcomeKind k) {
+  switch (k) {
+    case OutcomeKind::kPlaced:
+      return "placed";
+    case OutcomeKind::kDoesNotFitNow:
+      return "does-not-fit-now";
+    case OutcomeKind::kCanNeverFit:
+      return "can-never-fit";
+  }
+  return "placed";
+}
+
+PlacementRequest RequestFromJob(const model::JobSpec& job) {
+  PlacementRequest r;
+  r.name = job.name;
+  r.ranks = job.gpus > 0 ? job.gpus : job.nodes * job.gpus_per_node;
+  r.gpu_milli = job.gpu_milli;
+  r.gpus_per_node = job.nodes > 0 && job.gpus_per_node > 0 ? job.gpus_per_node : 0;
+  r.backend = job.backend;
+  r.accelerators = job.accelerators;
+  r.node_selector = job.node_selector;
+  // Gradients all-reduced per iteration: 2 bytes (BF16) per parameter.
+  if (job.model.parameters > 0) r.comm_bytes = 2 * job.model.parameters;
+  return r;
+}
+
+Status StrategyOptions::Validate() const {
+  if (weights.compute < 0 || weights.network < 0 || weights.memory < 0) {
+    return Fail("resource_weight: weights cannot be negative");
+  }
+  const GeneticOptions& g = genetic;
+  if (g.population < 2) return Fail("genetic.population must be at least 2");
+  if (g.generations < 0) return Fail("genetic.generations cannot be negative");
+  if (g.patience < 1) return Fail("genetic.patience must be at least 1");
+  if (g.mutation < 0 || g.mutation > 1) return Fail("genetic.mutation must be within 0..1");
+  if (g.crossover < 0 || g.crossover > 1) return Fail("genetic.crossover must be within 0..1");
+  if (g.elite < 1 || g.elite >= g.population) return Fail("genetic.elite must be 1..population-1");
+  if (g.tournament < 1) return Fail("genetic.tournament must be at least 1");
+  if (exact.max_nodes < 1) return Fail("exact.max_nodes must be positive");
+  for (const TypicalTask& t : workload) {
+    if (t.weight < 0 || t.gpus < 0 || t.gpu_milli < 0 || t.gpu_milli > 1000) {
+      return Fail("workload: a typical task has a negative weight or a bad GPU share");
+    }
+  }
+  return Ok();
+}
+
+std::vector<Outcome> Strategy::PlaceBatch(const ClusterState& snapshot,
+                                          std::span<const PlacementRequest> requests) const {
+  ClusterState work = snapshot;
+  std::vector<Outcome> out;
+  out.reserve(requests.size());
+  for (const PlacementRequest& r : requests) {
+    Outcome o = Place(work, r);
+    if (o.placed() && !Apply(&work, r, o)) {
+      o = NotNow(r, 0);
+      o.reason += " (placement did not apply)";
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, StrategyFactory> factories;
+};
+
+template <auto New>
+StrategyFactory Wrap() {
+  return [](const StrategyOptions& o) -> Result<std::unique_ptr<Strategy>> { return New(o); };
+}
+
+Registry& GetRegistry() {
+  static Registry* r = [] {
+    auto* reg = new Registry;
+    reg->factories["first-fit"] = Wrap<internal::NewFirstFit>();
+    reg->factories["random"] = Wrap<internal::NewRandom>();
+    reg->factories["spread"] = Wrap<internal::NewSpread>();
+    reg->factories["best-fit"] = Wrap<internal::NewBestFit>();
+    reg->factories["topology"] = Wrap<internal::NewTopology>();
+    reg->factories["fgd"] = Wrap<internal::NewFgd>();
+    reg->factories["genetic"] = Wrap<internal::NewGenetic>();
+    reg->factories["exact"] = Wrap<internal::NewExact>();
+    return reg;
+  }();
+  return *r;
+}
+
+}  // namespace
+
+std::vector<std::string> StrategyNames() {
+  Registry& reg = GetRegistry();
+  std::lock_guard lock(reg.mu);
+  std::vector<std::string> names;
+  for (const std::string& n : model::PlacementAlgorithmNames()) {
+    if (reg.factories.count(n)) names.push_back(n);
+  }
+  for (const auto& [n, f] : reg.factories) {
+    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  }
+  return names;
+}
+
+Result<std::unique_ptr<Strategy>> MakeStrategy(std::string_view name,
+                                               const StrategyOptions& options) {
+  if (auto st = options.Validate(); !st) return std::unexpected(st.error());
+  StrategyFactory factory;
+  {
+    Registry& reg = GetRegistry();
+    std::lock_guard lock(reg.mu);
+    auto it = reg.factories.find(std::string(name));
+    if (it == reg.factories.end()) {
+      std::vector<std::string> names;
+      for (const auto& [n, f] : reg.factories) names.push_back(n);
+      std::string near = NearestWord(name, names);
+      return Fail("unknown placement strategy '", std::string(name), "'",
+                  near.empty() ? std::string() : " (did you mean '" + near + "'?)",
+                  "; known: ", Join(names, ", "));
+    }
+    factory = it->second;
+  }
+  return factory(options);
+}
+
+Status RegisterStrategy(const std::string& name, StrategyFactory factory) {
+  Registry& reg = GetRegistry();
+  std::lock_guard lock(reg.mu);
+  if (reg.factories.count(name))
+    return Fail("placement strategy '", name, "' is already registered");
+  reg.factories[name] = std::move(factory);
+  return Ok();
+}
+
+namespace {
+
+// Applies (sign +1) or releases (sign -1) after checking every resource first, so that a
+// failure changes nothing.
+Status Change(ClusterState* state, const PlacementRequest& r, const Outcome& o, int sign) {
+  if (!o.placed()) return Fail("'", r.name, "' is not placed");
+  if (static_cast<int>(o.ranks.size()) != r.ranks) {
+    return Fail("'", r.name, "' has ", std::to_string(o.ranks.size()), " slots for ",
+                std::to_string(r.ranks), " ranks");
+  }
+  std::map<int, int> gpu_milli;
+  std::map<int, int> node_ranks;
+  for (const RankSlot& s : o.ranks) {
+    if (s.node < 0 || s.node >= state->topology().NumNodes()) {
+      return Fail("'", r.name, "': no node ", std::to_string(s.node));
+    }
+    if (s.gpu >= 0) gpu_milli[s.gpu] += r.gpu_milli;
+    ++node_ranks[s.node];
+  }
+  for (auto [g, m] : gpu_milli) {
+    if (g >= state->topology().NumGpus()) return Fail("'", r.name, "': no GPU ", std::to_string(g));
+    int after = state->GpuFreeMilli(g) - sign * m;
+    if (after < 0 || after > model::kMilliPerGpu) {
+      return Fail("'", r.name, "': GPU ", std::to_string(g), " has ",
+                  std::to_string(state->GpuFreeMilli(g)), " milli free, needs ", std::to_string(m));
+    }
+  }
+  for (auto [n, k] : node_ranks) {
+    int64_t cpu = state->CpuFreeMilli(n) - sign * k * r.cpu_milli_per_rank;
+    int64_t mem = state->MemoryFreeBytes(n) - sign * k * r.memory_bytes_per_rank;
+    int64_t sto = state->StorageFreeBps(n) - sign * r.storage_bps_per_node;
+    if (cpu < 0 || mem < 0 || sto < 0 || cpu > state->CpuCapacity(n) ||
+        mem > state->MemoryCapacity(n)) {
+      return Fail("'", r.name, "': node ", state->topology().nodes[n].name,
+                  " lacks the CPU, memory or storage asked for");
+    }
+  }
+  for (auto [g, m] : gpu_milli) {
+    Status st = sign > 0 ? state->TakeGpu(g, m) : state->ReturnGpu(g, m);
+    if (!st) return st;
+  }
+  for (auto [n, k] : node_ranks) {
+    Status st = sign > 0 ? state->TakeHost(n, k * r.cpu_milli_per_rank, k * r.memory_bytes_per_rank,
+                                           r.storage_bps_per_node)
+                         : state->ReturnHost(n, k * r.cpu_milli_per_rank,
+                                             k * r.memory_bytes_per_rank, r.storage_bps_per_node);
+    if (!st) return st;
+  }
+  return Ok();
+}
+
+}  // namespace
+
+Status Apply(ClusterState* state, const PlacementRequest& r, const Outcome& o) {
+  return Change(state, r, o, +1);
+}
+
+Status Release(ClusterState* state, const PlacementRequest& r, const Outcome& o) {
+  if (!o.placed()) return Ok();
+  return Change(state, r, o, -1);
+}
+
+}  // namespace tianshu::placement

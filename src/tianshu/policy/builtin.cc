@@ -1,0 +1,60 @@
+#include "tianshu/policy/builtin.h"
+
+#include <mutex>
+#include <optional>
+
+#include "tianshu/engine/policy.h"
+#include "tianshu/policy/defrag.h"
+#include "tianshu/policy/elastic.h"
+#include "tianshu/policy/queues.h"
+#include "tianshu/policy/speed.h"
+#include "tianshu/policy/srtf.h"
+
+namespace tianshu::policy {
+
+namespace {
+
+using engine::EngineOptions;
+
+Status RegisterAll() {
+  auto fair = [](const EngineOptions&) -> Result<std::unique_ptr<engine::OrderPolicy>> {
+    auto tree = QueueTree::Make(CurrentPolicyOptions().queues);
+    if (!tree) return std::unexpected(tree.error());
+    return MakeFairShareOrder(std::move(*tree));
+  };
+  if (auto st = engine::RegisterOrderPolicy("fair-share", fair); !st) return st;
+  auto srtf = [](const EngineOptions&) -> Result<std::unique_ptr<engine::OrderPolicy>> {
+    return MakeSrtfOrder();
+  };
+  if (auto st = engine::RegisterOrderPolicy("srtf", srtf); !st) return st;
+  auto reclaim = [](const EngineOptions&) -> Result<std::unique_ptr<engine::PreemptionPolicy>> {
+    auto tree = QueueTree::Make(CurrentPolicyOptions().queues);
+    if (!tree) return std::unexpected(tree.error());
+    return MakeQueueReclaim(std::move(*tree));
+  };
+  if (auto st = engine::RegisterPreemptionPolicy("queue-reclaim", reclaim); !st) return st;
+  auto elastic = [](const EngineOptions& o) {
+    return MakeElasticPolicy(o, CurrentPolicyOptions().elastic);
+  };
+  if (auto st = engine::RegisterElasticPolicy("elastic", elastic); !st) return st;
+  auto defrag = [](const EngineOptions& o) {
+    return MakeDefragPolicy(o, CurrentPolicyOptions().migration);
+  };
+  if (auto st = engine::RegisterMigrationPolicy("defrag", defrag); !st) return st;
+  auto by_speed = [](const placement::StrategyOptions& so) {
+    return MakeBySpeedStrategy("topology", so);
+  };
+  return placement::RegisterStrategy("by-speed", by_speed);
+}
+
+}  // namespace
+
+Status RegisterBuiltinPolicies() {
+  static std::mutex mu;
+  static std::optional<Status> result;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!result) result = RegisterAll();
+  return *result;
+}
+
+}  // namespace tianshu::policy

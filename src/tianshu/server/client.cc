@@ -1,0 +1,107 @@
+#include "tianshu/server/client.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <thread>
+
+namespace tianshu::server {
+
+std::string ApiResponse::ErrorText() const {
+  if (ok()) return "";
+  std::string out;
+  if (body.is_object() && body.contains("error") && body["error"].is_object()) {
+    const auto& e = body["error"];
+    out = e.value("message", "HTTP " + std::to_string(status));
+    if (e.contains("details") && e["details"].is_array()) {
+      for (const auto& d : e["details"]) {
+        if (d.is_string()) out += "\n" + d.get<std::string>();
+      }
+    }
+  } else {
+    out = "HTTP " + std::to_string(status) + (text.empty() ? "" : ": " + text.substr(0, 200));
+  }
+  return out;
+}
+
+Client::Client(ClientOptions options) : options_(std::move(options)) {
+  std::string url = options_.server;
+  if (url.find("://") == std::string::npos) url = "http://" + url;
+  if (url.starts_with("https://")) {
+    base_error_ = "https is not supported: use http://host:port on a trusted network";
+  }
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  http_ = std::make_unique<httplib::Client>(url);
+  if (!http_->is_valid()) base_error_ = "not a server address: " + options_.server;
+  http_->set_connection_timeout(std::chrono::milliseconds(std::min(options_.timeout_ms, 10000)));
+  http_->set_read_timeout(std::chrono::milliseconds(options_.timeout_ms));
+  http_->set_write_timeout(std::chrono::milliseconds(options_.timeout_ms));
+  // A fresh connection per request: a kept-alive socket the server has just closed fails as a
+  // read error after the request went out, and a POST cannot be resent safely.
+  http_->set_keep_alive(false);
+  http_->set_tcp_nodelay(true);  // headers and body are separate writes: no Nagle stall
+  if (!options_.token.empty()) http_->set_bearer_token_auth(options_.token);
+}
+
+Client::~Client() = default;
+
+namespace {
+
+Result<ApiResponse> Convert(const httplib::Result& r, const std::string& server) {
+  if (!r) {
+    std::string why = httplib::to_string(r.error());
+    return Fail("cannot reach the tianshu server at ", server, " (", why,
+                "): is `tianshu serve` (or `tianshu up`) running? Set --server or "
+                "TIANSHU_SERVER");
+  }
+  ApiResponse out;
+  out.status = r->status;
+  out.text = r->body;
+  out.body = nlohmann::json::parse(r->body, nullptr, false);
+  if (out.body.is_discarded()) out.body = nullptr;
+  if (out.status == 401) {
+    return Fail("the server refused the token (", out.ErrorText(),
+                "): pass the server's token with --token-file or TIANSHU_TOKEN");
+  }
+  return out;
+}
+
+// Retries what never reached the server (connect refused or timed out: a full listen backlog
+// under load), so every request is sent at most once.
+template <typename F>
+httplib::Result WithRetry(F&& send) {
+  httplib::Result r = send();
+  for (int i = 0;
+       i < 3 && !r &&
+       (r.error() == httplib::Error::Connection || r.error() == httplib::Error::ConnectionTimeout);
+       ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 << i));
+    r = send();
+  }
+  return r;
+}
+
+}  // namespace
+
+Result<ApiResponse> Client::Get(const std::string& path) {
+  if (!base_error_.empty()) return Fail(base_error_);
+  return Convert(WithRetry([&] { return http_->Get(path.c_str()); }), options_.server);
+}
+
+Result<ApiResponse> Client::Post(const std::string& path, const std::string& body,
+                                 const std::string& content_type,
+                                 const std::map<std::string, std::string>& headers) {
+  if (!base_error_.empty()) return Fail(base_error_);
+  httplib::Headers h;
+  for (const auto& [k, v] : headers) h.emplace(k, v);
+  return Convert(
+      WithRetry([&] { return http_->Post(path.c_str(), h, body, content_type.c_str()); }),
+      options_.server);
+}
+
+Result<ApiResponse> Client::Delete(const std::string& path) {
+  if (!base_error_.empty()) return Fail(base_error_);
+  return Convert(WithRetry([&] { return http_->Delete(path.c_str()); }), options_.server);
+}
+
+}  // namespace tianshu::server

@@ -1,0 +1,1353 @@
+#include "tianshu/server/control_plane.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "tianshu/base/strings.h"
+#include "tianshu/model/load.h"
+#include "tianshu/placement/strategy.h"
+
+namespace tianshu::server {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kOutstanding = "outstanding";
+
+std::string OrderId(const std::string& job, int attempt, const std::string& what,
+                    const std::string& node) {
+  return job + ".a" + std::to_string(attempt) + "." + what + "." + node;
+}
+
+// "j-000001.a2.launch.node-0" -> 2; -1 when the id is not one of ours.
+int AttemptOf(const std::string& order_id) {
+  size_t dot = order_id.find(".a");
+  if (dot == std::string::npos) return -1;
+  size_t end = order_id.find('.', dot + 2);
+  int64_t v = 0;
+  if (!ParseInt64(std::string_view(order_id).substr(dot + 2, end - dot - 2), &v)) return -1;
+  return static_cast<int>(v);
+}
+
+std::string VisibleDevicesVar(const std::string& backend) {
+  if (backend == "ascend") return "ASCEND_RT_VISIBLE_DEVICES";
+  if (backend == "rocm") return "HIP_VISIBLE_DEVICES";
+  if (backend == "musa") return "MUSA_VISIBLE_DEVICES";
+  return "CUDA_VISIBLE_DEVICES";
+}
+
+std::string HostOf(const std::string& address) {
+  if (address.empty()) return "127.0.0.1";
+  if (address.front() == '[') return address.substr(0, address.find(']') + 1);
+  size_t colon = address.rfind(':');
+  if (colon != std::string::npos && address.find(':') == colon) return address.substr(0, colon);
+  return address;
+}
+
+json RunJson(const RunSpec& r) {
+  return {{"command", r.command}, {"env", r.env}, {"workdir", r.workdir}};
+}
+
+RunSpec RunFromJson(const json& j) {
+  RunSpec r;
+  if (!j.is_object()) return r;
+  r.command = j.value("command", std::vector<std::string>{});
+  r.env = j.value("env", std::map<std::string, std::string>{});
+  r.workdir = j.value("workdir", std::string());
+  return r;
+}
+
+}  // namespace
+
+std::string_view JobStateName(JobState s) { return JobStateNames()[static_cast<size_t>(s)]; }
+
+std::optional<JobState> ParseJobState(std::string_view s) {
+  const auto& names = JobStateNames();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == s) return static_cast<JobState>(i);
+  }
+  return std::nullopt;
+}
+
+std::string_view NodeStateName(NodeState s) {
+  switch (s) {
+    case NodeState::kReady:
+      return "ready";
+    case NodeState::kDegraded:
+      return "degraded";
+    case NodeState::kFailed:
+      return "failed";
+    case NodeState::kLost:
+      return "lost";
+  }
+  return "ready";
+}
+
+std::vector<std::string> Job::Nodes() const {
+  std::vector<std::string> out;
+  for (const auto& p : placement) {
+    if (std::find(out.begin(), out.end(), p.node) == out.end()) out.push_back(p.node);
+  }
+  return out;
+}
+
+// The writes one call makes, gathered and serialised when it finishes.
+struct ControlPlane::Txn {
+  std::set<int64_t> jobs;
+  std::set<std::string> nodes;
+  std::vector<OrderRow> orders;
+  std::vector<json> events;
+  std::vector<int64_t> created;
+  std::map<std::string, std::string> meta;
+  bool wake_work = false;
+  bool Empty() const {
+    return jobs.empty() && nodes.empty() && orders.empty() && events.empty() && meta.empty();
+  }
+};
+
+ControlPlane::ControlPlane(std::unique_ptr<Store> store, ControlPlaneOptions options)
+    : store_(std::move(store)), options_(std::move(options)) {}
+
+ControlPlane::~ControlPlane() {
+  Shutdown();
+  committer_.reset();  // drains the queue before the store goes
+}
+
+Result<std::unique_ptr<ControlPlane>> ControlPlane::Open(std::unique_ptr<Store> store,
+                                                         ControlPlaneOptions options,
+                                                         int64_t now_ms) {
+  std::string strategy = options.placement.empty() ? options.config.algorithm : options.placement;
+  auto placer = Placer::Create(strategy, options.config);
+  if (!placer) return std::unexpected(placer.error());
+  auto cp = std::unique_ptr<ControlPlane>(new ControlPlane(std::move(store), std::move(options)));
+  cp->placer_ = std::move(*placer);
+  if (auto s = cp->Load(now_ms); !s) return std::unexpected(s.error());
+  cp->committer_ = std::make_unique<Committer>(cp->store_.get(), cp->options_.commit_batch);
+  return cp;
+}
+
+Status ControlPlane::Load(int64_t now_ms) {
+  auto st = store_->Load(options_.events_kept);
+  if (!st) return std::unexpected(st.error());
+  for (const JobRow& row : st->jobs) {
+    json d = json::parse(row.doc, nullptr, false);
+    if (d.is_discarded()) return Fail("store: job ", row.id, " has an unreadable record");
+    Job j;
+    j.seq = row.seq;
+    j.id = row.id;
+    j.text = d.value("text", "");
+    j.format = d.value("format", "yaml");
+    model::ValidationResult v = model::ValidateText(j.id, j.text);
+    if (!v.document || v.document->kind != model::DocumentKind::kJob) {
+      return Fail("store: job ", row.id, " has a spec that no longer validates");
+    }
+    j.spec = std::get<model::JobSpec>(v.document->value);
+    j.run = RunFromJson(d.value("run", json::object()));
+    j.state = ParseJobState(d.value("state", "pending")).value_or(JobState::kPending);
+    j.attempt = d.value("attempt", 0);
+    j.retries = d.value("retries", 0);
+    j.max_retries = d.value("max_retries", 0);
+    j.submitted_ms = d.value("submitted_ms", int64_t{0});
+    j.updated_ms = d.value("updated_ms", int64_t{0});
+    j.message = d.value("message", "");
+    for (const auto& p : d.value("placement", json::array())) {
+      j.placement.push_back({p.value("rank", 0), p.value("node", ""), p.value("device", -1)});
+    }
+    for (const auto& h : d.value("history", json::array())) {
+      j.history.push_back({h.value("time_ms", int64_t{0}), h.value("from", ""), h.value("to", ""),
+                           h.value("reason", "")});
+    }
+    j.last_step = d.value("last_step", int64_t{-1});
+    j.last_checkpoint = d.value("last_checkpoint", "");
+    j.last_checkpoint_order_ms = d.value("last_checkpoint_order_ms", int64_t{0});
+    j.checkpoint_orders = d.value("checkpoint_orders", 0);
+    j.started = d.value("started", std::set<int>{});
+    for (const auto& e : d.value("exited", json::array())) {
+      j.exited[e.value("rank", 0)] = {e.value("exit_code", 0), e.value("signal", 0)};
+    }
+    j.launch_accepted = d.value("launch_accepted", std::set<std::string>{});
+    j.stop_pending = d.value("stop_pending", std::set<std::string>{});
+    j.after_stop = d.value("after_stop", "");
+    j.cancel_requested = d.value("cancel_requested", false);
+    j.seen_reports = d.value("seen_reports", std::set<std::string>{});
+    next_job_seq_ = std::max(next_job_seq_, j.seq + 1);
+    jobs_.emplace(j.seq, std::move(j));
+  }
+  for (const NodeRow& row : st->nodes) {
+    json d = json::parse(row.doc, nullptr, false);
+    if (d.is_discarded()) return Fail("store: node ", row.name, " has an unreadable record");
+    NodeEntry n;
+    n.name = row.name;
+    n.agent_id = d.value("agent_id", "");
+    n.address = d.value("address", "");
+    auto hw = wire::ParseRegisterRequest(wire::Dump(
+        json{{"node", "x"}, {"agent_id", "x"}, {"hardware", d.value("hardware", json::object())}}));
+    if (hw) n.hardware = hw->hardware;
+    std::string state = d.value("state", "ready");
+    n.state = state == "lost"       ? NodeState::kLost
+              : state == "failed"   ? NodeState::kFailed
+              : state == "degraded" ? NodeState::kDegraded
+                                    : NodeState::kReady;
+    n.message = d.value("message", "");
+    n.registered_ms = d.value("registered_ms", int64_t{0});
+    n.last_heartbeat_ms = now_ms;  // a grace period of lost_after_ms to hear from it again
+    nodes_.emplace(n.name, std::move(n));
+  }
+  for (const OrderRow& row : st->orders) {
+    if (row.status != kOutstanding) continue;
+    auto o = wire::ParseWorkOrder(row.doc);
+    if (!o) return Fail("store: order ", row.id, ": ", o.error().message);
+    orders_[row.id] = {*o, row.node};
+    node_orders_[row.node].push_back(row.id);
+  }
+  for (const EventRow& row : st->events) {
+    json d = json::parse(row.doc, nullptr, false);
+    if (d.is_discarded()) continue;
+    events_.push_back({row.seq, 0, d});
+    next_event_seq_ = std::max(next_event_seq_, row.seq + 1);
+  }
+  if (auto it = st->meta.find("next_event_seq"); it != st->meta.end()) {
+    int64_t v = 0;
+    if (ParseInt64(it->second, &v)) next_event_seq_ = std::max(next_event_seq_, v);
+  }
+  if (auto it = st->meta.find("next_job_seq"); it != st->meta.end()) {
+    int64_t v = 0;
+    if (ParseInt64(it->second, &v)) next_job_seq_ = std::max(next_job_seq_, v);
+  }
+  if (options_.server_id.empty()) {
+    if (auto it = st->meta.find("server_id"); it != st->meta.end()) {
+      options_.server_id = it->second;
+    } else {
+      options_.server_id = "s-" + std::to_string(now_ms);
+      Change c;
+      c.meta["server_id"] = options_.server_id;
+      if (auto s = store_->Write({&c}); !s) return s;
+    }
+  }
+  schedule_dirty_ = true;
+  return Ok();
+}
+
+// ---- writing ----
+
+std::string ControlPlane::JobDoc(const Job& j) const {
+  json placement = json::array(), history = json::array(), exited = json::array();
+  for (const auto& p : j.placement) {
+    placement.push_back({{"rank", p.rank}, {"node", p.node}, {"device", p.device}});
+  }
+  for (const auto& h : j.history) {
+    history.push_back(
+        {{"time_ms", h.time_ms}, {"from", h.from}, {"to", h.to}, {"reason", h.reason}});
+  }
+  for (const auto& [rank, e] : j.exited) {
+    exited.push_back({{"rank", rank}, {"exit_code", e.first}, {"signal", e.second}});
+  }
+  json d = {{"text", j.text},
+            {"format", j.format},
+            {"run", RunJson(j.run)},
+            {"name", j.spec.name},
+            {"queue", j.spec.queue},
+            {"state", JobStateName(j.state)},
+            {"attempt", j.attempt},
+            {"retries", j.retries},
+            {"max_retries", j.max_retries},
+            {"submitted_ms", j.submitted_ms},
+            {"updated_ms", j.updated_ms},
+            {"message", j.message},
+            {"placement", placement},
+            {"history", history},
+            {"last_step", j.last_step},
+            {"last_checkpoint", j.last_checkpoint},
+            {"last_checkpoint_order_ms", j.last_checkpoint_order_ms},
+            {"checkpoint_orders", j.checkpoint_orders},
+            {"started", j.started},
+            {"exited", exited},
+            {"launch_accepted", j.launch_accepted},
+            {"stop_pending", j.stop_pending},
+            {"after_stop", j.after_stop},
+            {"cancel_requested", j.cancel_requested},
+            {"seen_reports", j.seen_reports}};
+  return wire::Dump(d);
+}
+
+template <typename T, typename F>
+ApiResult<T> ControlPlane::Mutate(F&& f) {
+  std::unique_lock lock(mu_);
+  if (committer_->Failed()) {
+    return Refuse(503, "the store failed to write; this server accepts no more changes");
+  }
+  Txn txn;
+  ApiResult<T> r = f(txn);
+  if (txn.Empty()) {
+    lock.unlock();
+    if (txn.wake_work) work_cv_.notify_all();
+    return r;
+  }
+  Change c;
+  for (int64_t seq : txn.jobs) {
+    const Job& j = jobs_.at(seq);
+    c.jobs.push_back({j.id, j.seq, std::string(JobStateName(j.state)), JobDoc(j)});
+  }
+  for (const auto& name : txn.nodes) {
+    const NodeEntry& n = nodes_.at(name);
+    json d = {{"agent_id", n.agent_id},
+              {"address", n.address},
+              {"hardware", wire::ToJson(n.hardware)},
+              {"state", NodeStateName(n.state)},
+              {"message", n.message},
+              {"registered_ms", n.registered_ms}};
+    c.nodes.push_back({name, wire::Dump(d)});
+  }
+  c.orders = std::move(txn.orders);
+  for (const auto& e : txn.events) {
+    c.events.push_back({e["seq"].get<int64_t>(), e["time_ms"].get<int64_t>(), wire::Dump(e)});
+  }
+  c.meta = std::move(txn.meta);
+  c.meta["next_event_seq"] = std::to_string(next_event_seq_);
+  c.meta["next_job_seq"] = std::to_string(next_job_seq_);
+  uint64_t ticket = committer_->Enqueue(std::move(c));
+  for (auto& e : txn.events) {
+    int64_t seq = e["seq"].get<int64_t>();
+    events_.push_back({seq, ticket, std::move(e)});
+  }
+  while (events_.size() > options_.events_kept) events_.pop_front();
+  for (int64_t seq : txn.created) jobs_.at(seq).created_ticket = ticket;
+  lock.unlock();
+  Status s = committer_->Wait(ticket);
+  { std::lock_guard l(mu_); }  // orders the wake-up after a waiter's predicate check
+  events_cv_.notify_all();
+  if (txn.wake_work) work_cv_.notify_all();
+  if (!s) return Refuse(503, "the store failed to write: " + s.error().message);
+  return r;
+}
+
+void ControlPlane::SetState(Txn& t, Job& j, JobState to, const std::string& reason,
+                            int64_t now_ms) {
+  JobState from = j.state;
+  std::string from_name = j.history.empty() ? "" : std::string(JobStateName(from));
+  j.state = to;
+  j.updated_ms = now_ms;
+  j.message = reason;
+  j.history.push_back({now_ms, from_name, std::string(JobStateName(to)), reason});
+  t.jobs.insert(j.seq);
+  t.events.push_back({{"seq", next_event_seq_++},
+                      {"time_ms", now_ms},
+                      {"type", "job"},
+                      {"id", j.id},
+                      {"name", j.spec.name},
+                      {"from", from_name},
+                      {"to", JobStateName(to)},
+                      {"reason", reason}});
+  if (IsTerminal(to) || to == JobState::kPending) schedule_dirty_ = true;
+}
+
+void ControlPlane::NodeEvent(Txn& t, NodeEntry& n, NodeState to, const std::string& reason,
+                             int64_t now_ms) {
+  std::string from = std::string(NodeStateName(n.state));
+  n.state = to;
+  n.message = reason;
+  t.nodes.insert(n.name);
+  t.events.push_back({{"seq", next_event_seq_++},
+                      {"time_ms", now_ms},
+                      {"type", "node"},
+                      {"id", n.name},
+                      {"from", from},
+                      {"to", NodeStateName(to)},
+                      {"reason", reason}});
+  schedule_dirty_ = true;
+}
+
+void ControlPlane::AddOrder(Txn& t, const std::string& node, wire::WorkOrder order) {
+  if (orders_.contains(order.id)) return;  // the same order is never sent twice
+  t.orders.push_back({order.id, node, order.job_id, kOutstanding, wire::Dump(wire::ToJson(order))});
+  std::string id = order.id;
+  node_orders_[node].push_back(id);
+  orders_[id] = OrderEntry{std::move(order), node};
+  t.wake_work = true;
+}
+
+void ControlPlane::FinishOrder(Txn& t, const std::string& id, const std::string& status) {
+  auto it = orders_.find(id);
+  if (it == orders_.end()) return;
+  t.orders.push_back({id, it->second.node, it->second.order.job_id, status,
+                      wire::Dump(wire::ToJson(it->second.order))});
+  auto& list = node_orders_[it->second.node];
+  list.erase(std::remove(list.begin(), list.end(), id), list.end());
+  orders_.erase(it);
+}
+
+void ControlPlane::DropOrdersFor(Txn& t, const std::string& node) {
+  auto list = node_orders_[node];
+  for (const auto& id : list) FinishOrder(t, id, "done");
+}
+
+// ---- users ----
+
+ApiResult<json> ControlPlane::Submit(SubmitRequest request, int64_t now_ms) {
+  auto r = Mutate<json>([&](Txn& t) -> ApiResult<json> {
+    Job j;
+    j.seq = next_job_seq_++;
+    j.id = FormatJobId(j.seq);
+    j.text = std::move(request.text);
+    j.format = std::move(request.format);
+    j.spec = std::move(request.spec);
+    j.run = std::move(request.run);
+    j.max_retries = j.spec.max_retries >= 0 ? j.spec.max_retries : options_.config.max_retries;
+    j.submitted_ms = now_ms;
+    auto [it, inserted] = jobs_.emplace(j.seq, std::move(j));
+    SetState(t, it->second, JobState::kPending, "submitted", now_ms);
+    t.created.push_back(it->first);
+    schedule_dirty_ = true;
+    return JobJson(it->second, true);
+  });
+  if (r) {
+    metrics_.submissions_accepted++;
+  } else {
+    metrics_.submissions_rejected++;
+  }
+  return r;
+}
+
+void ControlPlane::CountRejected() { metrics_.submissions_rejected++; }
+
+ApiResult<json> ControlPlane::Cancel(const std::string& id, int64_t now_ms) {
+  return Mutate<json>([&](Txn& t) -> ApiResult<json> {
+    auto seq = ParseJobId(id);
+    auto it = seq ? jobs_.find(*seq) : jobs_.end();
+    if (it == jobs_.end() || !Visible(it->second)) return Refuse(404, "no job " + id);
+    Job& j = it->second;
+    switch (j.state) {
+      case JobState::kPending:
+        SetState(t, j, JobState::kCancelled, "cancelled by user", now_ms);
+        break;
+      case JobState::kStarting:
+      case JobState::kRunning:
+        j.cancel_requested = true;
+        BeginStop(t, j, "cancelled", "cancelled by user", "", false, now_ms);
+        break;
+      case JobState::kStopping:
+        if (!j.cancel_requested) {
+          j.cancel_requested = true;
+          j.after_stop = "cancelled";
+          t.jobs.insert(j.seq);
+        }
+        break;
+      default:
+        return Refuse(409, "job " + id + " is already " + std::string(JobStateName(j.state)) +
+                               ": only pending, starting, running or stopping jobs can be "
+                               "cancelled");
+    }
+    return JobJson(j, true);
+  });
+}
+
+bool ControlPlane::Visible(const Job& j) const {
+  return j.created_ticket == 0 || j.created_ticket <= committer_->Durable();
+}
+
+json ControlPlane::JobJson(const Job& j, bool full) const {
+  json placement = json::array();
+  for (const auto& p : j.placement) {
+    placement.push_back({{"rank", p.rank}, {"node", p.node}, {"device", p.device}});
+  }
+  int gpus = j.spec.gpus > 0 ? j.spec.gpus : j.spec.nodes * j.spec.gpus_per_node;
+  json out = {{"id", j.id},
+              {"name", j.spec.name},
+              {"kind", model::JobKindName(j.spec.kind)},
+              {"queue", j.spec.queue},
+              {"priority", j.spec.priority},
+              {"gpus", gpus},
+              {"state", JobStateName(j.state)},
+              {"attempt", j.attempt},
+              {"retries", j.retries},
+              {"max_retries", j.max_retries},
+              {"submitted_ms", j.submitted_ms},
+              {"updated_ms", j.updated_ms},
+              {"message", j.message},
+              {"nodes", j.Nodes()}};
+  if (full) {
+    json history = json::array();
+    for (const auto& h : j.history) {
+      history.push_back(
+          {{"time_ms", h.time_ms}, {"from", h.from}, {"to", h.to}, {"reason", h.reason}});
+    }
+    out["placement"] = placement;
+    out["history"] = history;
+    out["run"] = RunJson(j.run);
+    out["last_step"] = j.last_step;
+    out["last_checkpoint"] = j.last_checkpoint;
+    out["spec"] = j.text;
+    out["spec_format"] = j.format;
+  }
+  return out;
+}
+
+ApiResult<json> ControlPlane::GetJob(const std::string& id) const {
+  std::lock_guard l(mu_);
+  auto seq = ParseJobId(id);
+  auto it = seq ? jobs_.find(*seq) : jobs_.end();
+  if (it == jobs_.end() || !Visible(it->second)) return Refuse(404, "no job " + id);
+  return JobJson(it->second, true);
+}
+
+json ControlPlane::ListJobs(const JobFilter& filter) const {
+  std::lock_guard l(mu_);
+  json out = json::array();
+  uint64_t durable = committer_->Durable();
+  int64_t total = 0;
+  for (const auto& [seq, j] : jobs_) {
+    if (j.created_ticket > durable) continue;
+    if (!filter.queue.empty() && j.spec.queue != filter.queue) continue;
+    if (!filter.states.empty() && std::find(filter.states.begin(), filter.states.end(),
+                                            JobStateName(j.state)) == filter.states.end()) {
+      continue;
+    }
+    ++total;
+    if (static_cast<int64_t>(out.size()) < filter.limit) out.push_back(JobJson(j, false));
+  }
+  return {{"jobs", out}, {"total", total}};
+}
+
+json ControlPlane::NodeJson(const NodeEntry& n, int64_t now_ms) const {
+  std::map<int, json> allocations;
+  for (const auto& [seq, j] : jobs_) {
+    if (j.state != JobState::kStarting && j.state != JobState::kRunning &&
+        j.state != JobState::kStopping) {
+      continue;
+    }
+    for (const auto& p : j.placement) {
+      if (p.node != n.name) continue;
+      allocations[p.device].push_back(
+          {{"job", j.id}, {"rank", p.rank}, {"gpu_milli", j.spec.gpu_milli}});
+    }
+  }
+  json devices = json::array();
+  for (const auto& d : n.hardware.devices) {
+    json dj = wire::ToJson(d);
+    dj["allocations"] = allocations.contains(d.index) ? allocations[d.index] : json::array();
+    for (const auto& u : n.last.devices) {
+      if (u.index == d.index) {
+        dj["utilization"] = u.utilization;
+        dj["memory_used_bytes"] = u.memory_used_bytes;
+        dj["healthy"] = u.healthy;
+      }
+    }
+    devices.push_back(dj);
+  }
+  return {{"name", n.name},
+          {"state", NodeStateName(n.state)},
+          {"message", n.message},
+          {"address", n.address},
+          {"agent_id", n.agent_id},
+          {"registered_ms", n.registered_ms},
+          {"heartbeat_age_ms", now_ms - n.last_heartbeat_ms},
+          {"cpu_milli", n.hardware.cpu_milli},
+          {"memory_bytes", n.hardware.memory_bytes},
+          {"cpu_utilization", n.last.cpu_utilization},
+          {"labels", n.hardware.labels},
+          {"backend", n.hardware.backend},
+          {"running_ranks", n.last.running.size()},
+          {"devices", devices}};
+}
+
+json ControlPlane::ListNodes(int64_t now_ms) const {
+  std::lock_guard l(mu_);
+  json out = json::array();
+  for (const auto& [name, n] : nodes_) out.push_back(NodeJson(n, now_ms));
+  return {{"nodes", out}};
+}
+
+ApiResult<json> ControlPlane::GetNode(const std::string& name, int64_t now_ms) const {
+  std::lock_guard l(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return Refuse(404, "no node " + name);
+  return NodeJson(it->second, now_ms);
+}
+
+json ControlPlane::ListQueues() const {
+  std::lock_guard l(mu_);
+  struct Q {
+    int64_t pending = 0, active = 0, done = 0, gpu_milli = 0;
+  };
+  std::map<std::string, Q> queues;
+  uint64_t durable = committer_->Durable();
+  for (const auto& [seq, j] : jobs_) {
+    if (j.created_ticket > durable) continue;
+    Q& q = queues[j.spec.queue];
+    if (j.state == JobState::kPending) {
+      q.pending++;
+    } else if (IsTerminal(j.state)) {
+      q.done++;
+    } else {
+      q.active++;
+      q.gpu_milli += static_cast<int64_t>(j.placement.size()) * j.spec.gpu_milli;
+    }
+  }
+  int64_t total_gpus = 0;
+  for (const auto& [name, n] : nodes_) {
+    if (n.state == NodeState::kReady || n.state == NodeState::kDegraded) {
+      total_gpus += static_cast<int64_t>(n.hardware.devices.size());
+    }
+  }
+  json out = json::array();
+  for (const auto& [name, q] : queues) {
+    double used = static_cast<double>(q.gpu_milli) / 1000.0;
+    out.push_back({{"name", name},
+                   {"pending", q.pending},
+                   {"active", q.active},
+                   {"finished", q.done},
+                   {"gpus_in_use", used},
+                   {"share_of_cluster", total_gpus ? used / static_cast<double>(total_gpus) : 0.0},
+                   {"quota_gpus", nullptr}});
+  }
+  return {{"queues", out}, {"cluster_gpus", total_gpus}};
+}
+
+json ControlPlane::WaitEvents(const EventQuery& q) {
+  std::unique_lock lock(mu_);
+  auto collect = [&] {
+    json out = json::array();
+    uint64_t durable = committer_->Durable();
+    auto it = std::upper_bound(events_.begin(), events_.end(), q.since,
+                               [](int64_t s, const EventEntry& e) { return s < e.seq; });
+    for (; it != events_.end() && static_cast<int64_t>(out.size()) < q.limit; ++it) {
+      if (it->ticket > durable) break;  // keep order: nothing after a change not yet durable
+      out.push_back(it->doc);
+    }
+    return out;
+  };
+  json events = collect();
+  if (events.empty() && q.wait_ms > 0) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(q.wait_ms);
+    while (events.empty() && !shutdown_) {
+      if (events_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+        events = collect();
+        break;
+      }
+      events = collect();
+    }
+  }
+  int64_t next = events.empty() ? q.since : events.back()["seq"].get<int64_t>();
+  return {{"events", events}, {"next", next}};
+}
+
+std::string ControlPlane::Metrics() const {
+  std::lock_guard l(mu_);
+  std::map<std::string, int64_t> by_state, queue_len;
+  for (const auto& n : JobStateNames()) by_state[n] = 0;
+  int64_t allocated_milli = 0;
+  for (const auto& [seq, j] : jobs_) {
+    by_state[std::string(JobStateName(j.state))]++;
+    if (j.state == JobState::kPending) queue_len[j.spec.queue]++;
+    if (j.state == JobState::kStarting || j.state == JobState::kRunning ||
+        j.state == JobState::kStopping) {
+      allocated_milli += static_cast<int64_t>(j.placement.size()) * j.spec.gpu_milli;
+    }
+  }
+  std::map<std::string, int64_t> node_states = {
+      {"ready", 0}, {"degraded", 0}, {"failed", 0}, {"lost", 0}};
+  int64_t gpus = 0;
+  for (const auto& [name, n] : nodes_) {
+    node_states[std::string(NodeStateName(n.state))]++;
+    if (n.state == NodeState::kReady || n.state == NodeState::kDegraded) {
+      gpus += static_cast<int64_t>(n.hardware.devices.size());
+    }
+  }
+  std::string out;
+  out += MetricHeader("tianshu_queue_length", "gauge", "Jobs waiting for a placement.");
+  out += "tianshu_queue_length " + std::to_string(by_state["pending"]) + "\n";
+  out += MetricHeader("tianshu_queue_pending", "gauge", "Pending jobs per queue.");
+  for (const auto& [q, n] : queue_len) {
+    out += "tianshu_queue_pending{queue=\"" + LabelValue(q) + "\"} " + std::to_string(n) + "\n";
+  }
+  out += MetricHeader("tianshu_jobs", "gauge", "Jobs by state.");
+  for (const auto& [s, n] : by_state) {
+    out += "tianshu_jobs{state=\"" + s + "\"} " + std::to_string(n) + "\n";
+  }
+  out += MetricHeader("tianshu_nodes", "gauge", "Registered nodes by state.");
+  for (const auto& [s, n] : node_states) {
+    out += "tianshu_nodes{state=\"" + s + "\"} " + std::to_string(n) + "\n";
+  }
+  char buf[64];
+  double alloc = static_cast<double>(allocated_milli) / 1000.0;
+  out += MetricHeader("tianshu_gpus", "gauge",
+                      "Accelerators of ready and degraded nodes, allocated or free.");
+  std::snprintf(buf, sizeof buf, "%.3f", alloc);
+  out += std::string("tianshu_gpus{state=\"allocated\"} ") + buf + "\n";
+  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(gpus) - alloc);
+  out += std::string("tianshu_gpus{state=\"free\"} ") + buf + "\n";
+  out += metrics_.cycle_seconds.Render("tianshu_cycle_seconds", "Latency of one scheduling cycle.");
+  out +=
+      MetricHeader("tianshu_placement_outcomes_total", "counter", "Placement attempts by outcome.");
+  for (const char* k : {"placed", "does-not-fit-now", "can-never-fit"}) {
+    auto it = metrics_.placement_outcomes.find(k);
+    int64_t v = it == metrics_.placement_outcomes.end() ? 0 : it->second;
+    out += std::string("tianshu_placement_outcomes_total{outcome=\"") + k + "\"} " +
+           std::to_string(v) + "\n";
+  }
+  out += MetricHeader("tianshu_submissions_total", "counter", "Job submissions by result.");
+  out += "tianshu_submissions_total{result=\"accepted\"} " +
+         std::to_string(metrics_.submissions_accepted.load()) + "\n";
+  out += "tianshu_submissions_total{result=\"rejected\"} " +
+         std::to_string(metrics_.submissions_rejected.load()) + "\n";
+  out += MetricHeader("tianshu_cycles_total", "counter", "Scheduling cycles run.");
+  out += "tianshu_cycles_total " + std::to_string(metrics_.cycles) + "\n";
+  out +=
+      MetricHeader("tianshu_job_retries_total", "counter", "Attempts restarted after a failure.");
+  out += "tianshu_job_retries_total " + std::to_string(metrics_.retries) + "\n";
+  out += MetricHeader("tianshu_job_preemptions_total", "counter",
+                      "Running jobs stopped (with a checkpoint) for a higher-priority job.");
+  out += "tianshu_job_preemptions_total " + std::to_string(metrics_.preemptions) + "\n";
+  out += MetricHeader("tianshu_nodes_lost_total", "counter", "Nodes declared lost or failed.");
+  out += "tianshu_nodes_lost_total " + std::to_string(metrics_.nodes_lost) + "\n";
+  CommitStats cs = committer_->Stats();
+  out += MetricHeader("tianshu_store_commits_total", "counter", "Durable store transactions.");
+  out += "tianshu_store_commits_total " + std::to_string(cs.commits) + "\n";
+  out += MetricHeader("tianshu_store_changes_total", "counter", "State changes written.");
+  out += "tianshu_store_changes_total " + std::to_string(cs.changes) + "\n";
+  out += MetricHeader("tianshu_store_commit_seconds_total", "counter",
+                      "Time spent writing to the store.");
+  std::snprintf(buf, sizeof buf, "%.6f", cs.commit_seconds);
+  out += std::string("tianshu_store_commit_seconds_total ") + buf + "\n";
+  return out;
+}
+
+// ---- the job state machine ----
+
+void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
+                            const model::Topology& topo, int64_t now_ms) {
+  j.attempt++;
+  j.placement.clear();
+  j.started.clear();
+  j.exited.clear();
+  j.launch_accepted.clear();
+  j.stop_pending.clear();
+  j.after_stop.clear();
+  j.seen_reports.clear();
+  j.last_checkpoint_order_ms = now_ms;
+  const ClusterView& view = *view_;
+  for (size_t r = 0; r < outcome.ranks.size(); ++r) {
+    const auto& slot = outcome.ranks[r];
+    int local = slot.gpu - topo.nodes[static_cast<size_t>(slot.node)].first_gpu;
+    int device =
+        slot.gpu < 0
+            ? -1
+            : view.device_index[static_cast<size_t>(slot.node)][static_cast<size_t>(local)];
+    j.placement.push_back(
+        {static_cast<int>(r), view.node_names[static_cast<size_t>(slot.node)], device});
+  }
+  std::vector<std::string> nodes = j.Nodes();
+  const NodeEntry& master = nodes_.at(nodes.front());
+  const int world = static_cast<int>(j.placement.size());
+  const int port = 20000 + static_cast<int>((j.seq * 8 + j.attempt) % 40000);
+  const std::string ckpt =
+      options_.checkpoint_root.empty() ? "" : options_.checkpoint_root + "/" + j.id;
+  placement::PlacementRequest req = placement::RequestFromJob(j.spec);
+  for (size_t ni = 0; ni < nodes.size(); ++ni) {
+    const NodeEntry& node = nodes_.at(nodes[ni]);
+    int topo_node = view.index.at(node.name);
+    std::string backend = std::string(model::BackendName(topo.TypeOf(topo_node).backend));
+    wire::LaunchOrder l;
+    l.job_name = j.spec.name;
+    l.backend = backend;
+    l.world_size = world;
+    l.master_addr = HostOf(master.address);
+    l.master_port = port;
+    l.checkpoint_dir = ckpt;
+    l.workdir = j.run.workdir;
+    int local_rank = 0;
+    int local_world = 0;
+    for (const auto& p : j.placement) local_world += p.node == node.name ? 1 : 0;
+    std::set<int> numa;
+    for (const auto& p : j.placement) {
+      if (p.node != node.name) continue;
+      wire::RankLaunch rl;
+      rl.rank = p.rank;
+      rl.local_rank = local_rank++;
+      rl.node_rank = static_cast<int>(ni);
+      if (p.device >= 0) rl.devices = {p.device};
+      rl.gpu_milli = j.spec.gpu_milli;
+      rl.command = j.run.command;
+      rl.env = j.run.env;
+      auto& e = rl.env;
+      e["RANK"] = std::to_string(p.rank);
+      e["WORLD_SIZE"] = std::to_string(world);
+      e["LOCAL_RANK"] = std::to_string(rl.local_rank);
+      e["LOCAL_WORLD_SIZE"] = std::to_string(local_world);
+      e["NODE_RANK"] = std::to_string(ni);
+      e["NNODES"] = std::to_string(nodes.size());
+      e["MASTER_ADDR"] = l.master_addr;
+      e["MASTER_PORT"] = std::to_string(port);
+      e[VisibleDevicesVar(backend)] = p.device >= 0 ? std::to_string(p.device) : "";
+      e["TIANSHU_JOB_ID"] = j.id;
+      e["TIANSHU_JOB_NAME"] = j.spec.name;
+      e["TIANSHU_ATTEMPT"] = std::to_string(j.attempt);
+      if (!ckpt.empty()) e["TIANSHU_CHECKPOINT_DIR"] = ckpt;
+      if (j.last_step >= 0) e["TIANSHU_RESUME_STEP"] = std::to_string(j.last_step);
+      if (j.spec.duration_s > 0) {
+        e["TIANSHU_DURATION_S"] = std::to_string(static_cast<int64_t>(j.spec.duration_s));
+      }
+      if (j.spec.iterations > 0) e["TIANSHU_ITERATIONS"] = std::to_string(j.spec.iterations);
+      for (const auto& d : node.hardware.devices) {
+        if (d.index == p.device && d.numa >= 0) numa.insert(d.numa);
+      }
+      if (p.device >= 0) l.cgroup.devices.push_back(p.device);
+      l.ranks.push_back(std::move(rl));
+    }
+    l.cgroup.numa_nodes.assign(numa.begin(), numa.end());
+    l.cgroup.cpu_milli = req.cpu_milli_per_rank * local_world;
+    l.cgroup.memory_bytes = req.memory_bytes_per_rank * local_world;
+    wire::WorkOrder o;
+    o.id = OrderId(j.id, j.attempt, "launch", node.name);
+    o.kind = wire::OrderKind::kLaunch;
+    o.job_id = j.id;
+    o.attempt = j.attempt;
+    o.launch = std::move(l);
+    AddOrder(t, node.name, std::move(o));
+  }
+  SetState(t, j, JobState::kStarting,
+           "placed on " + Join(nodes, ",") + " (attempt " + std::to_string(j.attempt) + ")",
+           now_ms);
+}
+
+void ControlPlane::BeginStop(Txn& t, Job& j, const std::string& after, const std::string& reason,
+                             const std::string& exclude_node, bool checkpoint_first,
+                             int64_t now_ms) {
+  j.after_stop = after;
+  j.stop_pending.clear();
+  for (const auto& node : j.Nodes()) {
+    if (node == exclude_node) continue;
+    auto it = nodes_.find(node);
+    if (it == nodes_.end() || it->second.state == NodeState::kLost ||
+        it->second.state == NodeState::kFailed) {
+      continue;
+    }
+    j.stop_pending.insert(node);
+    wire::WorkOrder o;
+    o.id = OrderId(j.id, j.attempt, "stop", node);
+    o.kind = wire::OrderKind::kStop;
+    o.job_id = j.id;
+    o.attempt = j.attempt;
+    o.stop = wire::StopOrder{.reason = after == "cancelled"   ? "cancel"
+                                       : after == "preempted" ? "preempt"
+                                                              : "retry",
+                             .checkpoint_first = checkpoint_first,
+                             .grace_ms = 30000};
+    AddOrder(t, node, std::move(o));
+  }
+  SetState(t, j, JobState::kStopping, reason, now_ms);
+  MaybeFinishStop(t, j, now_ms);
+}
+
+void ControlPlane::MaybeFinishStop(Txn& t, Job& j, int64_t now_ms) {
+  if (j.state != JobState::kStopping || !j.stop_pending.empty()) return;
+  std::string reason = j.message;
+  std::string after = j.cancel_requested ? "cancelled" : j.after_stop;
+  j.after_stop.clear();
+  if (after == "pending") {
+    j.retries++;
+    metrics_.retries++;
+    j.placement.clear();
+    SetState(t, j, JobState::kPending,
+             "retry " + std::to_string(j.retries) + " of " + std::to_string(j.max_retries) +
+                 " after: " + reason,
+             now_ms);
+  } else if (after == "preempted") {
+    // Not a failure: the retry budget is untouched; the next attempt resumes from the
+    // checkpoint the stop order asked for.
+    j.placement.clear();
+    SetState(t, j, JobState::kPending, reason, now_ms);
+  } else if (after == "failed") {
+    SetState(t, j, JobState::kFailed, reason, now_ms);
+  } else {
+    SetState(t, j, JobState::kCancelled, "cancelled by user", now_ms);
+  }
+}
+
+void ControlPlane::FailAttempt(Txn& t, Job& j, const std::string& reason,
+                               const std::string& lost_node, int64_t now_ms) {
+  std::string after = j.cancel_requested          ? "cancelled"
+                      : j.retries < j.max_retries ? "pending"
+                                                  : "failed";
+  std::string why = after == "failed" ? reason + " (no retries left: max_retries " +
+                                            std::to_string(j.max_retries) + ")"
+                                      : reason;
+  BeginStop(t, j, after, why, lost_node, false, now_ms);
+}
+
+void ControlPlane::LoseNode(Txn& t, NodeEntry& n, NodeState to, const std::string& reason,
+                            int64_t now_ms) {
+  NodeEvent(t, n, to, reason, now_ms);
+  metrics_.nodes_lost++;
+  DropOrdersFor(t, n.name);
+  for (auto& [seq, j] : jobs_) {
+    if (j.state != JobState::kStarting && j.state != JobState::kRunning &&
+        j.state != JobState::kStopping) {
+      continue;
+    }
+    auto nodes = j.Nodes();
+    if (std::find(nodes.begin(), nodes.end(), n.name) == nodes.end()) continue;
+    if (j.state == JobState::kStopping) {
+      if (j.stop_pending.erase(n.name)) {
+        t.jobs.insert(j.seq);
+        MaybeFinishStop(t, j, now_ms);
+      }
+    } else {
+      FailAttempt(t, j, "node " + n.name + " " + std::string(NodeStateName(to)) + ": " + reason,
+                  n.name, now_ms);
+    }
+  }
+}
+
+void ControlPlane::StopStale(Txn& t, const std::string& node,
+                             const std::vector<wire::RunningRank>& running) {
+  for (const auto& r : running) {
+    auto seq = ParseJobId(r.job_id);
+    auto it = seq ? jobs_.find(*seq) : jobs_.end();
+    bool current = false;
+    if (it != jobs_.end()) {
+      const Job& j = it->second;
+      auto nodes = j.Nodes();
+      current = j.attempt == r.attempt &&
+                (j.state == JobState::kStarting || j.state == JobState::kRunning ||
+                 j.state == JobState::kStopping) &&
+                std::find(nodes.begin(), nodes.end(), node) != nodes.end();
+    }
+    if (current) continue;
+    std::string id = OrderId(r.job_id, r.attempt, "stop", node);
+    if (orders_.contains(id) || stale_stops_.contains(id)) continue;
+    stale_stops_.insert(id);
+    wire::WorkOrder o;
+    o.id = id;
+    o.kind = wire::OrderKind::kStop;
+    o.job_id = r.job_id;
+    o.attempt = r.attempt;
+    o.stop = wire::StopOrder{.reason = "stale", .checkpoint_first = false, .grace_ms = 10000};
+    AddOrder(t, node, std::move(o));
+  }
+}
+
+void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Report& r,
+                               int64_t now_ms) {
+  if (r.kind == wire::ReportKind::kAccepted) {
+    bool was_launch = false;
+    if (auto it = orders_.find(r.order_id); it != orders_.end()) {
+      if (it->second.node != node) return;
+      was_launch = it->second.order.kind == wire::OrderKind::kLaunch;
+      FinishOrder(t, r.order_id, "accepted");
+    }
+    if (!was_launch) return;
+  }
+  std::string job_id = r.job_id;
+  if (job_id.empty()) job_id = r.order_id.substr(0, r.order_id.find('.'));
+  auto seq = ParseJobId(job_id);
+  auto it = seq ? jobs_.find(*seq) : jobs_.end();
+  if (it == jobs_.end()) return;
+  Job& j = it->second;
+  if (AttemptOf(r.order_id) != j.attempt) return;  // about an attempt that is over
+  std::string key =
+      r.order_id + "|" + std::string(wire::ReportKindName(r.kind)) + "|" + std::to_string(r.rank);
+  if (!j.seen_reports.insert(key).second) return;  // a duplicate
+  t.jobs.insert(j.seq);
+  const bool active = j.state == JobState::kStarting || j.state == JobState::kRunning;
+  auto on_node = [&](int rank) {
+    for (const auto& p : j.placement) {
+      if (p.rank == rank) return p.node == node;
+    }
+    return false;
+  };
+  switch (r.kind) {
+    case wire::ReportKind::kAccepted:
+      j.launch_accepted.insert(node);
+      break;
+    case wire::ReportKind::kStarted:
+      if (!on_node(r.rank)) return;
+      j.started.insert(r.rank);
+      if (j.state == JobState::kStarting && j.started.size() == j.placement.size()) {
+        SetState(t, j, JobState::kRunning,
+                 "all " + std::to_string(j.placement.size()) + " ranks started", now_ms);
+      }
+      break;
+    case wire::ReportKind::kExited: {
+      if (!on_node(r.rank)) return;
+      j.exited[r.rank] = {r.exit_code, r.signal};
+      if (!active) break;
+      if (r.exit_code != 0 || r.signal != 0) {
+        std::string how = r.signal != 0 ? "was killed by signal " + std::to_string(r.signal)
+                                        : "exited with code " + std::to_string(r.exit_code);
+        FailAttempt(t, j, "rank " + std::to_string(r.rank) + " on " + node + " " + how, "", now_ms);
+      } else if (j.exited.size() == j.placement.size()) {
+        bool all_zero = true;
+        for (const auto& [rank, e] : j.exited) all_zero = all_zero && e.first == 0 && e.second == 0;
+        if (all_zero) SetState(t, j, JobState::kSucceeded, "all ranks exited 0", now_ms);
+      }
+      break;
+    }
+    case wire::ReportKind::kCheckpointed:
+      if (r.step > j.last_step) {
+        j.last_step = r.step;
+        j.last_checkpoint = r.path;
+      }
+      break;
+    case wire::ReportKind::kStopped:
+      FinishOrder(t, r.order_id, "done");
+      if (j.stop_pending.erase(node)) MaybeFinishStop(t, j, now_ms);
+      break;
+    case wire::ReportKind::kRejected: {
+      auto oit = orders_.find(r.order_id);
+      bool launch = r.order_id.find(".launch.") != std::string::npos;
+      bool stop = r.order_id.find(".stop.") != std::string::npos;
+      if (oit != orders_.end()) FinishOrder(t, r.order_id, "done");
+      if (launch && active) {
+        FailAttempt(t, j, "node " + node + " rejected the launch: " + r.message, "", now_ms);
+      } else if (stop && j.stop_pending.erase(node)) {
+        MaybeFinishStop(t, j, now_ms);
+      }
+      break;
+    }
+  }
+}
+
+// ---- agents ----
+
+ApiResult<wire::RegisterResponse> ControlPlane::Register(const wire::RegisterRequest& req,
+                                                         int64_t now_ms) {
+  return Mutate<wire::RegisterResponse>([&](Txn& t) -> ApiResult<wire::RegisterResponse> {
+    auto [it, is_new] = nodes_.try_emplace(req.node);
+    NodeEntry& n = it->second;
+    const bool restarted = !is_new && n.agent_id != req.agent_id;
+    const NodeState old_state = n.state;
+    n.name = req.node;
+    n.agent_id = req.agent_id;
+    n.address = req.address;
+    n.hardware = req.hardware;
+    n.registered_ms = now_ms;
+    n.last_heartbeat_ms = now_ms;
+    n.last = wire::Heartbeat{.agent_id = req.agent_id};
+    n.last.running = req.running;
+    t.nodes.insert(n.name);
+    if (is_new) {
+      n.state = NodeState::kLost;  // so the event reads "" -> ready
+      NodeEvent(t, n, NodeState::kReady,
+                "registered with " + std::to_string(req.hardware.devices.size()) + " devices",
+                now_ms);
+      t.events.back()["from"] = "";
+    } else if (old_state != NodeState::kReady || restarted) {
+      NodeEvent(t, n, NodeState::kReady,
+                restarted ? "re-registered (agent " + req.agent_id + ")" : "re-registered", now_ms);
+    }
+    schedule_dirty_ = true;
+    // Ranks the previous agent had started that this one does not run are lost: their
+    // attempt fails. Jobs stopping there have nothing left to stop.
+    if (restarted || old_state == NodeState::kLost || old_state == NodeState::kFailed) {
+      std::set<std::pair<std::string, int>> running;
+      for (const auto& r : req.running) running.insert({r.job_id, r.rank});
+      for (auto& [seq, j] : jobs_) {
+        auto nodes = j.Nodes();
+        if (std::find(nodes.begin(), nodes.end(), n.name) == nodes.end()) continue;
+        if (j.state == JobState::kStopping && j.stop_pending.contains(n.name)) {
+          bool any = false;
+          for (const auto& p : j.placement) {
+            any = any || (p.node == n.name && running.contains({j.id, p.rank}));
+          }
+          if (!any && !orders_.contains(OrderId(j.id, j.attempt, "stop", n.name))) {
+            j.stop_pending.erase(n.name);
+            t.jobs.insert(j.seq);
+            MaybeFinishStop(t, j, now_ms);
+          }
+          continue;
+        }
+        if ((j.state != JobState::kStarting && j.state != JobState::kRunning) ||
+            !j.launch_accepted.contains(n.name)) {
+          continue;
+        }
+        std::vector<std::string> lost;
+        for (const auto& p : j.placement) {
+          if (p.node == n.name && !running.contains({j.id, p.rank}) && !j.exited.contains(p.rank)) {
+            lost.push_back(std::to_string(p.rank));
+          }
+        }
+        if (!lost.empty()) {
+          FailAttempt(t, j,
+                      "rank(s) " + Join(lost, ",") + " on " + n.name +
+                          " were lost (the agent restarted without them)",
+                      "", now_ms);
+        }
+      }
+    }
+    StopStale(t, n.name, req.running);
+    t.wake_work = true;
+    return wire::RegisterResponse{.node = n.name,
+                                  .heartbeat_interval_ms = options_.heartbeat_interval_ms,
+                                  .lost_after_ms = options_.lost_after_ms,
+                                  .server_id = options_.server_id};
+  });
+}
+
+ApiResult<wire::HeartbeatResponse> ControlPlane::Heartbeat(const std::string& node,
+                                                           const wire::Heartbeat& hb,
+                                                           int64_t now_ms) {
+  return Mutate<wire::HeartbeatResponse>([&](Txn& t) -> ApiResult<wire::HeartbeatResponse> {
+    auto it = nodes_.find(node);
+    if (it == nodes_.end() || it->second.agent_id != hb.agent_id ||
+        it->second.state == NodeState::kLost) {
+      return wire::HeartbeatResponse{.reregister = true};
+    }
+    NodeEntry& n = it->second;
+    n.last_heartbeat_ms = now_ms;
+    n.last = hb;
+    NodeState want = hb.health == wire::Health::kOk         ? NodeState::kReady
+                     : hb.health == wire::Health::kDegraded ? NodeState::kDegraded
+                                                            : NodeState::kFailed;
+    if (want != n.state) {
+      std::string why =
+          hb.message.empty() ? "reported " + std::string(wire::HealthName(hb.health)) : hb.message;
+      if (want == NodeState::kFailed) {
+        LoseNode(t, n, want, why, now_ms);
+      } else {
+        NodeEvent(t, n, want, why, now_ms);
+      }
+    }
+    StopStale(t, node, hb.running);
+    auto oit = node_orders_.find(node);
+    return wire::HeartbeatResponse{
+        .reregister = false,
+        .pending_orders = oit == node_orders_.end() ? 0 : static_cast<int64_t>(oit->second.size())};
+  });
+}
+
+ApiResult<wire::WorkBatch> ControlPlane::Work(const std::string& node, const std::string& agent_id,
+                                              int64_t wait_ms) {
+  std::unique_lock lock(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return Refuse(404, "unknown node " + node + ": register first");
+  if (!agent_id.empty() && it->second.agent_id != agent_id) {
+    return Refuse(409, "agent " + agent_id + " is not the registered agent of node " + node +
+                           ": register again");
+  }
+  auto has_work = [&] {
+    auto o = node_orders_.find(node);
+    return shutdown_ || (o != node_orders_.end() && !o->second.empty());
+  };
+  if (wait_ms > 0) work_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), has_work);
+  wire::WorkBatch batch;
+  if (auto o = node_orders_.find(node); o != node_orders_.end()) {
+    for (const auto& id : o->second) batch.orders.push_back(orders_.at(id).order);
+  }
+  return batch;
+}
+
+ApiResult<int> ControlPlane::Reports(const std::string& node, const wire::ReportBatch& batch,
+                                     int64_t now_ms) {
+  return Mutate<int>([&](Txn& t) -> ApiResult<int> {
+    auto it = nodes_.find(node);
+    if (it == nodes_.end()) return Refuse(404, "unknown node " + node + ": register first");
+    if (it->second.agent_id != batch.agent_id) {
+      return Refuse(409, "agent " + batch.agent_id + " is not the registered agent of node " +
+                             node + ": register again");
+    }
+    for (const auto& r : batch.reports) ApplyReport(t, node, r, now_ms);
+    return static_cast<int>(batch.reports.size());
+  });
+}
+
+// ---- the ticker ----
+
+void ControlPlane::Tick(int64_t now_ms) {
+  (void)Mutate<bool>([&](Txn& t) -> ApiResult<bool> {
+    for (auto& [name, n] : nodes_) {
+      if ((n.state == NodeState::kReady || n.state == NodeState::kDegraded) &&
+          now_ms - n.last_heartbeat_ms > options_.lost_after_ms) {
+        LoseNode(t, n, NodeState::kLost,
+                 "no heartbeat for " + std::to_string((now_ms - n.last_heartbeat_ms) / 1000) + " s",
+                 now_ms);
+      }
+    }
+    for (auto& [seq, j] : jobs_) {
+      if (j.state != JobState::kRunning) continue;
+      int64_t interval_s = j.spec.checkpoint_interval_s > 0 ? j.spec.checkpoint_interval_s
+                                                            : options_.config.checkpoint_interval_s;
+      if (interval_s <= 0 || now_ms - j.last_checkpoint_order_ms < interval_s * 1000) continue;
+      j.last_checkpoint_order_ms = now_ms;
+      j.checkpoint_orders++;
+      t.jobs.insert(j.seq);
+      for (const auto& node : j.Nodes()) {
+        wire::WorkOrder o;
+        o.id = OrderId(j.id, j.attempt, "ckpt." + std::to_string(j.checkpoint_orders), node);
+        o.kind = wire::OrderKind::kCheckpoint;
+        o.job_id = j.id;
+        o.attempt = j.attempt;
+        o.checkpoint = wire::CheckpointOrder{.reason = "periodic"};
+        AddOrder(t, node, std::move(o));
+      }
+    }
+    Schedule(t, now_ms);
+    return true;
+  });
+}
+
+void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
+  if (!schedule_dirty_) return;
+  schedule_dirty_ = false;
+  std::vector<Job*> pending;
+  for (auto& [seq, j] : jobs_) {
+    if (j.state == JobState::kPending) pending.push_back(&j);
+  }
+  if (pending.empty()) return;
+  auto start = std::chrono::steady_clock::now();
+  std::vector<NodeHardware> hw;
+  for (const auto& [name, n] : nodes_) {
+    if (n.state == NodeState::kReady || n.state == NodeState::kDegraded) {
+      hw.push_back({name, &n.hardware});
+    }
+  }
+  auto view = BuildClusterView(hw);
+  if (!view) {
+    for (Job* j : pending) j->message = "cluster view: " + view.error().message;
+    return;
+  }
+  view_ = std::move(*view);
+  const model::Topology& topo = view_->topology;
+  metrics_.cycles++;
+  if (topo.NumNodes() == 0) {
+    return;
+  }
+  model::ClusterState state(topo);
+  for (int i = 0; i < topo.NumNodes(); ++i) {
+    const NodeEntry& n = nodes_.at(view_->node_names[static_cast<size_t>(i)]);
+    for (const auto& [k, v] : n.hardware.labels) state.SetLabel(i, k, v);
+    if (n.state != NodeState::kReady) state.SetHealthy(i, false);
+  }
+  // What running jobs hold (kept for preemption: what stopping each would free).
+  struct Held {
+    Job* job;
+    placement::PlacementRequest request;
+    placement::Outcome outcome;
+  };
+  std::vector<Held> holding;
+  bool preemption_in_flight = false;
+  for (auto& [seq, j] : jobs_) {
+    if (j.state == JobState::kStopping && j.after_stop == "preempted") preemption_in_flight = true;
+    if (j.state != JobState::kStarting && j.state != JobState::kRunning &&
+        j.state != JobState::kStopping) {
+      continue;
+    }
+    placement::PlacementRequest req = placement::RequestFromJob(j.spec);
+    placement::Outcome held{.kind = placement::OutcomeKind::kPlaced};
+    bool complete = true;
+    for (const auto& p : j.placement) {
+      auto ni = view_->index.find(p.node);
+      if (ni == view_->index.end()) {
+        complete = false;
+        break;
+      }
+      const auto& devs = view_->device_index[static_cast<size_t>(ni->second)];
+      auto d = std::find(devs.begin(), devs.end(), p.device);
+      int gpu = d == devs.end() ? -1
+                                : topo.nodes[static_cast<size_t>(ni->second)].first_gpu +
+                                      static_cast<int>(d - devs.begin());
+      held.ranks.push_back({ni->second, gpu});
+    }
+    req.ranks = static_cast<int>(held.ranks.size());
+    if (complete && !held.ranks.empty() && placement::Apply(&state, req, held)) {
+      holding.push_back({&j, req, std::move(held)});
+    }
+  }
+  std::stable_sort(pending.begin(), pending.end(),
+                   [](const Job* a, const Job* b) { return a->spec.priority > b->spec.priority; });
+  // scheduler.preemption: the fewest lower-priority running jobs (lowest priority first, then
+  // the most recently started, which lose the least work) whose GPUs let `job` fit. They
+  // checkpoint, stop and go back to pending; the job is placed once they have stopped.
+  auto victims_for = [&](const Job& job, const placement::PlacementRequest& req) {
+    std::vector<const Held*> candidates;
+    for (const Held& h : holding) {
+      if (h.job->spec.priority < job.spec.priority &&
+          (h.job->state == JobState::kRunning || h.job->state == JobState::kStarting)) {
+        candidates.push_back(&h);
+      }
+    }
+    std::stable_sort(candidates.begin(), candidates.end(), [](const Held* a, const Held* b) {
+      if (a->job->spec.priority != b->job->spec.priority) {
+        return a->job->spec.priority < b->job->spec.priority;
+      }
+      return a->job->updated_ms > b->job->updated_ms;
+    });
+    model::ClusterState trial = state;
+    std::vector<const Held*> chosen;
+    bool fits = false;
+    for (const Held* h : candidates) {
+      if (!placement::Release(&trial, h->request, h->outcome)) continue;
+      chosen.push_back(h);
+      if (placer_->Place(trial, req, pending.size()).placed()) {
+        fits = true;
+        break;
+      }
+    }
+    std::vector<Job*> out;
+    if (!fits) return out;
+    // Keep running any chosen job the placement does not need after all.
+    for (size_t i = chosen.size(); i-- > 0;) {
+      const Held* h = chosen[i];
+      if (!placement::Apply(&trial, h->request, h->outcome)) continue;
+      if (placer_->Place(trial, req, pending.size()).placed()) {
+        chosen.erase(chosen.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        (void)placement::Release(&trial, h->request, h->outcome);
+      }
+    }
+    for (const Held* h : chosen) out.push_back(h->job);
+    return out;
+  };
+  for (Job* j : pending) {
+    // A full cluster places nothing; only preemption can still make room.
+    const bool full = state.AllocatedGpuMilli() >= state.TotalGpuMilli();
+    if (full && (!options_.config.preemption || preemption_in_flight)) break;
+    placement::PlacementRequest req = placement::RequestFromJob(j->spec);
+    placement::Outcome o = full ? placement::Outcome{.kind = placement::OutcomeKind::kDoesNotFitNow,
+                                                     .reason = "every GPU is allocated"}
+                                : placer_->Place(state, req, pending.size());
+    metrics_.placement_outcomes[std::string(placement::OutcomeKindName(o.kind))]++;
+    if (o.placed() && placement::Apply(&state, req, o)) {
+      StartJob(t, *j, o, topo, now_ms);
+      continue;
+    }
+    std::string why = o.kind == placement::OutcomeKind::kCanNeverFit
+                          ? "cannot fit on the registered nodes: " + o.reason
+                          : "waiting for capacity: " + o.reason;
+    if (o.kind != placement::OutcomeKind::kCanNeverFit && options_.config.preemption &&
+        !preemption_in_flight) {
+      std::vector<Job*> victims = victims_for(*j, req);
+      if (!victims.empty()) {
+        std::string names;
+        for (Job* v : victims) {
+          names += (names.empty() ? "" : ", ") + v->id;
+          metrics_.preemptions++;
+          BeginStop(t, *v, "preempted",
+                    "preempted by " + j->id + " (priority " + std::to_string(j->spec.priority) +
+                        " over " + std::to_string(v->spec.priority) + ")",
+                    "", /*checkpoint_first=*/true, now_ms);
+        }
+        preemption_in_flight = true;
+        why = "preempting " + names + " (checkpoint, then stop) to make room";
+      }
+    }
+    if (why != j->message) {
+      j->message = why;
+      t.jobs.insert(j->seq);
+    }
+  }
+  metrics_.cycle_seconds.Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+void ControlPlane::Shutdown() {
+  {
+    std::lock_guard l(mu_);
+    shutdown_ = true;
+  }
+  events_cv_.notify_all();
+  work_cv_.notify_all();
+}
+
+}  // namespace tianshu::server

@@ -1,0 +1,228 @@
+// The control plane's state and the one place that changes it: jobs and their state machine,
+// nodes (registered by agents, lost on silence), outstanding work orders, the event log, and
+// the scheduling cycle that turns pending jobs into launch orders. Every change is written to
+// the Store (group-committed) before the call that made it returns; on start the state is
+// rebuilt from the store, and agents' reports at registration reconcile what really runs.
+//
+//   auto cp = ControlPlane::Open(std::move(store), options, now_ms);
+//   auto job = (*cp)->Submit(*ParseSubmitBody("application/yaml", text, "job.yaml"), now_ms);
+//
+// Thread-safe: every public method may be called from any thread (the HTTP workers and the
+// ticker). Time is passed in as milliseconds since the epoch; the methods that wait
+// (WaitEvents, Work) wait on real time for at most the duration they are given.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tianshu/model/engine_config.h"
+#include "tianshu/model/topology.h"
+#include "tianshu/server/committer.h"
+#include "tianshu/server/metrics.h"
+#include "tianshu/server/placer.h"
+#include "tianshu/server/requests.h"
+#include "tianshu/server/store.h"
+#include "tianshu/wire/wire.h"
+
+namespace tianshu::server {
+
+enum class JobState {
+  kPending,    // waiting for a placement (new, or retrying after a failed attempt)
+  kStarting,   // placed; launch orders sent, not every rank has started yet
+  kRunning,    // every rank has started
+  kStopping,   // stop orders sent; goes to `after_stop` when every node has stopped
+  kSucceeded,  // every rank exited 0 (terminal)
+  kFailed,     // out of retries (terminal)
+  kCancelled,  // cancelled by a user (terminal)
+};
+std::string_view JobStateName(JobState s);
+std::optional<JobState> ParseJobState(std::string_view s);
+inline bool IsTerminal(JobState s) { return s >= JobState::kSucceeded; }
+
+struct RankPlace {
+  int rank = 0;
+  std::string node;
+  int device = -1;  // the agent's local device index, -1 for a CPU-only rank
+};
+
+struct Transition {
+  int64_t time_ms = 0;
+  std::string from, to, reason;
+};
+
+struct Job {
+  int64_t seq = 0;
+  std::string id;
+  std::string text, format;  // the spec as submitted (without its run section)
+  model::JobSpec spec;
+  RunSpec run;
+  JobState state = JobState::kPending;
+  int attempt = 0;  // 1 on the first launch
+  int retries = 0;
+  int max_retries = 0;
+  int64_t submitted_ms = 0, updated_ms = 0;
+  std::string message;               // last scheduler note (why pending, why failed)
+  std::vector<RankPlace> placement;  // current attempt, rank order
+  std::vector<Transition> history;
+  int64_t last_step = -1;
+  std::string last_checkpoint;
+  int64_t last_checkpoint_order_ms = 0;
+  int checkpoint_orders = 0;
+  // Current attempt's progress.
+  std::set<int> started;
+  std::map<int, std::pair<int, int>> exited;  // rank -> (exit code, signal)
+  std::set<std::string> launch_accepted;      // nodes that journaled the launch order
+  std::set<std::string> stop_pending;         // nodes yet to report `stopped`
+  std::string after_stop;                     // state to reach once stopped
+  bool cancel_requested = false;
+  std::set<std::string> seen_reports;  // (order, kind, rank) already applied
+  uint64_t created_ticket = 0;         // not persisted: visible once durable
+
+  std::vector<std::string> Nodes() const;  // nodes of the placement, node_rank order
+};
+
+enum class NodeState {
+  kReady,     // heartbeating, healthy
+  kDegraded,  // heartbeating, reports a problem: keeps its work, gets nothing new
+  kFailed,    // reports it cannot run work: its jobs were sent to the retry path
+  kLost,      // missed heartbeats: its jobs were sent to the retry path
+};
+std::string_view NodeStateName(NodeState s);
+
+struct NodeEntry {
+  std::string name;
+  std::string agent_id;
+  std::string address;
+  wire::Hardware hardware;
+  NodeState state = NodeState::kReady;
+  std::string message;
+  int64_t registered_ms = 0;
+  int64_t last_heartbeat_ms = 0;  // not persisted; set to the load time on start
+  wire::Heartbeat last;           // not persisted
+};
+
+struct ControlPlaneOptions {
+  model::EngineConfig config;
+  std::string checkpoint_root;  // TIANSHU_CHECKPOINT_DIR = checkpoint_root/JOB_ID
+  int64_t heartbeat_interval_ms = 1000;
+  int64_t lost_after_ms = 10000;
+  size_t commit_batch = 512;   // 1: one transaction per change
+  size_t events_kept = 20000;  // in memory, for the event stream
+  std::string placement;       // strategy name; "" = config.algorithm
+  std::string server_id;       // reported to agents; from the store when empty
+};
+
+class ControlPlane {
+ public:
+  [[nodiscard]] static Result<std::unique_ptr<ControlPlane>> Open(std::unique_ptr<Store> store,
+                                                                  ControlPlaneOptions options,
+                                                                  int64_t now_ms);
+  ~ControlPlane();
+
+  // ---- users ----
+  // Accepts a validated job; durable before it returns. Returns the job's JSON view.
+  ApiResult<nlohmann::json> Submit(SubmitRequest request, int64_t now_ms);
+  // pending -> cancelled; starting/running -> stopping (then cancelled); 409 when terminal.
+  ApiResult<nlohmann::json> Cancel(const std::string& id, int64_t now_ms);
+  ApiResult<nlohmann::json> GetJob(const std::string& id) const;
+  nlohmann::json ListJobs(const JobFilter& filter) const;
+  nlohmann::json ListNodes(int64_t now_ms) const;
+  ApiResult<nlohmann::json> GetNode(const std::string& name, int64_t now_ms) const;
+  nlohmann::json ListQueues() const;
+  // Events after `since` (durable ones only), waiting up to wait_ms for the first one.
+  nlohmann::json WaitEvents(const EventQuery& query);
+  std::string Metrics() const;
+  // Counts a submission refused before it reached Submit (bad body, bad token).
+  void CountRejected();
+
+  // ---- agents ----
+  ApiResult<wire::RegisterResponse> Register(const wire::RegisterRequest& request, int64_t now_ms);
+  ApiResult<wire::HeartbeatResponse> Heartbeat(const std::string& node,
+                                               const wire::Heartbeat& heartbeat, int64_t now_ms);
+  // Outstanding orders of the node, waiting up to wait_ms when there are none.
+  ApiResult<wire::WorkBatch> Work(const std::string& node, const std::string& agent_id,
+                                  int64_t wait_ms);
+  ApiResult<int> Reports(const std::string& node, const wire::ReportBatch& batch, int64_t now_ms);
+
+  // ---- the ticker ----
+  // Failure detection, one scheduling cycle when something changed, periodic checkpoints.
+  void Tick(int64_t now_ms);
+
+  // Wakes every waiter (long polls) so that the server can stop.
+  void Shutdown();
+  bool StoreFailed() const { return committer_->Failed(); }
+  std::string StoreDescription() const { return store_->Describe(); }
+  CommitStats StoreStats() const { return committer_->Stats(); }
+
+ private:
+  struct Txn;
+  struct OrderEntry {
+    wire::WorkOrder order;
+    std::string node;
+  };
+
+  ControlPlane(std::unique_ptr<Store> store, ControlPlaneOptions options);
+  Status Load(int64_t now_ms);
+  // Runs `f` under the lock; if it made changes, writes them and waits until durable.
+  template <typename T, typename F>
+  ApiResult<T> Mutate(F&& f);
+  void Commit(Txn& txn, std::unique_lock<std::mutex>& lock);
+
+  nlohmann::json JobJson(const Job& j, bool full) const;
+  nlohmann::json NodeJson(const NodeEntry& n, int64_t now_ms) const;
+  bool Visible(const Job& j) const;
+
+  void SetState(Txn& t, Job& j, JobState to, const std::string& reason, int64_t now_ms);
+  void NodeEvent(Txn& t, NodeEntry& n, NodeState to, const std::string& reason, int64_t now_ms);
+  void AddOrder(Txn& t, const std::string& node, wire::WorkOrder order);
+  void FinishOrder(Txn& t, const std::string& id, const std::string& status);
+  void DropOrdersFor(Txn& t, const std::string& node);
+  void StartJob(Txn& t, Job& j, const placement::Outcome& outcome, const model::Topology& topo,
+                int64_t now_ms);
+  void FailAttempt(Txn& t, Job& j, const std::string& reason, const std::string& lost_node,
+                   int64_t now_ms);
+  void BeginStop(Txn& t, Job& j, const std::string& after, const std::string& reason,
+                 const std::string& exclude_node, bool checkpoint_first, int64_t now_ms);
+  void MaybeFinishStop(Txn& t, Job& j, int64_t now_ms);
+  void LoseNode(Txn& t, NodeEntry& n, NodeState to, const std::string& reason, int64_t now_ms);
+  void StopStale(Txn& t, const std::string& node, const std::vector<wire::RunningRank>& running);
+  void ApplyReport(Txn& t, const std::string& node, const wire::Report& r, int64_t now_ms);
+  void Schedule(Txn& t, int64_t now_ms);
+  std::string JobDoc(const Job& j) const;
+
+  std::unique_ptr<Store> store_;
+  ControlPlaneOptions options_;
+  std::unique_ptr<Committer> committer_;
+  std::unique_ptr<Placer> placer_;
+  std::unique_ptr<ClusterView> view_;  // of the last cycle that placed something
+
+  mutable std::mutex mu_;
+  std::condition_variable events_cv_, work_cv_;
+  bool shutdown_ = false;
+  int64_t next_job_seq_ = 1;
+  int64_t next_event_seq_ = 1;
+  std::map<int64_t, Job> jobs_;                                  // by seq
+  std::map<std::string, NodeEntry> nodes_;                       // by name
+  std::map<std::string, OrderEntry> orders_;                     // outstanding, by id
+  std::map<std::string, std::vector<std::string>> node_orders_;  // node -> order ids, in order
+  std::set<std::string> stale_stops_;  // stop orders sent for ranks nobody owns
+  struct EventEntry {
+    int64_t seq;
+    uint64_t ticket;
+    nlohmann::json doc;
+  };
+  std::deque<EventEntry> events_;
+  bool schedule_dirty_ = true;
+  server::Metrics metrics_;
+};
+
+}  // namespace tianshu::server

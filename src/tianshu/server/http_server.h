@@ -1,0 +1,67 @@
+// `tianshu serve`: the control plane behind an HTTP/1.1 server (cpp-httplib) on loopback by
+// default, with bearer-token authentication on everything but /healthz, a ticker thread that
+// runs failure detection and the scheduling cycle, and the routes of docs/api.md.
+//
+//   auto s = Server::Start({.host = "127.0.0.1", .port = 0, .data_dir = dir, .token = "t"});
+//   int port = (*s)->port();   // a free port when 0 was asked
+//   (*s)->Stop();
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "tianshu/base/status.h"
+#include "tianshu/server/control_plane.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace tianshu::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 7070;                        // 0: any free port
+  std::string data_dir = "tianshu-data";  // holds tianshu.db and checkpoints/
+  std::string token;                      // required on every call but /healthz; must not be empty
+  ControlPlaneOptions control;            // checkpoint_root defaults to data_dir/checkpoints
+  int http_threads = 128;                 // long polls (agents' work channel, events) hold one each
+  int64_t tick_ms = 100;                  // failure detection and scheduling period
+  std::function<int64_t()> now_ms;  // wall clock in ms since the epoch; the real one when empty
+  std::function<void(const std::string&)> log;  // one line per notable event; none when empty
+};
+
+class Server {
+ public:
+  // Opens (or creates and migrates) the store, rebuilds the state, binds, starts serving.
+  [[nodiscard]] static Result<std::unique_ptr<Server>> Start(ServerOptions options);
+  ~Server();
+  int port() const { return port_; }
+  ControlPlane& control_plane() { return *cp_; }
+  // Stops serving and the ticker, wakes long polls; idempotent, callable from any thread
+  // (not from a signal handler).
+  void Stop();
+  // Blocks until Stop.
+  void Wait();
+
+ private:
+  Server() = default;
+  void Routes();
+
+  ServerOptions options_;
+  std::unique_ptr<ControlPlane> cp_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread listener_, ticker_;
+  std::atomic<bool> stopping_{false};
+  int port_ = 0;
+};
+
+// Reads a token file (first line, trimmed); fails when missing or empty.
+[[nodiscard]] Result<std::string> ReadTokenFile(const std::string& path);
+// Creates `path` with a new random token (mode 0600) unless it exists; returns the token.
+[[nodiscard]] Result<std::string> EnsureTokenFile(const std::string& path);
+
+}  // namespace tianshu::server

@@ -1,0 +1,243 @@
+#include "tianshu/server/requests.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tianshu/base/strings.h"
+#include "tianshu/model/load.h"
+
+namespace tianshu::server {
+namespace {
+
+std::string SanitiseName(std::string_view name) {
+  std::string out;
+  for (char c : name) {
+    if (out.size() >= 128) break;
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
+        c == '/') {
+      out.push_back(c);
+    }
+  }
+  return out.empty() ? "request" : out;
+}
+
+// Blanks the lines of a top-level `run:` block so the rest keeps its line numbers.
+std::string WithoutRunBlock(const std::string& text, int first_line) {
+  std::vector<std::string> lines = SplitString(text, '\n');
+  std::string out;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    bool in_block = false;
+    if (static_cast<int>(i) == first_line) {
+      in_block = true;
+    } else if (static_cast<int>(i) > first_line) {
+      // Still inside while lines are indented, blank or comments.
+      bool inside = true;
+      for (size_t k = static_cast<size_t>(first_line) + 1; k <= i; ++k) {
+        const std::string& l = lines[k];
+        std::string_view t = Trim(l);
+        if (t.empty() || t[0] == '#') continue;
+        if (l[0] != ' ' && l[0] != '\t') {
+          inside = false;
+          break;
+        }
+      }
+      in_block = inside;
+    }
+    if (!in_block) out += lines[i];
+    if (i + 1 < lines.size()) out += '\n';
+  }
+  return out;
+}
+
+ApiResult<SubmitRequest> Validate(SubmitRequest req, const std::string& file,
+                                  std::vector<std::string> diags) {
+  model::ValidationResult v = model::ValidateText(file, req.text);
+  for (const auto& d : v.diagnostics) diags.push_back(d.ToString());
+  if (diags.empty() && v.document && v.document->kind != model::DocumentKind::kJob) {
+    return Refuse(400, std::string("expected a job document, got ") +
+                           std::string(model::DocumentKindName(v.document->kind)));
+  }
+  if (!diags.empty() || !v.document) {
+    if (diags.empty()) diags.push_back(file + ": not a valid job document");
+    return Refuse(400, "job spec is invalid", std::move(diags));
+  }
+  req.spec = std::get<model::JobSpec>(v.document->value);
+  req.run = req.spec.run;
+  return req;
+}
+
+// Documents in the text, counting at most two; -1 on a syntax error (the validator reports it).
+int CountDocuments(const std::string& body) {
+  try {
+    return model::CountYamlDocuments(body, 2);
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+ApiResult<SubmitRequest> ParseYaml(const std::string& body, const std::string& file) {
+  if (CountDocuments(body) > 1) {
+    return Refuse(400, "job spec is invalid",
+                  {file + ":1:1: expected one YAML document (a job), found more than one or a "
+                          "stray ',' at the top level"});
+  }
+  SubmitRequest req;
+  req.format = "yaml";
+  req.text = body;
+  auto result = Validate(std::move(req), file, {});
+  if (!result) return result;
+  // Stored without its run section (kept apart, in `run`); the rest keeps its line numbers.
+  try {
+    YAML::Node root = YAML::Load(body);
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      if (it->first.IsScalar() && it->first.Scalar() == "run") {
+        result->text = WithoutRunBlock(body, it->first.Mark().line);
+        break;
+      }
+    }
+  } catch (const std::exception&) {
+    // Validate parsed it already.
+  }
+  return result;
+}
+
+ApiResult<SubmitRequest> ParseJson(const std::string& body, const std::string& file) {
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Refuse(400, "malformed JSON body");
+  if (!j.is_object()) return Refuse(400, "expected a JSON object (the job's fields)");
+  // YAML reads 1 and "1" alike; JSON says which it is, and the run section takes strings.
+  std::vector<std::string> diags;
+  if (auto run = j.find("run"); run != j.end() && run->is_object()) {
+    if (auto cmd = run->find("command"); cmd != run->end() && cmd->is_array()) {
+      for (size_t i = 0; i < cmd->size(); ++i) {
+        if (!(*cmd)[i].is_string()) {
+          diags.push_back(file + ": run.command[" + std::to_string(i) + "]: expected a string");
+        }
+      }
+    }
+    if (auto env = run->find("env"); env != run->end() && env->is_object()) {
+      for (auto e = env->begin(); e != env->end(); ++e) {
+        if (!e->is_string()) diags.push_back(file + ": run.env." + e.key() + ": expected a string");
+      }
+    }
+  }
+  SubmitRequest req;
+  req.format = "json";
+  req.text = j.dump(2);
+  auto result = Validate(std::move(req), file, std::move(diags));
+  if (result) {
+    j.erase("run");  // kept apart, in `run`
+    result->text = j.dump(2);
+  }
+  return result;
+}
+
+}  // namespace
+
+ApiResult<SubmitRequest> ParseSubmitBody(std::string_view content_type, const std::string& body,
+                                         std::string_view file_name) {
+  if (body.size() > kMaxBodyBytes) {
+    return Refuse(413, "request body of " + std::to_string(body.size()) +
+                           " bytes is over the limit of " + std::to_string(kMaxBodyBytes));
+  }
+  std::string type = ToLower(Trim(content_type.substr(0, content_type.find(';'))));
+  std::string file = SanitiseName(file_name);
+  if (Trim(body).empty()) return Refuse(400, "empty request body: expected a job spec");
+  if (type == "application/json") return ParseJson(body, file);
+  if (type.empty() || type == "application/yaml" || type == "application/x-yaml" ||
+      type == "text/yaml" || type == "text/x-yaml" || type == "text/plain") {
+    return ParseYaml(body, file);
+  }
+  return Refuse(
+      415, "unsupported content type '" + type + "': send application/yaml or application/json");
+}
+
+ApiResult<int64_t> ParseIntParam(const std::map<std::string, std::string>& params,
+                                 const std::string& name, int64_t fallback, int64_t lo,
+                                 int64_t hi) {
+  auto it = params.find(name);
+  if (it == params.end()) return fallback;
+  int64_t v = 0;
+  if (!ParseInt64(it->second, &v) || v < lo || v > hi) {
+    return Refuse(400, "query parameter '" + name + "' must be an integer in [" +
+                           std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return v;
+}
+
+ApiResult<bool> CheckParams(const std::map<std::string, std::string>& params,
+                            std::initializer_list<const char*> known) {
+  for (const auto& [k, v] : params) {
+    bool ok = false;
+    for (const char* n : known) ok = ok || k == n;
+    if (!ok) return Refuse(400, "unknown query parameter '" + k.substr(0, 64) + "'");
+  }
+  return true;
+}
+
+ApiResult<JobFilter> ParseJobFilter(const std::map<std::string, std::string>& params) {
+  if (auto ok = CheckParams(params, {"state", "queue", "limit"}); !ok) {
+    return std::unexpected(ok.error());
+  }
+  JobFilter f;
+  if (auto it = params.find("state"); it != params.end()) {
+    for (const auto& s : SplitString(it->second, ',')) {
+      bool known = false;
+      for (const auto& n : JobStateNames()) known = known || n == s;
+      if (!known) {
+        return Refuse(400, "unknown job state '" + s.substr(0, 64) + "' (expected one of " +
+                               Join(JobStateNames(), ", ") + ")");
+      }
+      f.states.push_back(s);
+    }
+  }
+  if (auto it = params.find("queue"); it != params.end()) f.queue = it->second;
+  auto limit = ParseIntParam(params, "limit", 1000, 1, 100000);
+  if (!limit) return std::unexpected(limit.error());
+  f.limit = *limit;
+  return f;
+}
+
+ApiResult<EventQuery> ParseEventQuery(const std::map<std::string, std::string>& params) {
+  if (auto ok = CheckParams(params, {"since", "wait_ms", "limit"}); !ok) {
+    return std::unexpected(ok.error());
+  }
+  EventQuery q;
+  auto since = ParseIntParam(params, "since", 0, 0, INT64_MAX);
+  if (!since) return std::unexpected(since.error());
+  auto wait = ParseIntParam(params, "wait_ms", 0, 0, 60000);
+  if (!wait) return std::unexpected(wait.error());
+  auto limit = ParseIntParam(params, "limit", 1000, 1, 10000);
+  if (!limit) return std::unexpected(limit.error());
+  q.since = *since;
+  q.wait_ms = *wait;
+  q.limit = *limit;
+  return q;
+}
+
+std::optional<int64_t> ParseJobId(std::string_view id) {
+  if (!id.starts_with("j-") || id.size() < 3 || id.size() > 22) return std::nullopt;
+  int64_t v = 0;
+  for (char c : id.substr(2)) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+std::string FormatJobId(int64_t seq) {
+  std::string digits = std::to_string(seq);
+  if (digits.size() < 6) digits.insert(0, 6 - digits.size(), '0');
+  return "j-" + digits;
+}
+
+const std::vector<std::string>& JobStateNames() {
+  static const std::vector<std::string> kNames = {"pending",   "starting", "running",  "stopping",
+                                                  "succeeded", "failed",   "cancelled"};
+  return kNames;
+}
+
+}  // namespace tianshu::server

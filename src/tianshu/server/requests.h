@@ -1,0 +1,90 @@
+// Parsers of what clients send to the control plane: the job submission body (YAML or JSON,
+// validated with the same diagnostics as `tianshu validate`, plus the optional `run:` section
+// that says what each rank executes) and the query parameters of the list and event calls.
+// They are pure functions of their input, never throw, and are what the fuzz target drives.
+//
+//   auto req = ParseSubmitBody("application/yaml", text, "job.yaml");
+//   if (!req) return Respond(req.error().status, req.error().message, req.error().details);
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tianshu/model/job.h"
+
+namespace tianshu::server {
+
+// A refusal of a request: HTTP status, a one-line message and optional detail lines
+// (diagnostics "file:line:col: path: message").
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::vector<std::string> details;
+};
+template <typename T>
+using ApiResult = std::expected<T, ApiError>;
+
+inline std::unexpected<ApiError> Refuse(int status, std::string message,
+                                        std::vector<std::string> details = {}) {
+  return std::unexpected(ApiError{status, std::move(message), std::move(details)});
+}
+
+// What each rank of a job runs: the job's `run:` section (see model::RunSpec).
+using RunSpec = model::RunSpec;
+
+struct SubmitRequest {
+  std::string text;     // the spec as submitted, without its run section (kept in `run`)
+  std::string format;   // "yaml" or "json"
+  model::JobSpec spec;  // validated
+  RunSpec run;
+};
+
+inline constexpr size_t kMaxBodyBytes = 1 << 20;
+
+// Parses and validates a submission. `content_type` "application/json" takes a JSON object
+// (the job's keys plus optional "run"); "application/yaml", "application/x-yaml", "text/yaml",
+// "text/plain" or "" take YAML. `file_name` names the document in diagnostics (sanitised).
+// Errors: 400 with every diagnostic, 413 over kMaxBodyBytes, 415 for other content types.
+[[nodiscard]] ApiResult<SubmitRequest> ParseSubmitBody(std::string_view content_type,
+                                                       const std::string& body,
+                                                       std::string_view file_name);
+
+// Parses a non-negative integer query parameter within [lo, hi]; `fallback` when absent.
+[[nodiscard]] ApiResult<int64_t> ParseIntParam(const std::map<std::string, std::string>& params,
+                                               const std::string& name, int64_t fallback,
+                                               int64_t lo, int64_t hi);
+
+// GET /v1/jobs?state=running,pending&queue=research&limit=100
+struct JobFilter {
+  std::vector<std::string> states;  // empty = all
+  std::string queue;                // "" = all
+  int64_t limit = 1000;
+};
+[[nodiscard]] ApiResult<JobFilter> ParseJobFilter(const std::map<std::string, std::string>& params);
+
+// GET /v1/events?since=SEQ&wait_ms=N&limit=M
+struct EventQuery {
+  int64_t since = 0;
+  int64_t wait_ms = 0;
+  int64_t limit = 1000;
+};
+[[nodiscard]] ApiResult<EventQuery> ParseEventQuery(
+    const std::map<std::string, std::string>& params);
+
+// Rejects query parameters not in `known` ("unknown query parameter 'x'").
+[[nodiscard]] ApiResult<bool> CheckParams(const std::map<std::string, std::string>& params,
+                                          std::initializer_list<const char*> known);
+
+// A job id as the API prints it: "j-" and six or more digits. Returns the number.
+[[nodiscard]] std::optional<int64_t> ParseJobId(std::string_view id);
+std::string FormatJobId(int64_t seq);
+
+// Job states the API shows.
+const std::vector<std::string>& JobStateNames();
+
+}  // namespace tianshu::server

@@ -1,0 +1,570 @@
+#include "tianshu/sim/simulator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <queue>
+#include <set>
+#include <unordered_set>
+
+#include "tianshu/sim/perf.h"
+
+namespace tianshu::sim {
+namespace {
+
+using engine::Decision;
+using engine::JobId;
+
+enum class EvKind : int {
+  kCompletion = 0,  // first: capacity freed at an instant is visible to that instant's cycle
+  kResume = 1,
+  kNodeFail = 2,
+  kNodeRepair = 3,
+  kWakeup = 4,
+};
+
+struct Ev {
+  double t;
+  EvKind kind;
+  int64_t seq;
+  int job;  // or node
+  int64_t version;
+  bool operator>(const Ev& o) const {
+    if (t != o.t) return t > o.t;
+    if (kind != o.kind) return kind > o.kind;
+    return seq > o.seq;
+  }
+};
+
+struct Run {
+  model::JobSpec spec;
+  double need = 0;  // ideal seconds of work
+  double done = 0;  // ideal seconds completed
+  double ideal_step = 0;
+  bool running = false;
+  bool paused = false;  // restarting: holds its GPUs, makes no progress
+  double busy_from = 0;
+  double last_t = 0;
+  double rate = 0;  // ideal seconds per second while not paused
+  double x = 1;     // network fraction from contention
+  double nvme = 1;  // jobs sharing its busiest NVMe
+  double comm_frac = 0, compute_frac = 1;
+  JobPerf perf;
+  std::vector<int> nodes;
+  double gpus = 0;  // GPU-equivalents held
+  int64_t version = 0;
+  double run_start = 0;  // start of the current placement
+  double allocated_gpu_s = 0;
+  double busy_w = 0, idle_w = 0;  // board power per GPU of its type
+  int leaves = 0;
+  int retries = 0;
+  double lost_s = 0;  // ideal seconds redone after failures
+  bool networked() const { return !perf.uplink_bytes.empty(); }
+};
+
+class Sim {
+ public:
+  Sim(const model::Topology& topo, const Workload& w, const engine::EngineOptions& eo,
+      const SimOptions& so)
+      : topo_(topo), w_(w), eo_(eo), so_(so), pm_(topo, eo.config) {}
+
+  Result<SimResult> Run();
+
+ private:
+  void Push(double t, EvKind k, int job, int64_t version = 0) {
+    heap_.push(Ev{t, k, seq_++, job, version});
+  }
+  void Advance(double t);
+  void Contribute(struct Run& r, double sign);
+  void Reprice(int j, double t);
+  void Resolve(double t);
+  void StartJob(const engine::StartJob& s, double t);
+  void StopJob(int j, double t, bool keep_progress);
+  void Handle(const std::vector<Decision>& ds, double t);
+  void Sample(double t);
+  Status Finish(int j, double t);
+
+  const model::Topology& topo_;
+  const Workload& w_;
+  engine::EngineOptions eo_;
+  SimOptions so_;
+  PerfModel pm_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::vector<struct Run> runs_;
+  std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> heap_;
+  int64_t seq_ = 0;
+  std::vector<std::vector<int>> node_jobs_;
+  std::set<int> networked_;
+  double now_ = 0;
+  double wakeup_at_ = -1;
+  // Piecewise-constant sums and their integrals.
+  double alloc_ = 0, eff_ = 0, comm_ = 0, extra_w_ = 0, base_w_ = 0;
+  double alloc_int_ = 0, eff_int_ = 0, comm_int_ = 0, energy_j_ = 0;
+  double peak_alloc_ = -1;
+  SimResult out_;
+  int terminal_ = 0;
+  bool contention_dirty_ = false;
+};
+
+void Sim::Advance(double t) {
+  double dt = t - now_;
+  if (dt > 0) {
+    alloc_int_ += alloc_ * dt;
+    eff_int_ += eff_ * dt;
+    comm_int_ += comm_ * dt;
+    energy_j_ += (base_w_ + extra_w_) * dt;
+  }
+  now_ = t;
+}
+
+void Sim::Contribute(struct Run& r, double sign) {
+  double g = r.gpus;
+  alloc_ += sign * g;
+  if (!r.paused) {
+    eff_ += sign * g * r.rate;
+    comm_ += sign * g * r.comm_frac;
+    extra_w_ += sign * g * (r.busy_w - r.idle_w) * r.compute_frac;
+  }
+}
+
+// Recomputes a running job's speed (after its contention or NVMe share changed) and
+// reschedules its completion.
+void Sim::Reprice(int j, double t) {
+  struct Run& r = runs_[j];
+  if (!r.running) return;
+  if (!r.paused) r.done = std::min(r.need, r.done + r.rate * (t - r.last_t));
+  r.last_t = t;
+  Contribute(r, -1);
+  if (r.perf.opaque || r.ideal_step <= 0) {
+    r.rate = 1;
+    r.comm_frac = 0;
+    r.compute_frac = 1;
+  } else {
+    double step = r.perf.StepSeconds(r.x, r.nvme);
+    r.rate = so_.fixed_durations ? 1.0 : std::min(1.0, r.ideal_step / step);
+    r.comm_frac = step > 0 ? r.perf.CommSeconds(r.x) / step : 0;
+    r.compute_frac = step > 0 ? std::min(1.0, r.perf.compute_s / step) : 1;
+  }
+  Contribute(r, +1);
+  ++r.version;
+  if (r.paused) {
+    Push(r.busy_from, EvKind::kResume, j, r.version);
+  } else {
+    double left = std::max(0.0, r.need - r.done);
+    Push(t + left / std::max(r.rate, 1e-9), EvKind::kCompletion, j, r.version);
+  }
+}
+
+void Sim::Resolve(double t) {
+  if (!contention_dirty_) return;
+  contention_dirty_ = false;
+  std::vector<ContentionSolver::Flow> flows;
+  std::vector<int> ids;
+  for (int j : networked_) {
+    ContentionSolver::Flow f;
+    f.job = j;
+    for (const auto& [sw, bytes] : runs_[j].perf.uplink_bytes) {
+      f.demand.emplace_back(sw, runs_[j].perf.DemandBytesPerSec(bytes));
+    }
+    flows.push_back(std::move(f));
+    ids.push_back(j);
+  }
+  std::vector<double> x = ContentionSolver::Solve(flows, pm_.UplinkCapacity());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    struct Run& r = runs_[ids[i]];
+    if (std::abs(r.x - x[i]) > 1e-9) {
+      r.x = x[i];
+      Reprice(ids[i], t);
+    }
+  }
+}
+
+void Sim::StartJob(const engine::StartJob& s, double t) {
+  int j = static_cast<int>(s.id);
+  struct Run& r = runs_[j];
+  r.running = true;
+  r.run_start = t;
+  r.last_t = t;
+  r.nodes.clear();
+  std::set<int> leaves;
+  for (const auto& slot : s.ranks) {
+    if (r.nodes.empty() || r.nodes.back() != slot.node) {
+      if (std::find(r.nodes.begin(), r.nodes.end(), slot.node) == r.nodes.end()) {
+        r.nodes.push_back(slot.node);
+        leaves.insert(topo_.nodes[slot.node].leaf);
+      }
+    }
+  }
+  r.leaves = static_cast<int>(leaves.size());
+  const auto& acc = topo_.TypeOf(r.nodes.front()).accelerator;
+  r.busy_w = acc.busy_watts;
+  r.idle_w = acc.idle_watts;
+  r.gpus = static_cast<double>(s.ranks.size()) * r.spec.gpu_milli / 1000.0;
+  r.perf = pm_.Evaluate(r.spec, s.ranks);
+  r.paused = s.restart && so_.restart_overhead_s > 0;
+  r.busy_from = t + (r.paused ? so_.restart_overhead_s : 0);
+  r.x = r.networked() ? pm_.AloneFraction(r.perf) : 1;
+  r.rate = 0;
+  r.comm_frac = 0;
+  r.compute_frac = 0;
+  r.nvme = 1;
+  for (int n : r.nodes) {
+    node_jobs_[n].push_back(j);
+    r.nvme = std::max(r.nvme, static_cast<double>(node_jobs_[n].size()));
+  }
+  Contribute(r, +1);  // zero rate: the reprice below replaces it
+  Reprice(j, t);
+  // Jobs sharing its nodes now share their NVMe with one more.
+  for (int n : r.nodes) {
+    for (int other : node_jobs_[n]) {
+      if (other == j) continue;
+      double k = 1;
+      for (int m : runs_[other].nodes) k = std::max(k, static_cast<double>(node_jobs_[m].size()));
+      if (k != runs_[other].nvme && !runs_[other].perf.opaque) {
+        runs_[other].nvme = k;
+        Reprice(other, t);
+      }
+    }
+  }
+  if (r.networked()) {
+    networked_.insert(j);
+    contention_dirty_ = true;
+  }
+  double milli = static_cast<double>(engine_->State().AllocatedGpuMilli());
+  if (milli > peak_alloc_) {
+    peak_alloc_ = milli;
+    out_.heat_time_s = t;
+    const auto& st = engine_->State();
+    out_.heat.assign(topo_.nodes.size(), 0);
+    for (const auto& n : topo_.nodes) {
+      int g = topo_.GpusOn(n.id);
+      out_.heat[n.id] =
+          g > 0 ? static_cast<float>(1.0 - static_cast<double>(st.FreeMilli(n.id)) / (g * 1000.0))
+                : 0;
+    }
+  }
+}
+
+void Sim::StopJob(int j, double t, bool keep_progress) {
+  struct Run& r = runs_[j];
+  if (!r.running) return;
+  if (!r.paused) r.done = std::min(r.need, r.done + r.rate * (t - r.last_t));
+  if (!keep_progress && r.perf.ckpt_interval_s > 0 && !r.paused) {
+    // Back to the last periodic checkpoint of this run.
+    double since = std::fmod(t - r.busy_from, r.perf.ckpt_interval_s);
+    double lost = std::min(r.done, r.rate * since);
+    r.done -= lost;
+    r.lost_s += lost;
+  }
+  Contribute(r, -1);
+  r.allocated_gpu_s += r.gpus * (t - r.run_start);
+  r.running = false;
+  r.paused = false;
+  ++r.version;
+  for (int n : r.nodes) std::erase(node_jobs_[n], j);
+  for (int n : r.nodes) {
+    for (int other : node_jobs_[n]) {
+      double k = 1;
+      for (int m : runs_[other].nodes) k = std::max(k, static_cast<double>(node_jobs_[m].size()));
+      if (k != runs_[other].nvme && !runs_[other].perf.opaque) {
+        runs_[other].nvme = k;
+        Reprice(other, t);
+      }
+    }
+  }
+  if (networked_.erase(j)) contention_dirty_ = true;
+}
+
+void Sim::Handle(const std::vector<Decision>& ds, double t) {
+  // Stops first: the starts were planned on the capacity they free.
+  for (const Decision& d : ds) {
+    if (const auto* s = std::get_if<engine::StopJob>(&d)) {
+      int j = static_cast<int>(s->id);
+      bool keep = s->checkpoint_first;
+      StopJob(j, t, keep);
+      if (s->reason == engine::StopReason::kFailed) ++runs_[j].retries;
+      double frac = runs_[j].need > 0 ? runs_[j].done / runs_[j].need : 0;
+      auto st = engine_->Apply(engine::CheckpointDone{s->id, frac}, t);
+      (void)st;
+      if (!s->requeued) ++terminal_;
+    }
+  }
+  for (const Decision& d : ds) {
+    if (const auto* s = std::get_if<engine::StartJob>(&d)) {
+      StartJob(*s, t);
+    } else if (std::holds_alternative<engine::RejectJob>(d)) {
+      ++terminal_;
+    }
+  }
+}
+
+Status Sim::Finish(int j, double t) {
+  struct Run& r = runs_[j];
+  r.done = r.need;
+  r.last_t = t;
+  Contribute(r, -1);
+  r.allocated_gpu_s += r.gpus * (t - r.run_start);
+  r.running = false;
+  ++r.version;
+  for (int n : r.nodes) std::erase(node_jobs_[n], j);
+  for (int n : r.nodes) {
+    for (int other : node_jobs_[n]) {
+      double k = 1;
+      for (int m : runs_[other].nodes) k = std::max(k, static_cast<double>(node_jobs_[m].size()));
+      if (k != runs_[other].nvme && !runs_[other].perf.opaque) {
+        runs_[other].nvme = k;
+        Reprice(other, t);
+      }
+    }
+  }
+  if (networked_.erase(j)) contention_dirty_ = true;
+  auto st = engine_->Apply(engine::JobFinished{j, true, ""}, t);
+  if (!st) return std::unexpected(st.error());
+  ++terminal_;
+  return Ok();
+}
+
+void Sim::Sample(double t) {
+  ::tianshu::sim::Sample s;
+  s.t = t;
+  s.allocated_gpus = static_cast<float>(alloc_);
+  s.effective_gpus = static_cast<float>(eff_);
+  s.comm_gpus = static_cast<float>(comm_);
+  s.power_w = static_cast<float>(base_w_ + extra_w_);
+  s.queued = static_cast<int32_t>(engine_->Pending().size());
+  if (!out_.samples.empty() && out_.samples.back().t == t) {
+    out_.samples.back() = s;
+  } else {
+    out_.samples.push_back(s);
+  }
+}
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+Result<SimResult> Sim::Run() {
+  auto wall0 = std::chrono::steady_clock::now();
+  auto e = engine::Engine::Create(topo_, eo_);
+  if (!e) return std::unexpected(e.error());
+  engine_ = std::move(*e);
+  const int n = static_cast<int>(w_.jobs.size());
+  runs_.resize(n);
+  node_jobs_.assign(topo_.nodes.size(), {});
+  for (const auto& node : topo_.nodes) {
+    const auto& acc = topo_.TypeOf(node.id).accelerator;
+    base_w_ += acc.idle_watts * topo_.GpusOn(node.id);
+  }
+  out_.cluster_gpus = topo_.NumGpus();
+  for (int i = 0; i < n; ++i) {
+    struct Run& r = runs_[i];
+    r.spec = SpecFor(w_.jobs[i]);
+    r.ideal_step = pm_.IdealStepSeconds(r.spec);
+    r.need = w_.jobs[i].duration_s;
+    if (r.need <= 0 && r.spec.iterations > 0 && r.ideal_step > 0) {
+      r.need = static_cast<double>(r.spec.iterations) * r.ideal_step;
+    }
+    if (r.need <= 0) r.need = 1;
+    r.spec.duration_s = r.need;  // the engine's runtime estimate (backfill)
+  }
+  // Node failures: the first failure of every node, from the seed.
+  uint64_t rng = Mix(so_.seed ^ 0x5eedULL);
+  auto exp_sample = [&](double mean) {
+    rng = Mix(rng);
+    double u = static_cast<double>(rng >> 11) * 0x1.0p-53;
+    return -mean * std::log(1.0 - u);
+  };
+  if (so_.node_mtbf_s > 0) {
+    for (const auto& node : topo_.nodes)
+      Push(exp_sample(so_.node_mtbf_s), EvKind::kNodeFail, node.id);
+  }
+  int next_arrival = 0;
+  int64_t events = 0;
+  int last_report = -1;
+  while (terminal_ < n) {
+    double t_heap = heap_.empty() ? 1e300 : heap_.top().t;
+    double t_arr = next_arrival < n ? w_.jobs[next_arrival].submit_s : 1e300;
+    double t = std::min(t_heap, t_arr);
+    if (t >= 1e300) break;
+    // Only failures left, nothing pending can ever start: stop.
+    if (t_arr >= 1e300 && engine_->Running().empty() && alloc_ == 0 && heap_.size() > 0 &&
+        heap_.top().kind >= EvKind::kNodeFail && engine_->Pending().empty()) {
+      break;
+    }
+    Advance(t);
+    bool changed = false;
+    while (next_arrival < n && w_.jobs[next_arrival].submit_s <= t) {
+      int i = next_arrival++;
+      auto st = engine_->Apply(engine::SubmitJob{i, runs_[i].spec}, t);
+      if (!st) return Fail("job ", w_.jobs[i].name, ": ", st.error().message);
+      changed = true;
+      ++events;
+    }
+    while (!heap_.empty() && heap_.top().t <= t) {
+      Ev ev = heap_.top();
+      heap_.pop();
+      ++events;
+      switch (ev.kind) {
+        case EvKind::kCompletion: {
+          struct Run& r = runs_[ev.job];
+          if (!r.running || ev.version != r.version) break;
+          if (auto st = Finish(ev.job, t); !st) return std::unexpected(st.error());
+          changed = true;
+          break;
+        }
+        case EvKind::kResume: {
+          struct Run& r = runs_[ev.job];
+          if (!r.running || ev.version != r.version || !r.paused) break;
+          Contribute(r, -1);
+          r.paused = false;
+          r.last_t = t;
+          Contribute(r, +1);
+          Reprice(ev.job, t);
+          break;
+        }
+        case EvKind::kNodeFail: {
+          auto d = engine_->Apply(engine::NodeFailed{ev.job, "simulated failure"}, t);
+          if (!d) return std::unexpected(d.error());
+          base_w_ -= topo_.TypeOf(ev.job).accelerator.idle_watts * topo_.GpusOn(ev.job);
+          Handle(*d, t);
+          Push(t + so_.repair_s, EvKind::kNodeRepair, ev.job);
+          changed = true;
+          break;
+        }
+        case EvKind::kNodeRepair: {
+          auto d = engine_->Apply(engine::NodeHealthy{ev.job}, t);
+          if (!d) return std::unexpected(d.error());
+          base_w_ += topo_.TypeOf(ev.job).accelerator.idle_watts * topo_.GpusOn(ev.job);
+          Push(t + exp_sample(so_.node_mtbf_s), EvKind::kNodeFail, ev.job);
+          changed = true;
+          break;
+        }
+        case EvKind::kWakeup:
+          if (ev.t == wakeup_at_) wakeup_at_ = -1;
+          changed = true;
+          break;
+      }
+    }
+    if (changed && !engine_->Pending().empty()) {
+      engine::CycleResult cr = engine_->Cycle(t);
+      Handle(cr.decisions, t);
+    }
+    Resolve(t);
+    if (auto wk = engine_->NextWakeup(t); wk && !engine_->Pending().empty()) {
+      if (wakeup_at_ < 0 || *wk < wakeup_at_) {
+        wakeup_at_ = *wk;
+        Push(*wk, EvKind::kWakeup, -1);
+      }
+    }
+    Sample(t);
+    if (so_.progress) {
+      int pct = static_cast<int>(100.0 * terminal_ / std::max(1, n));
+      if (pct != last_report) {
+        last_report = pct;
+        so_.progress(static_cast<double>(terminal_) / std::max(1, n));
+      }
+    }
+  }
+  double end = now_;
+  // Jobs still running (the loop stopped early): close their accounting.
+  for (int i = 0; i < n; ++i) {
+    if (runs_[i].running) runs_[i].allocated_gpu_s += runs_[i].gpus * (end - runs_[i].run_start);
+  }
+
+  // Results.
+  Metrics& m = out_.metrics;
+  std::vector<double> jcts;
+  double queue_sum = 0, ideal_gpu_s = 0, completed_ideal_gpu_s = 0, lb_arrival = 0;
+  double last_end = 0;
+  auto records = engine_->AllJobs();
+  out_.jobs.reserve(n);
+  for (const engine::JobRecord* rec : records) {
+    int i = static_cast<int>(rec->id);
+    const struct Run& r = runs_[i];
+    JobResult jr;
+    jr.id = w_.jobs[i].id;
+    jr.name = w_.jobs[i].name;
+    jr.model = r.spec.model.profile;
+    jr.gpus = w_.jobs[i].gpus;
+    jr.submit_s = rec->submit_s;
+    jr.start_s = rec->first_start_s;
+    jr.end_s = rec->end_s;
+    jr.ideal_s = r.need;
+    jr.allocated_gpu_s = r.allocated_gpu_s;
+    jr.preemptions = rec->preemptions;
+    jr.retries = rec->retries;
+    jr.migrations = rec->migrations;
+    jr.nodes = static_cast<int>(r.nodes.size());
+    jr.leaves = r.leaves;
+    jr.state = std::string(engine::JobStateName(rec->state));
+    double g = w_.jobs[i].gpus * w_.jobs[i].gpu_milli / 1000.0;
+    ideal_gpu_s += g * r.need;
+    lb_arrival = std::max(lb_arrival, rec->submit_s + r.need);
+    m.preemptions += rec->preemptions;
+    m.migrations += rec->migrations;
+    m.retries += rec->retries;
+    m.gpu_hours_lost += g * r.lost_s / 3600.0;
+    if (rec->state == engine::JobState::kCompleted) {
+      jr.jct_s = rec->end_s - rec->submit_s;
+      double ran = r.gpus > 0 ? r.allocated_gpu_s / r.gpus : 0;
+      jr.queue_s = std::max(0.0, jr.jct_s - ran);
+      jr.slowdown = r.need > 0 ? jr.jct_s / r.need : 0;
+      jcts.push_back(jr.jct_s);
+      queue_sum += jr.queue_s;
+      completed_ideal_gpu_s += g * r.need;
+      last_end = std::max(last_end, rec->end_s);
+      ++m.jobs_completed;
+    } else if (rec->state == engine::JobState::kFailed) {
+      ++m.jobs_failed;
+      ++m.jobs_unfinished;
+    } else {
+      ++m.jobs_unfinished;
+    }
+    out_.jobs.push_back(std::move(jr));
+  }
+  for (int i = static_cast<int>(records.size()); i < n; ++i) ++m.jobs_unfinished;
+  double t0 = n > 0 ? w_.jobs.front().submit_s : 0;
+  m.makespan_s = std::max(last_end, end) - t0;
+  double gpus = topo_.NumGpus();
+  double cap = gpus * m.makespan_s;
+  m.utilization = cap > 0 ? alloc_int_ / cap : 0;
+  m.effective_utilization = cap > 0 ? eff_int_ / cap : 0;
+  m.comm_share = alloc_int_ > 0 ? comm_int_ / alloc_int_ : 0;
+  m.energy_kwh = energy_j_ / 3.6e6;
+  m.throughput = m.makespan_s > 0 ? completed_ideal_gpu_s / m.makespan_s : 0;
+  m.makespan_lower_bound_s = std::max(gpus > 0 ? ideal_gpu_s / gpus : 0, lb_arrival - t0);
+  if (!jcts.empty()) {
+    double sum = 0;
+    for (double v : jcts) sum += v;
+    m.avg_jct_s = sum / static_cast<double>(jcts.size());
+    m.avg_queue_s = queue_sum / static_cast<double>(jcts.size());
+    std::sort(jcts.begin(), jcts.end());
+    auto pct = [&](double p) {
+      size_t k = static_cast<size_t>(std::ceil(p * static_cast<double>(jcts.size()))) - 1;
+      return jcts[std::min(k, jcts.size() - 1)];
+    };
+    m.p50_jct_s = pct(0.5);
+    m.p99_jct_s = pct(0.99);
+  }
+  m.events = events;
+  m.cycles = engine_->Cycles();
+  out_.allocated_gpu_s = alloc_int_;
+  out_.peak_allocated_milli = peak_alloc_;
+  out_.config = eo_.preset;
+  m.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  if (so_.progress) so_.progress(1.0);
+  return std::move(out_);
+}
+
+}  // namespace
+
+Result<SimResult> Simulate(const model::Topology& topology, const Workload& workload,
+                           const engine::EngineOptions& options, const SimOptions& sim) {
+  Sim s(topology, workload, options, sim);
+  return s.Run();
+}
+
+}  // namespace tianshu::sim

@@ -1,0 +1,276 @@
+// End to end on loopback (issue 8): `tianshu serve` and three `tianshu agent`s (distinct work
+// directories, declared devices), a 2-node x 2-rank DDP job of examples/workloads submitted with
+// the CLI; the fault case (SIGKILL an agent and its ranks: the node is declared lost and the job
+// restarts from its checkpoint elsewhere); preemption (a higher-priority job makes the running
+// one checkpoint and stop, and it later resumes). Slow: minutes on a 2-core machine.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "testing/run_command.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+int FreePort() {
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+
+std::string Slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+bool WaitFor(const std::function<bool()>& cond, int seconds) {
+  for (int i = 0; i < seconds * 4; ++i) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  return cond();
+}
+
+std::vector<double> Losses(const std::string& log) {
+  std::vector<double> out;
+  std::regex re(R"(\[rank 0\] step \d+ loss ([0-9.]+))");
+  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) {
+    out.push_back(std::stod((*it)[1]));
+  }
+  return out;
+}
+
+class Cluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+      GTEST_SKIP() << "/usr/bin/python3 with torch (python3-torch) is not installed";
+    }
+    char tmpl[] = "/tmp/tianshu-e2e-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    port_ = FreePort();
+    server_ = Spawn({"serve", "--listen", "127.0.0.1:" + std::to_string(port_), "--data",
+                     dir_ + "/server", "--lost-after", "4s", "--heartbeat-interval", "500ms"},
+                    dir_ + "/server.log");
+    ASSERT_TRUE(WaitFor([&] { return fs::exists(dir_ + "/server/token"); }, 30));
+    token_ = Slurp(dir_ + "/server/token");
+    while (!token_.empty() && (token_.back() == '\n' || token_.back() == ' ')) token_.pop_back();
+    ASSERT_TRUE(WaitFor([&] { return Cli("nodes --output json").exit_code == 0; }, 30));
+    for (int i = 0; i < 3; ++i) StartAgent(i);
+    ASSERT_TRUE(WaitFor([&] { return ReadyNodes() == 3; }, 60)) << Cli("nodes").out;
+  }
+
+  void TearDown() override {
+    for (int i = 0; i < static_cast<int>(agents_.size()); ++i) KillAgent(i, SIGTERM);
+    KillRanks();
+    if (server_ > 0) {
+      ::kill(server_, SIGTERM);
+      ::waitpid(server_, nullptr, 0);
+    }
+    if (!dir_.empty() && !HasFailure()) fs::remove_all(dir_);
+    if (HasFailure()) std::cout << "kept " << dir_ << " for inspection\n";
+  }
+
+  pid_t Spawn(std::vector<std::string> args, const std::string& log) {
+    args.insert(args.begin(), TIANSHU_BINARY);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      FILE* f = std::fopen(log.c_str(), "a");
+      if (f) {
+        ::dup2(fileno(f), 1);
+        ::dup2(fileno(f), 2);
+      }
+      std::vector<char*> argv;
+      for (auto& s : args) argv.push_back(s.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    return pid;
+  }
+
+  void StartAgent(int i) {
+    std::string n = std::to_string(i);
+    pid_t pid = Spawn({"agent", "--server", "127.0.0.1:" + std::to_string(port_), "--token-file",
+                       dir_ + "/server/token", "--node", "n" + n, "--workdir", dir_ + "/agent" + n,
+                       "--devices", "2xA100-80GB", "--address", "127.0.0.1", "--cgroup-mode",
+                       "none", "--checkpoint-grace", "60s"},
+                      dir_ + "/agent" + n + ".log");
+    if (static_cast<int>(agents_.size()) <= i) agents_.resize(i + 1, -1);
+    agents_[i] = pid;
+  }
+
+  void KillAgent(int i, int sig) {
+    if (agents_[i] <= 0) return;
+    ::kill(agents_[i], sig);
+    ::waitpid(agents_[i], nullptr, 0);
+    agents_[i] = -1;
+  }
+
+  // Every rank process group an agent's journal names (what a lost machine takes with it).
+  std::vector<int64_t> RankPids(int agent) {
+    std::vector<int64_t> out;
+    std::ifstream f(dir_ + "/agent" + std::to_string(agent) + "/journal.jsonl");
+    std::string line;
+    while (std::getline(f, line)) {
+      auto j = json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("t", "") == "start" && j.value("pid", 0) > 0) {
+        out.push_back(j["pid"].get<int64_t>());
+      }
+    }
+    return out;
+  }
+  void KillRanks(int only = -1) {
+    for (int i = 0; i < 3; ++i) {
+      if (only >= 0 && i != only) continue;
+      for (int64_t pid : RankPids(i)) ::kill(static_cast<pid_t>(-pid), SIGKILL);
+    }
+  }
+
+  tianshu::testing::CommandResult Cli(const std::string& args) {
+    return tianshu::testing::RunCommand("TIANSHU_SERVER=127.0.0.1:" + std::to_string(port_) +
+                                        " TIANSHU_TOKEN=" + token_ + " " + TIANSHU_BINARY + " " +
+                                        args);
+  }
+  int ReadyNodes() {
+    auto r = Cli("nodes --output json");
+    auto j = json::parse(r.out, nullptr, false);
+    if (j.is_discarded()) return 0;
+    const json& list = j.is_array() ? j : j.value("nodes", json::array());
+    int n = 0;
+    for (const auto& node : list) n += node.value("state", "") == "ready";
+    return n;
+  }
+  json Job(const std::string& id) {
+    auto j = json::parse(Cli("job " + id + " --output json").out, nullptr, false);
+    return j.is_discarded() ? json::object() : j;
+  }
+  std::string Submit(const std::string& name, int steps, int priority, int gpus = 4) {
+    std::string script = std::string(TIANSHU_SOURCE_DIR) + "/examples/workloads/train_gpt.py";
+    std::string path = dir_ + "/" + name + ".yaml";
+    std::ofstream(path) << "kind: training\nname: " << name
+                        << "\nmodel: {profile: llama2-7b}\nparallelism: {tp: 1, pp: 1}\n"
+                        << "nodes: " << gpus / 2 << "\ngpus_per_node: 2\ngpus: " << gpus
+                        << "\npriority: " << priority << "\nmax_retries: 3\nrun:\n"
+                        << "  command: [/usr/bin/python3, " << script << ", --steps, \"" << steps
+                        << "\", --checkpoint-every, \"10\", --log-every, \"10\"]\n"
+                        << "  env: {OMP_NUM_THREADS: \"1\"}\n";
+    auto r = Cli("submit " + path + " --output json");
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    auto j = json::parse(r.out, nullptr, false);
+    return j.is_discarded() ? "" : j.value("id", "");
+  }
+  // Rank 0's log of an attempt, from whichever agent ran it ("" until it exists).
+  std::string RankLog(const std::string& id, int attempt, int rank = 0) {
+    for (int i = 0; i < 3; ++i) {
+      fs::path p = dir_ + "/agent" + std::to_string(i) + "/jobs/job-" + id + "-a" +
+                   std::to_string(attempt) + "/rank-" + std::to_string(rank) + ".log";
+      if (fs::exists(p)) return Slurp(p);
+    }
+    return "";
+  }
+  // Which agent runs rank 0 of an attempt (-1: none yet).
+  int AgentOfRank0(const std::string& id, int attempt) {
+    for (int i = 0; i < 3; ++i) {
+      if (fs::exists(dir_ + "/agent" + std::to_string(i) + "/jobs/job-" + id + "-a" +
+                     std::to_string(attempt) + "/rank-0.log")) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  std::string dir_, token_;
+  int port_ = 0;
+  pid_t server_ = -1;
+  std::vector<pid_t> agents_;
+};
+
+TEST_F(Cluster, DdpJobSubmittedWithTheCliTrainsAndCompletes) {
+  std::string id = Submit("ddp", 60, 0);
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(WaitFor([&] { return Job(id).value("state", "") == "succeeded"; }, 900))
+      << Job(id).dump(2) << "\n"
+      << RankLog(id, 1);
+  std::string log = RankLog(id, 1);
+  std::cout << log;
+  auto losses = Losses(log);
+  ASSERT_GE(losses.size(), 3u);
+  EXPECT_LT(losses.back(), losses.front());
+  EXPECT_NE(log.find("done at step 60"), std::string::npos);
+  // Two nodes, two ranks each.
+  int nodes_with_ranks = 0;
+  for (int i = 0; i < 3; ++i) {
+    nodes_with_ranks += fs::exists(dir_ + "/agent" + std::to_string(i) + "/jobs/job-" + id + "-a1");
+  }
+  EXPECT_EQ(nodes_with_ranks, 2);
+}
+
+TEST_F(Cluster, KilledAgentJobRestartsFromItsCheckpointElsewhere) {
+  std::string id = Submit("fault", 100000, 0);
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(
+      WaitFor([&] { return RankLog(id, 1).find("checkpoint step 20") != std::string::npos; }, 900))
+      << Job(id).dump(2);
+  int victim = AgentOfRank0(id, 1);
+  ASSERT_GE(victim, 0);
+  // The machine dies: its agent and its ranks.
+  KillAgent(victim, SIGKILL);
+  KillRanks(victim);
+  ASSERT_TRUE(WaitFor([&] { return Job(id).value("attempt", 0) >= 2; }, 120)) << Job(id).dump(2);
+  EXPECT_GE(Job(id).value("retries", 0), 1);
+  ASSERT_TRUE(
+      WaitFor([&] { return RankLog(id, 2).find("resumed from step") != std::string::npos; }, 600))
+      << Job(id).dump(2) << RankLog(id, 2);
+  std::smatch m;
+  std::string log2 = RankLog(id, 2);
+  ASSERT_TRUE(std::regex_search(log2, m, std::regex(R"(resumed from step (\d+))")));
+  EXPECT_GE(std::stoi(m[1]), 20);  // from the checkpoint, not from zero
+  EXPECT_NE(AgentOfRank0(id, 2), victim);
+  EXPECT_EQ(Cli("cancel " + id).exit_code, 0);
+}
+
+TEST_F(Cluster, HigherPriorityJobPreemptsAndTheVictimResumes) {
+  std::string low = Submit("low", 100000, 0);
+  ASSERT_TRUE(WaitFor(
+      [&] { return RankLog(low, 1).find("checkpoint step 10") != std::string::npos; }, 900));
+  std::string high = Submit("high", 30, 100);
+  // The server must preempt: the low job leaves `running` (stop orders with a checkpoint).
+  ASSERT_TRUE(WaitFor([&] { return Job(low).value("state", "") != "running"; }, 120))
+      << "the server did not preempt the running job for the higher-priority one:\n"
+      << Job(high).dump(2);
+  ASSERT_TRUE(WaitFor([&] { return Job(high).value("state", "") == "succeeded"; }, 900))
+      << Job(high).dump(2) << "\n"
+      << Job(low).dump(2);
+  // The low job was stopped with a checkpoint, and resumes from it.
+  ASSERT_TRUE(
+      WaitFor([&] { return RankLog(low, 2).find("resumed from step") != std::string::npos; }, 600))
+      << Job(low).dump(2);
+  EXPECT_NE(RankLog(low, 1).find("(requested)"), std::string::npos);  // SIGUSR1 checkpoint
+  EXPECT_EQ(Cli("cancel " + low).exit_code, 0);
+}
+
+}  // namespace

@@ -1,0 +1,165 @@
+// The agent with real processes (no cgroups needed): exit codes and logs, the checkpoint
+// protocol (SIGUSR1 -> marker -> SIGTERM -> SIGKILL), and a restarted agent adopting ranks.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "tianshu/agent/agent.h"
+#include "tianshu/agent/discovery.h"
+
+namespace tianshu::agent {
+namespace {
+
+int64_t Now() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class AgentProcesses : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tianshu-agent-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    cgroups_ = std::move(*DetectCgroupDriver(fs_, {.force_mode = "none"}));
+    host_.hostname = "n0";
+    host_.accelerators = *ParseDeclaredDevices("2xA100-80GB");
+    host_.declared_accelerators = true;
+    options_ = {.node = "n0",
+                .workdir = dir_ + "/work",
+                .checkpoint_root = dir_ + "/ckpt",
+                .checkpoint_grace_ns = 5 * kNsPerSec,
+                .base_env = {{"PATH", "/usr/bin:/bin"}}};
+    ASSERT_TRUE(fs_.MakeDirs(options_.workdir));
+  }
+  void TearDown() override { (void)!std::system(("rm -rf " + dir_).c_str()); }
+
+  std::unique_ptr<Agent> Make(PosixProcessRunner& runner) {
+    return std::make_unique<Agent>(options_, host_, fs_, *cgroups_, runner);
+  }
+
+  static wire::WorkOrder Launch(const std::string& id, std::vector<std::string> command) {
+    wire::WorkOrder o{.id = id, .kind = wire::OrderKind::kLaunch, .job_id = "j-7", .attempt = 1};
+    o.launch = wire::LaunchOrder{.job_name = "t", .backend = "cuda", .world_size = 1};
+    o.launch->ranks.push_back({.rank = 0, .devices = {1}, .command = std::move(command)});
+    return o;
+  }
+  static wire::WorkOrder Stop(bool checkpoint_first, int64_t grace_ms) {
+    wire::WorkOrder o{
+        .id = "stop-1", .kind = wire::OrderKind::kStop, .job_id = "j-7", .attempt = 1};
+    o.stop = wire::StopOrder{
+        .reason = "preempt", .checkpoint_first = checkpoint_first, .grace_ms = grace_ms};
+    return o;
+  }
+
+  // Ticks until `done` holds or `seconds` pass.
+  static bool TickUntil(Agent& a, const std::function<bool()>& done, int seconds) {
+    for (int i = 0; i < seconds * 50; ++i) {
+      a.Tick(Now());
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  static const wire::Report* Find(const Agent& a, wire::ReportKind kind) {
+    for (const auto& r : a.PendingReports()) {
+      if (r.kind == kind) return &r;
+    }
+    return nullptr;
+  }
+
+  RealSystemFiles fs_;
+  std::unique_ptr<CgroupDriver> cgroups_;
+  HostInfo host_;
+  AgentOptions options_;
+  std::string dir_;
+};
+
+TEST_F(AgentProcesses, ReportsTheExitCodeAndKeepsTheLog) {
+  PosixProcessRunner runner;
+  auto a = Make(runner);
+  ASSERT_TRUE(a->Recover(Now()));
+  a->Apply(Launch("l1", {"/bin/sh", "-c", "echo rank $RANK sees $CUDA_VISIBLE_DEVICES; exit 3"}),
+           Now());
+  ASSERT_TRUE(TickUntil(
+      *a, [&] { return Find(*a, wire::ReportKind::kExited); }, 20));
+  const wire::Report* e = Find(*a, wire::ReportKind::kExited);
+  EXPECT_EQ(e->exit_code, 3);
+  EXPECT_EQ(e->signal, 0);
+  auto log = fs_.Read(a->LogPath("j-7", 0));
+  ASSERT_TRUE(log) << a->LogPath("j-7", 0);
+  EXPECT_EQ(*log, "rank 0 sees 1\n");
+}
+
+TEST_F(AgentProcesses, StopAsksForACheckpointThenTerminates) {
+  PosixProcessRunner runner;
+  auto a = Make(runner);
+  // A rank that checkpoints on SIGUSR1 (writes its marker) and dies on SIGTERM.
+  std::string script =
+      "trap 'echo \"{\\\"step\\\": 5, \\\"path\\\": \\\"$TIANSHU_CHECKPOINT_DIR/s5\\\"}\" > "
+      "$TIANSHU_CHECKPOINT_MARKER' USR1; echo ready; while :; do sleep 0.05; done";
+  a->Apply(Launch("l1", {"/bin/sh", "-c", script}), Now());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the trap be set
+  a->Apply(Stop(true, 2000), Now());
+  ASSERT_TRUE(TickUntil(
+      *a, [&] { return Find(*a, wire::ReportKind::kStopped); }, 20));
+  const wire::Report* c = Find(*a, wire::ReportKind::kCheckpointed);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->step, 5);
+  EXPECT_EQ(c->order_id, "stop-1");
+  const wire::Report* e = Find(*a, wire::ReportKind::kExited);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->signal, SIGTERM);
+  EXPECT_EQ(e->step, 5);
+  EXPECT_EQ(Find(*a, wire::ReportKind::kStopped)->message, "preempt");
+}
+
+TEST_F(AgentProcesses, ARankThatIgnoresSigtermIsKilled) {
+  PosixProcessRunner runner;
+  auto a = Make(runner);
+  a->Apply(Launch("l1", {"/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"}), Now());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  a->Apply(Stop(false, 300), Now());
+  ASSERT_TRUE(TickUntil(
+      *a, [&] { return Find(*a, wire::ReportKind::kStopped); }, 20));
+  EXPECT_EQ(Find(*a, wire::ReportKind::kExited)->signal, SIGKILL);
+  EXPECT_NE(Find(*a, wire::ReportKind::kStopped)->message.find("SIGKILL after 300 ms"),
+            std::string::npos);
+}
+
+TEST_F(AgentProcesses, ARestartedAgentAdoptsTheRankAndLearnsHowItEnded) {
+  PosixProcessRunner first_runner;
+  int64_t pid = 0;
+  {
+    auto a = Make(first_runner);
+    ASSERT_TRUE(a->Recover(Now()));
+    a->Apply(Launch("l1", {"/bin/sh", "-c", "sleep 1; exit 7"}), Now());
+    ASSERT_EQ(a->Running().size(), 1u);
+    pid = a->Running()[0].pid;
+  }  // the agent goes away; the rank runs on
+  PosixProcessRunner second_runner;
+  auto b = Make(second_runner);
+  ASSERT_TRUE(b->Recover(Now()));
+  ASSERT_EQ(b->Running().size(), 1u);
+  EXPECT_EQ(b->Running()[0].pid, pid);
+  b->Apply(Launch("l1", {"/bin/sh", "-c", "sleep 1; exit 7"}), Now());  // redelivered
+  ASSERT_TRUE(TickUntil(
+      *b, [&] { return Find(*b, wire::ReportKind::kExited); }, 20));
+  EXPECT_EQ(Find(*b, wire::ReportKind::kExited)->exit_code, 7);
+  // Exactly one start in the journal: nothing ran twice.
+  auto journal = fs_.Read(options_.workdir + "/journal.jsonl");
+  ASSERT_TRUE(journal);
+  size_t starts = 0;
+  for (size_t p = journal->find("\"start\""); p != std::string::npos;
+       p = journal->find("\"start\"", p + 1)) {
+    ++starts;
+  }
+  EXPECT_EQ(starts, 1u);
+}
+
+}  // namespace
+}  // namespace tianshu::agent

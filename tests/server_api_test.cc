@@ -1,0 +1,495 @@
+// The control plane driven over HTTP: a real server on a free loopback port with a temporary
+// data directory; submit, list, cancel, bad input, node registration and loss, the work
+// channel's idempotency, the event stream, metrics, and a restart from the store.
+#include <httplib.h>
+
+#include <atomic>
+#include <thread>
+
+#include "server_fixture.h"
+
+namespace tianshu::testing {
+namespace {
+
+using nlohmann::json;
+
+TEST(ServerApi, HealthzNeedsNoTokenEverythingElseDoes) {
+  ServerFixture f;
+  f.Start();
+  httplib::Client raw("127.0.0.1", f.server().port());
+  auto h = raw.Get("/healthz");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+
+  auto none = raw.Get("/v1/jobs");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 401);
+  EXPECT_NE(none->body.find("missing bearer token"), std::string::npos);
+
+  auto wrong = f.NewClient("not-the-token")->Post("/v1/jobs", JobYaml("a", 1), "application/yaml");
+  ASSERT_FALSE(wrong);  // the client turns 401 into an error that says what to do
+  EXPECT_NE(wrong.error().message.find("refused the token"), std::string::npos);
+  EXPECT_EQ(f.Get("/v1/jobs").body["total"], 0);  // nothing changed
+  auto metrics = raw.Get("/metrics");
+  EXPECT_EQ(metrics->status, 401);
+}
+
+TEST(ServerApi, SubmitListGetCancel) {
+  ServerFixture f;
+  f.Start();
+  auto r = f.Post("/v1/jobs", JobYaml("first", 2));
+  ASSERT_EQ(r.status, 201) << r.text;
+  std::string id = r.body["id"];
+  EXPECT_EQ(id, "j-000001");
+  EXPECT_EQ(r.body["state"], "pending");
+  EXPECT_EQ(r.body["gpus"], 2);
+
+  auto json_job = f.Post("/v1/jobs",
+                         R"({"kind":"training","name":"second","model":{"profile":"llama2-7b"},
+                             "gpus":1,"queue":"research",
+                             "run":{"command":["sleep","1"],"env":{"FOO":"bar"}}})",
+                         "application/json");
+  ASSERT_EQ(json_job.status, 201) << json_job.text;
+  EXPECT_EQ(json_job.body["run"]["command"][0], "sleep");
+
+  auto list = f.Get("/v1/jobs");
+  ASSERT_EQ(list.status, 200);
+  EXPECT_EQ(list.body["total"], 2);
+  EXPECT_EQ(f.Get("/v1/jobs?queue=research").body["total"], 1);
+  EXPECT_EQ(f.Get("/v1/jobs?state=running").body["total"], 0);
+
+  auto got = f.Get("/v1/jobs/" + id);
+  ASSERT_EQ(got.status, 200);
+  ASSERT_EQ(got.body["history"].size(), 1u);
+  EXPECT_EQ(got.body["history"][0]["to"], "pending");
+
+  auto c = f.Post("/v1/jobs/" + id + "/cancel", "");
+  ASSERT_EQ(c.status, 200) << c.text;
+  EXPECT_EQ(c.body["state"], "cancelled");
+  auto again = f.Post("/v1/jobs/" + id + "/cancel", "");
+  EXPECT_EQ(again.status, 409);
+  EXPECT_NE(again.ErrorText().find("already cancelled"), std::string::npos);
+  EXPECT_EQ(f.Get("/v1/jobs/" + id).body["history"].size(), 2u);
+
+  EXPECT_EQ(f.Get("/v1/jobs/j-999999").status, 404);
+  EXPECT_EQ(f.Get("/v1/jobs/nonsense").status, 404);
+  EXPECT_EQ(f.Post("/v1/jobs/j-999999/cancel", "").status, 404);
+  auto queues = f.Get("/v1/queues");
+  ASSERT_EQ(queues.status, 200);
+  EXPECT_EQ(queues.body["queues"].size(), 2u);
+}
+
+TEST(ServerApi, BadInputIsRefusedWithAClearMessageAndChangesNothing) {
+  ServerFixture f;
+  f.Start();
+  struct Case {
+    std::string body, type;
+    int status;
+    std::string needle;
+  };
+  std::vector<Case> cases = {
+      {"name: [unclosed", "application/yaml", 400, "request"},
+      {JobYaml("x", 2, "colour: blue\n"), "application/yaml", 400, "colour"},
+      {"kind: training\nname: x\nmodel: {profile: llama2-7b}\ngpus: eight\n", "application/yaml",
+       400, "gpus"},
+      {JobYaml("x", 2, "run: {command: [a], shell: bash}\n"), "application/yaml", 400, "run.shell"},
+      {JobYaml("x", 2, "run:\n  env: {RANK: '3'}\n"), "application/yaml", 400, "RANK"},
+      {"{\"name\": ", "application/json", 400, "malformed JSON"},
+      {"[1,2]", "application/json", 400, "expected a JSON object"},
+      {R"({"name":"x","model":{"profile":"llama2-7b"},"gpus":"two"})", "application/json", 400,
+       "gpus"},
+      {"", "application/yaml", 400, "empty"},
+      {JobYaml("x", 2), "image/png", 415, "unsupported content type"},
+      {"node_groups: []\n", "application/yaml", 400, ""},
+      {std::string(2 << 20, 'a'), "application/yaml", 413, "limit"},
+  };
+  for (const auto& c : cases) {
+    auto r = f.client().Post("/v1/jobs", c.body, c.type);
+    if (c.status == 413 && !r) continue;  // the server may close before the body is sent
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->status, c.status) << c.body.substr(0, 80) << " -> " << r->text;
+    ASSERT_TRUE(r->body.is_object()) << r->text;
+    EXPECT_NE(r->ErrorText().find(c.needle), std::string::npos) << r->ErrorText();
+  }
+  // Diagnostics carry the file name the client gave, as `tianshu validate` prints them.
+  auto named = f.client().Post("/v1/jobs", JobYaml("x", 2, "colour: blue\n"), "application/yaml",
+                               {{"X-Tianshu-File", "jobs/x.yaml"}});
+  ASSERT_TRUE(named);
+  EXPECT_NE(named->ErrorText().find("jobs/x.yaml:7:1: colour"), std::string::npos)
+      << named->ErrorText();
+  EXPECT_EQ(f.Get("/v1/jobs?state=bogus").status, 400);
+  EXPECT_EQ(f.Get("/v1/jobs?colour=1").status, 400);
+  EXPECT_EQ(f.Get("/v1/events?since=-4").status, 400);
+  EXPECT_EQ(f.Get("/v1/nowhere").status, 404);
+  auto bad_agent = f.Post("/v1/agents/register", R"({"node":"n","agent_id":"a","hardware":{},
+                          "extra":1})",
+                          "application/json");
+  EXPECT_EQ(bad_agent.status, 400);
+  EXPECT_NE(bad_agent.ErrorText().find("extra: unknown field"), std::string::npos);
+  EXPECT_EQ(f.Post("/v1/agents/ghost/heartbeat", "{", "application/json").status, 400);
+  EXPECT_EQ(f.Get("/v1/agents/ghost/work").status, 404);
+
+  EXPECT_EQ(f.Get("/v1/jobs").body["total"], 0);
+  EXPECT_EQ(f.Get("/v1/nodes").body["nodes"].size(), 0u);
+  EXPECT_EQ(f.Get("/v1/events").body["events"].size(), 0u);
+}
+
+TEST(ServerApi, NodeRegistrationPlacementLossAndRetry) {
+  ServerFixture f;
+  f.Start(/*lost_after_ms=*/400);
+  FakeAgent a(f, "node-a", 4);
+  ASSERT_EQ(a.Register().status, 200);
+  auto r = f.Post("/v1/jobs", JobYaml("train", 2, "run:\n  command: [python3, train.py]\n"));
+  ASSERT_EQ(r.status, 201);
+  std::string id = r.body["id"];
+
+  std::vector<wire::WorkOrder> orders;
+  ASSERT_TRUE(WaitFor([&] {
+    a.Heartbeat();
+    orders = a.Work(100);
+    return !orders.empty();
+  }));
+  ASSERT_EQ(orders.size(), 1u);
+  const wire::WorkOrder& launch = orders[0];
+  EXPECT_EQ(launch.kind, wire::OrderKind::kLaunch);
+  EXPECT_EQ(launch.id, id + ".a1.launch.node-a");
+  ASSERT_TRUE(launch.launch);
+  ASSERT_EQ(launch.launch->ranks.size(), 2u);
+  EXPECT_EQ(launch.launch->world_size, 2);
+  const auto& env = launch.launch->ranks[1].env;
+  EXPECT_EQ(env.at("RANK"), "1");
+  EXPECT_EQ(env.at("WORLD_SIZE"), "2");
+  EXPECT_EQ(env.at("TIANSHU_JOB_ID"), id);
+  EXPECT_EQ(env.count("CUDA_VISIBLE_DEVICES"), 1u);
+  EXPECT_EQ(launch.launch->ranks[0].command[0], "python3");
+  EXPECT_EQ(f.JobState(id), "starting");
+
+  a.AcceptAndStart(launch);
+  EXPECT_EQ(f.JobState(id), "running");
+  auto nodes = f.Get("/v1/nodes");
+  ASSERT_EQ(nodes.body["nodes"].size(), 1u);
+  size_t allocated = 0;
+  for (const auto& d : nodes.body["nodes"][0]["devices"]) allocated += d["allocations"].size();
+  EXPECT_EQ(allocated, 2u);
+
+  // node-a goes silent: it is declared lost and the job goes to the retry path.
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(id) == "pending"; }, 5000)) << f.JobState(id);
+  auto job = f.Get("/v1/jobs/" + id);
+  EXPECT_EQ(job.body["retries"], 1);
+  EXPECT_NE(job.body["message"].get<std::string>().find("retry 1 of 2"), std::string::npos);
+  EXPECT_EQ(f.Get("/v1/nodes/node-a").body["state"], "lost");
+
+  // A lost node's agent is told to register again.
+  auto hb = a.Heartbeat();
+  EXPECT_TRUE(wire::ParseHeartbeatResponse(hb.text)->reregister);
+
+  // A new node joins; the job restarts there with attempt 2 and finishes.
+  FakeAgent b(f, "node-b", 8);
+  ASSERT_EQ(b.Register().status, 200);
+  ASSERT_TRUE(WaitFor([&] {
+    b.Heartbeat();
+    orders = b.Work(100);
+    return !orders.empty();
+  }));
+  EXPECT_EQ(orders[0].id, id + ".a2.launch.node-b");
+  b.AcceptAndStart(orders[0]);
+  std::vector<wire::Report> exits;
+  for (const auto& rk : orders[0].launch->ranks) {
+    exits.push_back({.order_id = orders[0].id,
+                     .kind = wire::ReportKind::kExited,
+                     .job_id = id,
+                     .rank = rk.rank,
+                     .exit_code = 0});
+  }
+  ASSERT_EQ(b.Report(exits).status, 200);
+  EXPECT_EQ(f.JobState(id), "succeeded");
+
+  auto events = f.Get("/v1/events?since=0");
+  std::vector<std::string> seen;
+  for (const auto& e : events.body["events"]) {
+    seen.push_back(e["type"].get<std::string>() + ":" + e["id"].get<std::string>() + ":" +
+                   e["to"].get<std::string>());
+  }
+  auto has = [&](const std::string& s) {
+    return std::find(seen.begin(), seen.end(), s) != seen.end();
+  };
+  EXPECT_TRUE(has("node:node-a:ready"));
+  EXPECT_TRUE(has("node:node-a:lost"));
+  EXPECT_TRUE(has("job:" + id + ":running"));
+  EXPECT_TRUE(has("job:" + id + ":succeeded"));
+
+  auto metrics = f.client().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->text.find("tianshu_nodes_lost_total 1"), std::string::npos);
+  EXPECT_NE(metrics->text.find("tianshu_jobs{state=\"succeeded\"} 1"), std::string::npos);
+  EXPECT_NE(metrics->text.find("tianshu_job_retries_total 1"), std::string::npos);
+}
+
+TEST(ServerApi, WorkOrdersAreIdempotentAndFailuresRetryUpToMaxRetries) {
+  ServerFixture f;
+  f.Start();
+  FakeAgent a(f, "node-a", 2);
+  ASSERT_EQ(a.Register().status, 200);
+  auto r = f.Post("/v1/jobs", JobYaml("flaky", 2, "", /*max_retries=*/1));
+  ASSERT_EQ(r.status, 201) << r.text;
+  std::string id = r.body["id"];
+  std::vector<wire::WorkOrder> first, second;
+  ASSERT_TRUE(WaitFor([&] { return !(first = a.Work(50)).empty(); }));
+  second = a.Work();  // not yet accepted: delivered again, same id
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(first[0].id, second[0].id);
+  a.AcceptAndStart(first[0]);
+  a.AcceptAndStart(first[0]);  // a duplicate report changes nothing
+  EXPECT_TRUE(a.Work().empty());
+  EXPECT_EQ(f.Get("/v1/jobs/" + id).body["history"].size(), 3u);  // pending, starting, running
+
+  // Rank 1 dies: the other rank is stopped, and the job retries (max_retries 1).
+  ASSERT_EQ(a.Report({{.order_id = first[0].id,
+                       .kind = wire::ReportKind::kExited,
+                       .job_id = id,
+                       .rank = 1,
+                       .exit_code = 0,
+                       .signal = 9}})
+                .status,
+            200);
+  EXPECT_EQ(f.JobState(id), "stopping");
+  auto stop = a.Work();
+  ASSERT_EQ(stop.size(), 1u);
+  EXPECT_EQ(stop[0].kind, wire::OrderKind::kStop);
+  ASSERT_EQ(a.Report({{.order_id = stop[0].id, .kind = wire::ReportKind::kAccepted, .job_id = id},
+                      {.order_id = stop[0].id, .kind = wire::ReportKind::kStopped, .job_id = id}})
+                .status,
+            200);
+  auto after = f.Get("/v1/jobs/" + id);  // pending, or already placed again by the ticker
+  EXPECT_EQ(after.body["retries"], 1);
+  EXPECT_NE(after.body["state"], "stopping");
+  std::vector<wire::WorkOrder> retry;
+  ASSERT_TRUE(WaitFor([&] { return !(retry = a.Work(50)).empty(); }));
+  ASSERT_EQ(retry.size(), 1u);
+  EXPECT_EQ(retry[0].attempt, 2);
+  a.AcceptAndStart(retry[0]);
+  EXPECT_EQ(f.JobState(id), "running") << f.Get("/v1/jobs/" + id).text;
+  // Reports about the old attempt are ignored.
+  ASSERT_EQ(a.Report({{.order_id = first[0].id,
+                       .kind = wire::ReportKind::kExited,
+                       .job_id = id,
+                       .rank = 0,
+                       .exit_code = 1}})
+                .status,
+            200);
+  EXPECT_EQ(f.JobState(id), "running");
+  // Out of retries: the next failure is final.
+  ASSERT_EQ(a.Report({{.order_id = retry[0].id,
+                       .kind = wire::ReportKind::kExited,
+                       .job_id = id,
+                       .rank = 0,
+                       .exit_code = 3}})
+                .status,
+            200);
+  auto stop2 = a.Work();
+  ASSERT_EQ(stop2.size(), 1u);
+  ASSERT_EQ(a.Report({{.order_id = stop2[0].id, .kind = wire::ReportKind::kStopped, .job_id = id}})
+                .status,
+            200);
+  EXPECT_EQ(f.JobState(id), "failed");
+  EXPECT_EQ(f.Post("/v1/jobs/" + id + "/cancel", "").status, 409);
+}
+
+TEST(ServerApi, CancelRunningJobStopsItsRanks) {
+  ServerFixture f;
+  f.Start();
+  FakeAgent a(f, "node-a", 2);
+  ASSERT_EQ(a.Register().status, 200);
+  std::string id = f.Post("/v1/jobs", JobYaml("c", 1)).body["id"];
+  std::vector<wire::WorkOrder> o;
+  ASSERT_TRUE(WaitFor([&] { return !(o = a.Work(50)).empty(); }));
+  a.AcceptAndStart(o[0]);
+  auto c = f.Post("/v1/jobs/" + id + "/cancel", "");
+  ASSERT_EQ(c.status, 200);
+  EXPECT_EQ(c.body["state"], "stopping");
+  auto stop = a.Work();
+  ASSERT_EQ(stop.size(), 1u);
+  EXPECT_EQ(stop[0].stop->reason, "cancel");
+  a.Report({{.order_id = stop[0].id, .kind = wire::ReportKind::kStopped, .job_id = id}});
+  EXPECT_EQ(f.JobState(id), "cancelled");
+}
+
+// scheduler.preemption: a higher-priority job on a full cluster makes the lower-priority one
+// checkpoint and stop (no retry spent), runs, and the first is placed again afterwards. An
+// equal-priority job waits; with preemption off, so does a higher one.
+TEST(ServerApi, HigherPriorityJobPreemptsWithACheckpoint) {
+  ServerFixture f;
+  f.Start();
+  FakeAgent a(f, "node-a", 2);
+  ASSERT_EQ(a.Register().status, 200);
+  std::string low = f.Post("/v1/jobs", JobYaml("low", 2)).body["id"];
+  std::vector<wire::WorkOrder> o;
+  ASSERT_TRUE(WaitFor([&] { return !(o = a.Work(50)).empty(); }));
+  a.AcceptAndStart(o[0]);
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(low) == "running"; }));
+
+  std::string same = f.Post("/v1/jobs", JobYaml("same", 2)).body["id"];
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(f.JobState(low), "running");  // equal priority does not preempt
+  EXPECT_EQ(f.Post("/v1/jobs/" + same + "/cancel", "").status, 200);
+
+  std::string high = f.Post("/v1/jobs", JobYaml("high", 2, "priority: 10\n")).body["id"];
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(low) == "stopping"; }));
+  auto stop = a.Work();
+  ASSERT_EQ(stop.size(), 1u);
+  ASSERT_TRUE(stop[0].stop.has_value());
+  EXPECT_EQ(stop[0].stop->reason, "preempt");
+  EXPECT_TRUE(stop[0].stop->checkpoint_first);
+  EXPECT_EQ(f.JobState(high), "pending");  // until the victim has stopped
+  a.Report({{.order_id = stop[0].id, .kind = wire::ReportKind::kStopped, .job_id = low}});
+
+  std::vector<wire::WorkOrder> launch;
+  ASSERT_TRUE(WaitFor([&] { return !(launch = a.Work(50)).empty(); }));
+  ASSERT_TRUE(launch[0].launch.has_value());
+  EXPECT_EQ(launch[0].job_id, high);
+  auto lj = f.Get("/v1/jobs/" + low).body;
+  EXPECT_EQ(lj.value("state", ""), "pending");
+  EXPECT_EQ(lj.value("retries", -1), 0);  // a preemption is not a failure
+  EXPECT_NE(f.Get("/metrics").text.find("tianshu_job_preemptions_total 1"), std::string::npos);
+
+  // The high job ends; the low one is placed again.
+  a.AcceptAndStart(launch[0]);
+  std::vector<wire::Report> exits;
+  for (const auto& r : launch[0].launch->ranks) {
+    exits.push_back({.order_id = launch[0].id,
+                     .kind = wire::ReportKind::kExited,
+                     .job_id = high,
+                     .rank = r.rank,
+                     .exit_code = 0});
+  }
+  a.Report(exits);
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(high) == "succeeded"; }));
+  ASSERT_TRUE(WaitFor([&] { return !(launch = a.Work(50)).empty(); }));
+  EXPECT_EQ(launch[0].job_id, low);
+  EXPECT_EQ(launch[0].attempt, 2);
+}
+
+TEST(ServerApi, PreemptionOffMeansTheHigherJobWaits) {
+  ServerFixture f;
+  f.Start(10000, 512, /*preemption=*/false);
+  FakeAgent a(f, "node-a", 2);
+  ASSERT_EQ(a.Register().status, 200);
+  std::string low = f.Post("/v1/jobs", JobYaml("low", 2)).body["id"];
+  std::vector<wire::WorkOrder> o;
+  ASSERT_TRUE(WaitFor([&] { return !(o = a.Work(50)).empty(); }));
+  a.AcceptAndStart(o[0]);
+  std::string high = f.Post("/v1/jobs", JobYaml("high", 2, "priority: 10\n")).body["id"];
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(f.JobState(low), "running");
+  EXPECT_EQ(f.JobState(high), "pending");
+  EXPECT_TRUE(a.Work().empty());
+}
+
+TEST(ServerApi, EventStreamLongPollAndServerSentEvents) {
+  ServerFixture f;
+  f.Start();
+  ASSERT_EQ(f.Post("/v1/jobs", JobYaml("e1", 1)).status, 201);
+  auto first = f.Get("/v1/events?since=0");
+  ASSERT_EQ(first.body["events"].size(), 1u);
+  int64_t next = first.body["next"];
+
+  // A long poll returns as soon as something happens.
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    auto c = f.NewClient();
+    (void)c->Post("/v1/jobs", JobYaml("e2", 1), "application/yaml");
+  });
+  auto start = std::chrono::steady_clock::now();
+  auto polled = f.Get("/v1/events?since=" + std::to_string(next) + "&wait_ms=10000");
+  later.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ASSERT_EQ(polled.body["events"].size(), 1u);
+  EXPECT_EQ(polled.body["events"][0]["name"], "e2");
+
+  // Server-sent events from the beginning.
+  httplib::Client raw("127.0.0.1", f.server().port());
+  raw.set_bearer_token_auth(kToken);
+  std::string got;
+  auto res =
+      raw.Get("/v1/events", {{"Accept", "text/event-stream"}}, [&](const char* data, size_t n) {
+        got.append(data, n);
+        return got.find("e2") == std::string::npos;  // stop once both are in
+      });
+  EXPECT_NE(got.find("event: job"), std::string::npos) << got;
+  EXPECT_NE(got.find("id: 1\n"), std::string::npos) << got;
+  EXPECT_NE(got.find("e2"), std::string::npos) << got;
+}
+
+TEST(ServerApi, MetricsInPrometheusFormat) {
+  ServerFixture f;
+  f.Start();
+  FakeAgent a(f, "node-a", 4);
+  ASSERT_EQ(a.Register().status, 200);
+  ASSERT_EQ(f.Post("/v1/jobs", JobYaml("m", 2)).status, 201);
+  ASSERT_EQ(f.Post("/v1/jobs", JobYaml("huge", 64)).status, 201);
+  (void)f.client().Post("/v1/jobs", "nope: [", "application/yaml");
+  // Orders are out once the cycle that placed "m" (and tried "huge") has finished.
+  ASSERT_TRUE(WaitFor([&] { return !a.Work().empty(); }));
+  std::string m = f.client().Get("/metrics")->text;
+  for (const char* needle :
+       {"# TYPE tianshu_queue_length gauge", "tianshu_queue_length 1",
+        "tianshu_jobs{state=\"starting\"} 1", "tianshu_gpus{state=\"allocated\"} 2.000",
+        "tianshu_gpus{state=\"free\"} 2.000", "# TYPE tianshu_cycle_seconds histogram",
+        "tianshu_cycle_seconds_bucket{le=\"+Inf\"}",
+        "tianshu_placement_outcomes_total{outcome=\"placed\"} 1",
+        "tianshu_submissions_total{result=\"accepted\"} 2",
+        "tianshu_submissions_total{result=\"rejected\"} 1", "tianshu_nodes{state=\"ready\"} 1"}) {
+    EXPECT_NE(m.find(needle), std::string::npos) << needle << "\n" << m;
+  }
+}
+
+TEST(ServerApi, RestartRebuildsFromTheStoreAndAgentReports) {
+  ServerFixture f;
+  f.Start();
+  std::string launch_id, id, id2;
+  {
+    FakeAgent a(f, "node-a", 2);
+    ASSERT_EQ(a.Register().status, 200);
+    id = f.Post("/v1/jobs", JobYaml("keep", 2)).body["id"];
+    std::vector<wire::WorkOrder> o;
+    ASSERT_TRUE(WaitFor([&] { return !(o = a.Work(50)).empty(); }));
+    a.AcceptAndStart(o[0]);
+    launch_id = o[0].id;
+    id2 = f.Post("/v1/jobs", JobYaml("waiting", 2)).body["id"];
+  }
+  f.Stop();
+  f.Start();
+  EXPECT_EQ(f.JobState(id), "running");
+  EXPECT_EQ(f.JobState(id2), "pending");
+  EXPECT_EQ(f.Get("/v1/nodes/node-a").body["state"], "ready");
+  // The agent restarted too, and still runs rank 0 but lost rank 1: the attempt fails and the
+  // job retries; nothing is launched twice while the ranks it reports are running.
+  FakeAgent a2(f, "node-a", 2, "node-a-agent-2");
+  ASSERT_EQ(
+      a2.Register({{.order_id = launch_id, .job_id = id, .attempt = 1, .rank = 0, .pid = 1000}})
+          .status,
+      200);
+  EXPECT_EQ(f.JobState(id), "stopping");
+  auto work = a2.Work();
+  ASSERT_EQ(work.size(), 1u);
+  EXPECT_EQ(work[0].kind, wire::OrderKind::kStop);
+  a2.Report({{.order_id = work[0].id, .kind = wire::ReportKind::kStopped, .job_id = id}});
+  EXPECT_EQ(f.Get("/v1/jobs/" + id).body["retries"], 1);
+  // A rank nobody owns any more (a finished attempt) is stopped once, not twice.
+  a2.Heartbeat(wire::Health::kOk, {{.order_id = "j-000777.a1.launch.node-a",
+                                    .job_id = "j-000777",
+                                    .attempt = 1,
+                                    .rank = 0,
+                                    .pid = 4}});
+  a2.Heartbeat(wire::Health::kOk, {{.order_id = "j-000777.a1.launch.node-a",
+                                    .job_id = "j-000777",
+                                    .attempt = 1,
+                                    .rank = 0,
+                                    .pid = 4}});
+  int stale = 0;
+  for (const auto& o : a2.Work()) stale += o.job_id == "j-000777" ? 1 : 0;
+  EXPECT_EQ(stale, 1);
+}
+
+}  // namespace
+}  // namespace tianshu::testing

@@ -1,0 +1,150 @@
+// Durability: `tianshu serve` is killed with SIGKILL in the middle of a burst of submissions
+// from several clients; started again on the same data directory, it still has every job it
+// had acknowledged, each with the state it had been acknowledged in.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "server_fixture.h"
+
+namespace tianshu::testing {
+namespace {
+
+int FreePort() {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  close(s);
+  return ntohs(a.sin_port);
+}
+
+pid_t StartServe(const std::string& dir, const std::string& token_file, int port) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int log = open((dir + "/serve.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(log, 1);
+    dup2(log, 2);
+    std::string listen = "127.0.0.1:" + std::to_string(port);
+    execl(TIANSHU_BINARY, "tianshu", "serve", "--listen", listen.c_str(), "--data", dir.c_str(),
+          "--token-file", token_file.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+std::unique_ptr<server::Client> ClientFor(int port) {
+  return std::make_unique<server::Client>(server::ClientOptions{
+      .server = "http://127.0.0.1:" + std::to_string(port), .token = kToken, .timeout_ms = 5000});
+}
+
+bool WaitHealthy(int port) {
+  auto c = ClientFor(port);
+  return WaitFor(
+      [&] {
+        auto r = c->Get("/healthz");
+        return r && r->status == 200;
+      },
+      15000);
+}
+
+TEST(ServerCrash, EveryAcknowledgedJobSurvivesSigkill) {
+  std::string dir = MakeTempDir("tianshu-crash");
+  std::string token_file = dir + "/token";
+  std::ofstream(token_file) << kToken << "\n";
+  int port = FreePort();
+  pid_t pid = StartServe(dir, token_file, port);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(WaitHealthy(port)) << "server did not come up; see " << dir << "/serve.log";
+
+  // Some jobs in a state other than pending, acknowledged before the burst.
+  std::map<std::string, std::string> acked;  // id -> state when acknowledged
+  std::mutex mu;
+  {
+    auto c = ClientFor(port);
+    for (int i = 0; i < 10; ++i) {
+      auto r = c->Post("/v1/jobs", JobYaml("pre-" + std::to_string(i), 1), "application/yaml");
+      ASSERT_TRUE(r && r->status == 201);
+      std::string id = r->body["id"];
+      acked[id] = "pending";
+      if (i % 2 == 0) {
+        auto x = c->Post("/v1/jobs/" + id + "/cancel", "", "application/json");
+        ASSERT_TRUE(x && x->status == 200);
+        acked[id] = "cancelled";
+      }
+    }
+  }
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> count{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 8; ++t) {
+    clients.emplace_back([&, t] {
+      auto c = ClientFor(port);
+      for (int i = 0; !stop; ++i) {
+        auto r =
+            c->Post("/v1/jobs", JobYaml("burst-" + std::to_string(t) + "-" + std::to_string(i), 1),
+                    "application/yaml");
+        if (!r) break;  // the server is gone
+        if (r->status == 201) {
+          std::lock_guard l(mu);
+          acked[r->body["id"].get<std::string>()] = "pending";
+          count++;
+        }
+      }
+    });
+  }
+  ASSERT_TRUE(WaitFor([&] { return count >= 300; }, 30000));
+  ASSERT_EQ(kill(pid, SIGKILL), 0);  // while the clients are still submitting
+  int status = 0;
+  waitpid(pid, &status, 0);
+  stop = true;
+  for (auto& c : clients) c.join();
+  EXPECT_TRUE(WIFSIGNALED(status));
+
+  int port2 = FreePort();
+  pid_t pid2 = StartServe(dir, token_file, port2);
+  ASSERT_TRUE(WaitHealthy(port2)) << "restart failed; see " << dir << "/serve.log";
+  auto c = ClientFor(port2);
+  int missing = 0, wrong = 0;
+  for (const auto& [id, state] : acked) {
+    auto r = c->Get("/v1/jobs/" + id);
+    ASSERT_TRUE(r);
+    if (r->status != 200) {
+      ++missing;
+      ADD_FAILURE() << id << " was acknowledged but is not in the restarted server";
+    } else if (r->body["state"] != state) {
+      ++wrong;
+      ADD_FAILURE() << id << " is " << r->body["state"] << ", acknowledged as " << state;
+    }
+  }
+  EXPECT_EQ(missing, 0);
+  EXPECT_EQ(wrong, 0);
+  RecordProperty("acknowledged", static_cast<int>(acked.size()));
+  std::cerr << "acknowledged before SIGKILL: " << acked.size() << ", all present after restart\n";
+  // New ids never reuse old ones.
+  auto r = c->Post("/v1/jobs", JobYaml("after", 1), "application/yaml");
+  ASSERT_TRUE(r && r->status == 201);
+  EXPECT_FALSE(acked.contains(r->body["id"].get<std::string>()));
+  kill(pid2, SIGTERM);
+  waitpid(pid2, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace tianshu::testing

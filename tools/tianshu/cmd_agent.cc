@@ -1,0 +1,260 @@
+// `tianshu agent`: the node agent. `--discover` prints this machine's topology and exits;
+// otherwise it registers with the server, heartbeats, carries out work orders and reports,
+// until SIGTERM/SIGINT (its ranks keep running; the next agent adopts them from its journal).
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "commands.h"
+#include "tianshu/agent/agent.h"
+#include "tianshu/agent/cgroup.h"
+#include "tianshu/agent/discovery.h"
+#include "tianshu/agent/session.h"
+#include "tianshu/base/strings.h"
+#include "tianshu/base/units.h"
+
+namespace tianshu::cli {
+namespace {
+
+struct AgentArgs {
+  bool discover = false;
+  OutputFlag out;
+  std::string server;
+  std::string token_file;
+  std::string node;
+  std::string address = "127.0.0.1";
+  std::string workdir = "/var/lib/tianshu/agent";
+  std::string checkpoint_root;
+  std::string devices;
+  std::vector<std::string> labels;
+  std::string cgroup_parent = "tianshu";
+  std::string cgroup_mode = "auto";
+  std::string checkpoint_grace = "120s";
+  bool apply_partitions = false;
+  bool no_nvml = false;
+};
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string RandomId() {
+  std::random_device rd;
+  std::ostringstream o;
+  o << std::hex << rd() << rd();
+  return o.str();
+}
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+int Run(const AgentArgs& a) {
+  agent::RealSystemFiles fs;
+  agent::HwlocProbe hwloc;
+  agent::NvmlLibrary nvml;
+  agent::DiscoveryProbes probes{.cpu = &hwloc, .nvml = a.no_nvml ? nullptr : &nvml};
+  auto host = agent::Discover(fs, probes, {.declared_devices = a.devices, .hostname = a.node});
+  if (!host) {
+    std::cerr << "tianshu agent: " << host.error().message << "\n";
+    return kExitInvalid;
+  }
+  // One directory per node name: several agents on one machine (tests, scale runs) must never
+  // share a job cgroup, or one would take the other's ranks for its own stragglers.
+  auto cgroups =
+      agent::DetectCgroupDriver(fs, {.parent = a.cgroup_parent + "/" + host->hostname,
+                                     .force_mode = a.cgroup_mode == "auto" ? "" : a.cgroup_mode});
+  if (cgroups) host->cgroup_mode = std::string((*cgroups)->Mode());
+  if (a.discover) {
+    if (a.out.Json()) {
+      std::cout << agent::HostToJson(*host).dump(2) << "\n";
+    } else {
+      std::cout << agent::HostToText(*host);
+    }
+    return kExitOk;
+  }
+  if (!cgroups) {
+    std::cerr << "tianshu agent: " << cgroups.error().message << "\n";
+    return kExitFailure;
+  }
+  std::string server = a.server.empty() ? Env("TIANSHU_SERVER") : a.server;
+  if (server.empty()) server = "127.0.0.1:7070";
+  std::string token = Env("TIANSHU_TOKEN");
+  if (!a.token_file.empty()) {
+    std::ifstream f(a.token_file);
+    if (!f) {
+      std::cerr << "tianshu agent: cannot read --token-file " << a.token_file << "\n";
+      return kExitInvalid;
+    }
+    std::getline(f, token);
+    token = std::string(Trim(token));
+  }
+  auto duration = ParseDurationNs(a.checkpoint_grace);
+  if (!duration) {
+    std::cerr << "tianshu agent: --checkpoint-grace: " << duration.error().message << "\n";
+    return kExitInvalid;
+  }
+  std::map<std::string, std::string> labels;
+  for (const auto& l : a.labels) {
+    auto eq = l.find('=');
+    if (eq == std::string::npos) {
+      std::cerr << "tianshu agent: --label wants KEY=VALUE, got '" << l << "'\n";
+      return kExitInvalid;
+    }
+    labels[l.substr(0, eq)] = l.substr(eq + 1);
+  }
+  if (Status s = fs.MakeDirs(a.workdir); !s) {
+    std::cerr << "tianshu agent: --workdir: " << s.error().message << "\n";
+    return kExitFailure;
+  }
+  agent::AgentOptions options{
+      .node = host->hostname,
+      .workdir = a.workdir,
+      .checkpoint_root = a.checkpoint_root.empty() ? a.workdir + "/checkpoints" : a.checkpoint_root,
+      .checkpoint_grace_ns = *duration,
+      .apply_partitions = a.apply_partitions,
+  };
+  // The ranks' starting environment: what a login shell would give them, nothing else.
+  for (const char* k : {"PATH", "HOME", "LANG", "LC_ALL", "USER", "TMPDIR", "PYTHONPATH",
+                        "OMP_NUM_THREADS", "LD_LIBRARY_PATH"}) {
+    if (const char* v = std::getenv(k)) options.base_env[k] = v;
+  }
+  if (!options.base_env.count("PATH")) options.base_env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
+
+  // Signals are taken synchronously (sigtimedwait is the agent's only sleep).
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, s);
+  sigprocmask(SIG_BLOCK, &set, nullptr);
+
+  agent::PosixProcessRunner runner;
+  agent::Agent core(options, *host, fs, **cgroups, runner);
+  if (Status s = core.Recover(NowNs()); !s) {
+    std::cerr << "tianshu agent: journal: " << s.error().message << "\n";
+    return kExitFailure;
+  }
+  agent::HttpControlPlane http(server, token);
+  std::string agent_id = RandomId();
+  agent::Session session({.node = host->hostname,
+                          .agent_id = agent_id,
+                          .address = a.address,
+                          .labels = labels,
+                          .seed = std::hash<std::string>{}(agent_id)},
+                         http, core);
+  std::cerr << "tianshu agent: node " << host->hostname << ", " << host->accelerators.size()
+            << (host->declared_accelerators ? " declared" : "") << " device(s), cgroups "
+            << (*cgroups)->Mode() << ", server " << server << "\n";
+  bool was_registered = false;
+  std::string last_error;
+  while (true) {
+    int64_t now = NowNs();
+    core.Tick(now);
+    int64_t next = session.Step(now);
+    if (session.registered() != was_registered || session.last_error() != last_error) {
+      if (session.registered() && !was_registered) {
+        std::cerr << "tianshu agent: registered (" << session.registrations() << ")\n";
+      } else if (!session.last_error().empty() && session.last_error() != last_error) {
+        std::cerr << "tianshu agent: " << session.last_error() << "\n";
+      }
+      was_registered = session.registered();
+      last_error = session.last_error();
+    }
+    now = NowNs();
+    core.Tick(now);
+    int64_t wake = next;
+    if (core.Busy()) wake = std::min(wake, now + 250'000'000);
+    if (int64_t d = core.NextDeadline(); d > 0) wake = std::min(wake, d);
+    if (!core.PendingReports().empty() && session.registered())
+      wake = std::min(wake, now + 50'000'000);
+    int64_t wait = std::max<int64_t>(wake - now, 1'000'000);
+    timespec ts{static_cast<time_t>(wait / 1'000'000'000), static_cast<long>(wait % 1'000'000'000)};
+    int sig = sigtimedwait(&set, nullptr, &ts);
+    if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
+      std::cerr << "tianshu agent: stopping on signal " << sig
+                << " (ranks keep running; a restarted agent adopts them)\n";
+      return kExitOk;
+    }
+  }
+}
+
+struct LogsArgs {
+  std::string job;
+  int rank = 0;
+  bool follow = false;
+  std::string workdir = "/var/lib/tianshu/agent";
+};
+
+// `tianshu agent logs JOB`: a rank's log from this node's agent work directory; -f follows it
+// until the rank has ended (its exit file appears).
+int Logs(const LogsArgs& a) {
+  agent::RealSystemFiles fs;
+  std::string path = agent::RankLogPath(fs, a.workdir, a.job, a.rank);
+  if (path.empty()) {
+    std::cerr << "tianshu agent logs: no rank " << a.rank << " of job " << a.job << " under "
+              << a.workdir << "/jobs\n";
+    return kExitInvalid;
+  }
+  std::string exit_path = path.substr(0, path.size() - 4) + ".exit";
+  size_t shown = 0;
+  while (true) {
+    bool ended = fs.Exists(exit_path);
+    auto text = fs.Read(path);
+    if (text && text->size() > shown) {
+      std::cout << text->substr(shown) << std::flush;
+      shown = text->size();
+    }
+    if (!a.follow || ended) return kExitOk;
+    timespec ts{0, 200'000'000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+}  // namespace
+
+Runner RegisterAgent(CLI::App& app) {
+  auto a = std::make_shared<AgentArgs>();
+  auto* cmd = app.add_subcommand("agent", "Run the node agent (or --discover this machine)");
+  cmd->add_flag("--discover", a->discover, "Print this machine's topology and exit");
+  AddOutputFlag(cmd, &a->out);
+  cmd->add_option("--server", a->server, "Control plane host:port (env TIANSHU_SERVER)");
+  cmd->add_option("--token-file", a->token_file, "File with the bearer token (env TIANSHU_TOKEN)");
+  cmd->add_option("--node", a->node, "Node name (default: the hostname)");
+  cmd->add_option("--address", a->address, "Address other ranks reach this node at")
+      ->capture_default_str();
+  cmd->add_option("--workdir", a->workdir, "Journal, logs and markers")->capture_default_str();
+  cmd->add_option("--checkpoint-root", a->checkpoint_root,
+                  "Checkpoint directories when an order names none (default WORKDIR/checkpoints)");
+  cmd->add_option("--devices", a->devices,
+                  "Declare accelerators instead of discovering them, e.g. 8xA100-80GB");
+  cmd->add_option("--label", a->labels, "Node label KEY=VALUE (repeatable), e.g. leaf=leaf-0");
+  cmd->add_option("--cgroup-parent", a->cgroup_parent,
+                  "Directory for job cgroups below the agent's own cgroup")
+      ->capture_default_str();
+  cmd->add_option("--cgroup-mode", a->cgroup_mode, "auto, v1, v2 or none")
+      ->check(CLI::IsMember({"auto", "v1", "v2", "none"}))
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-grace", a->checkpoint_grace,
+                  "Wait for checkpoint markers this long after SIGUSR1")
+      ->capture_default_str();
+  cmd->add_flag("--apply-partitions", a->apply_partitions,
+                "Run MIG / NVMe namespace commands (otherwise planned and shown only)");
+  cmd->add_flag("--no-nvml", a->no_nvml, "Do not load NVML");
+  auto l = std::make_shared<LogsArgs>();
+  auto* logs = cmd->add_subcommand("logs", "Print a rank's log kept by this node's agent");
+  logs->add_option("job", l->job, "Job id")->required();
+  logs->add_option("--rank", l->rank, "Rank")->capture_default_str();
+  logs->add_flag("--follow,-f", l->follow, "Keep printing until the rank ends");
+  logs->add_option("--workdir", l->workdir, "The agent's work directory")->capture_default_str();
+  return [a, l, logs] { return logs->parsed() ? Logs(*l) : Run(*a); };
+}
+
+}  // namespace tianshu::cli

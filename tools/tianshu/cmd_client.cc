@@ -1,0 +1,386 @@
+// The client commands: `tianshu submit FILE`, `jobs`, `job ID`, `cancel ID`, `nodes`, `queues`,
+// `events`, each talking to the server's API (docs/api.md) and printing a table or, with
+// `--output json`, the server's JSON. Exit 0 on success, 1 when the server refused the request
+// (its message is printed), 3 when the server is unreachable or the token is wrong.
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "client_flags.h"
+#include "commands.h"
+#include "tianshu/base/strings.h"
+#include "tianshu/base/units.h"
+
+namespace tianshu::cli {
+
+using nlohmann::json;
+
+std::string DefaultDataDir() {
+  const char* home = std::getenv("HOME");
+  return home && *home ? std::string(home) + "/.tianshu" : ".tianshu";
+}
+
+void AddClientFlags(CLI::App* cmd, ClientFlags* flags) {
+  cmd->add_option("--server", flags->server,
+                  "Server address (default: $TIANSHU_SERVER, else http://127.0.0.1:7070)");
+  cmd->add_option("--token-file", flags->token_file,
+                  "File holding the API token (default: $TIANSHU_TOKEN, else ~/.tianshu/token)");
+}
+
+Result<std::unique_ptr<server::Client>> MakeClient(const ClientFlags& flags) {
+  server::ClientOptions o;
+  const char* env_server = std::getenv("TIANSHU_SERVER");
+  o.server = !flags.server.empty()       ? flags.server
+             : env_server && *env_server ? env_server
+                                         : "http://127.0.0.1:7070";
+  const char* env_token = std::getenv("TIANSHU_TOKEN");
+  std::string file = flags.token_file;
+  if (file.empty() && env_token && *env_token) {
+    o.token = env_token;
+  } else {
+    if (file.empty()) file = DefaultDataDir() + "/token";
+    std::ifstream in(file);
+    if (in) {
+      std::string line;
+      std::getline(in, line);
+      o.token = std::string(Trim(line));
+    } else if (!flags.token_file.empty()) {
+      return Fail("cannot read token file ", file);
+    }
+  }
+  return std::make_unique<server::Client>(o);
+}
+
+namespace {
+
+// Prints the outcome of a call; returns the exit code when it was not a success.
+std::optional<int> Failed(const Result<server::ApiResponse>& r, const std::string& what) {
+  if (!r) {
+    std::cerr << "tianshu " << what << ": " << r.error().message << "\n";
+    return kExitFailure;
+  }
+  if (!r->ok()) {
+    std::cerr << "tianshu " << what << ": " << r->ErrorText() << "\n";
+    return r->status >= 500 ? kExitFailure : kExitInvalid;
+  }
+  return std::nullopt;
+}
+
+std::string Age(int64_t then_ms) {
+  if (then_ms <= 0) return "-";
+  int64_t now_ms = static_cast<int64_t>(std::time(nullptr)) * 1000;
+  return FormatSeconds(static_cast<double>(std::max<int64_t>(0, now_ms - then_ms)) / 1000.0);
+}
+
+std::string Time(int64_t ms) {
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return fmt::format("{}.{:03d}Z", buf, static_cast<int>(ms % 1000));
+}
+
+std::string S(const json& j, const char* key) {
+  if (!j.contains(key)) return "";
+  const json& v = j[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_null()) return "-";
+  return v.dump();
+}
+
+std::string JoinArray(const json& a) {
+  std::vector<std::string> parts;
+  if (a.is_array()) {
+    for (const auto& e : a) parts.push_back(e.is_string() ? e.get<std::string>() : e.dump());
+  }
+  return Join(parts, ",");
+}
+
+void PrintEvent(const json& e) {
+  std::cout << fmt::format("{:>6}  {}  {:<4}  {:<10} {:>9} -> {:<9}  {}\n",
+                           e.value("seq", int64_t{0}), Time(e.value("time_ms", int64_t{0})),
+                           S(e, "type"), S(e, "id"), S(e, "from").empty() ? "-" : S(e, "from"),
+                           S(e, "to"), S(e, "reason"));
+}
+
+struct Common {
+  ClientFlags client;
+  OutputFlag out;
+};
+
+CLI::App* Command(CLI::App& app, const char* name, const char* help, Common* c) {
+  auto* cmd = app.add_subcommand(name, help);
+  AddClientFlags(cmd, &c->client);
+  AddOutputFlag(cmd, &c->out);
+  return cmd;
+}
+
+}  // namespace
+
+Runner RegisterSubmit(CLI::App& app) {
+  struct Args : Common {
+    std::string file;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = Command(app, "submit", "Submit a job (YAML or JSON file; '-' reads stdin)", a.get());
+  cmd->add_option("file", a->file, "Job spec, as `tianshu validate` checks it")->required();
+  return [a] {
+    std::string text;
+    if (a->file == "-") {
+      std::ostringstream s;
+      s << std::cin.rdbuf();
+      text = s.str();
+    } else {
+      std::ifstream in(a->file, std::ios::binary);
+      if (!in) {
+        std::cerr << "tianshu submit: cannot read " << a->file << "\n";
+        return kExitInvalid;
+      }
+      std::ostringstream s;
+      s << in.rdbuf();
+      text = s.str();
+    }
+    auto client = MakeClient(a->client);
+    if (!client) {
+      std::cerr << "tianshu submit: " << client.error().message << "\n";
+      return kExitInvalid;
+    }
+    std::string type =
+        EndsWith(ToLower(a->file), ".json") ? "application/json" : "application/yaml";
+    auto r = (*client)->Post("/v1/jobs", text, type,
+                             {{"X-Tianshu-File", a->file == "-" ? "stdin" : a->file}});
+    if (auto code = Failed(r, "submit")) return *code;
+    const json& j = r->body;
+    if (a->out.Json()) {
+      std::cout << j.dump(2) << "\n";
+    } else {
+      std::cout << "submitted " << S(j, "id") << " (" << S(j, "name") << ", " << S(j, "gpus")
+                << " GPUs, queue " << S(j, "queue") << ")\n";
+    }
+    return kExitOk;
+  };
+}
+
+Runner RegisterJobs(CLI::App& app) {
+  struct Args : Common {
+    std::string state, queue;
+    int limit = 1000;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = Command(app, "jobs", "List jobs", a.get());
+  cmd->add_option("--state", a->state, "Only these states (comma-separated)");
+  cmd->add_option("--queue", a->queue, "Only this queue");
+  cmd->add_option("--limit", a->limit, "At most this many")->capture_default_str();
+  return [a] {
+    auto client = MakeClient(a->client);
+    if (!client) {
+      std::cerr << "tianshu jobs: " << client.error().message << "\n";
+      return kExitInvalid;
+    }
+    std::string path = "/v1/jobs?limit=" + std::to_string(a->limit);
+    if (!a->state.empty()) path += "&state=" + a->state;
+    if (!a->queue.empty()) path += "&queue=" + a->queue;
+    auto r = (*client)->Get(path);
+    if (auto code = Failed(r, "jobs")) return *code;
+    if (a->out.Json()) {
+      std::cout << r->body.dump(2) << "\n";
+      return kExitOk;
+    }
+    std::cout << fmt::format("{:<10} {:<24} {:<10} {:<10} {:>5} {:>4} {:>7}  {}\n", "ID", "NAME",
+                             "QUEUE", "STATE", "GPUS", "TRY", "AGE", "NODES / MESSAGE");
+    for (const auto& j : r->body["jobs"]) {
+      std::string where = j["nodes"].empty() ? S(j, "message") : JoinArray(j["nodes"]);
+      std::cout << fmt::format("{:<10} {:<24} {:<10} {:<10} {:>5} {:>4} {:>7}  {}\n", S(j, "id"),
+                               S(j, "name").substr(0, 24), S(j, "queue"), S(j, "state"),
+                               S(j, "gpus"), S(j, "attempt"),
+                               Age(j.value("submitted_ms", int64_t{0})), where);
+    }
+    return kExitOk;
+  };
+}
+
+Runner RegisterJob(CLI::App& app) {
+  struct Args : Common {
+    std::string id;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = Command(app, "job", "Show one job: state, history, placement", a.get());
+  cmd->add_option("id", a->id, "Job id (j-000001)")->required();
+  return [a] {
+    auto client = MakeClient(a->client);
+    if (!client) {
+      std::cerr << "tianshu job: " << client.error().message << "\n";
+      return kExitInvalid;
+    }
+    auto r = (*client)->Get("/v1/jobs/" + a->id);
+    if (auto code = Failed(r, "job")) return *code;
+    const json& j = r->body;
+    if (a->out.Json()) {
+      std::cout << j.dump(2) << "\n";
+      return kExitOk;
+    }
+    std::cout << S(j, "id") << "  " << S(j, "name") << "  (" << S(j, "kind") << ", queue "
+              << S(j, "queue") << ", priority " << S(j, "priority") << ", " << S(j, "gpus")
+              << " GPUs)\n";
+    std::cout << "state:    " << S(j, "state") << "  attempt " << S(j, "attempt") << ", retries "
+              << S(j, "retries") << "/" << S(j, "max_retries") << "\n";
+    if (!S(j, "message").empty()) std::cout << "message:  " << S(j, "message") << "\n";
+    if (j.value("last_step", int64_t{-1}) >= 0) {
+      std::cout << "checkpoint: step " << S(j, "last_step") << " " << S(j, "last_checkpoint")
+                << "\n";
+    }
+    if (j.contains("run") && !j["run"]["command"].empty()) {
+      std::cout << "command:  " << JoinArray(j["run"]["command"]) << "\n";
+    }
+    std::cout << "history:\n";
+    for (const auto& h : j["history"]) {
+      std::cout << "  " << Time(h.value("time_ms", int64_t{0})) << "  "
+                << (S(h, "from").empty() ? "-" : S(h, "from")) << " -> " << S(h, "to") << "  "
+                << S(h, "reason") << "\n";
+    }
+    if (!j["placement"].empty()) {
+      std::cout << "placement (rank: node/device):\n ";
+      for (const auto& p : j["placement"]) {
+        std::cout << " " << S(p, "rank") << ":" << S(p, "node") << "/" << S(p, "device");
+      }
+      std::cout << "\n";
+    }
+    return kExitOk;
+  };
+}
+
+Runner RegisterCancel(CLI::App& app) {
+  struct Args : Common {
+    std::string id;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = Command(app, "cancel", "Cancel a job (its ranks are stopped)", a.get());
+  cmd->add_option("id", a->id, "Job id")->required();
+  return [a] {
+    auto client = MakeClient(a->client);
+    if (!client) {
+      std::cerr << "tianshu cancel: " << client.error().message << "\n";
+      return kExitInvalid;
+    }
+    auto r = (*client)->Post("/v1/jobs/" + a->id + "/cancel", "", "application/json");
+    if (auto code = Failed(r, "cancel")) return *code;
+    if (a->out.Json()) {
+      std::cout << r->body.dump(2) << "\n";
+    } else {
+      std::string state = S(r->body, "state");
+      std::cout << a->id << ": "
+                << (state == "cancelled" ? "cancelled" : "cancelling (stopping its ranks)") << "\n";
+    }
+    return kExitOk;
+  };
+}
+
+Runner RegisterNodes(CLI::App& app) {
+  auto a = std::make_shared<Common>();
+  Command(app, "nodes", "List registered nodes with devices, health and allocations", a.get());
+  return [a] {
+    auto client = MakeClient(a->client);
+    if (!client) {
+      std::cerr << "tianshu nodes: " << client.error().message << "\n";
+      return kExitInvalid;
+    }
+    auto r = (*client)->Get("/v1/nodes");
+    if (auto code = Failed(r, "nodes")) return *code;
+    if (a->out.Json()) {
+      std::cout << r->body.dump(2) << "\n";
+      return kExitOk;
+    }
+    std::cout << fmt::format("{:<20} {:<9} {:<22} {:>5} {:>9}  {}\n", "NAME", "STATE", "DEVICES",
+                             "USED", "HEARTBEAT", "ADDRESS / MESSAGE");
+    for (const auto& n : r->body["nodes"]) {
+      int used = 0;
+      std::string model;
+      bool declared = false;
+      for (const auto& d : n["devices"]) {
+        used += d["allocations"].empty() ? 0 : 1;
+        model = S(d, "model");
+        declared = declared || d.value("declared", false);
+      }
+      std::string devices =
+          std::to_string(n["devices"].size()) + "x" + model + (declared ? " (declared)" : "");
+      if (n["devices"].empty()) devices = "none";
+      std::string tail = S(n, "address");
+      if (!S(n, "message").empty()) tail += "  " + S(n, "message");
+      std::cout << fmt::format(
+          "{:<20} {:<9} {:<22} {:>5} {:>9}  {}\n", S(n, "name"), S(n, "state"), devices, used,
+          FormatSeconds(static_cast<double>(n.value("heartbeat_age_ms", int64_t{0})) / 1000.0),
+          tail);
+    }
+    return kExitOk;
+  };
+}
+
+Runner RegisterQueues(CLI::App& app) {
+  auto a = std::make_shared<Common>();
+  Command(app, "queues", "List queues with their jobs and GPU use", a.get());
+  return [a] {
+    auto client = MakeClient(a->client);
+    if (!client) {
+      std::cerr << "tianshu queues: " << client.error().message << "\n";
+      return kExitInvalid;
+    }
+    auto r = (*client)->Get("/v1/queues");
+    if (auto code = Failed(r, "queues")) return *code;
+    if (a->out.Json()) {
+      std::cout << r->body.dump(2) << "\n";
+      return kExitOk;
+    }
+    std::cout << fmt::format("{:<16} {:>8} {:>8} {:>9} {:>8} {:>7}  {}\n", "QUEUE", "PENDING",
+                             "ACTIVE", "FINISHED", "GPUS", "SHARE", "QUOTA");
+    for (const auto& q : r->body["queues"]) {
+      std::cout << fmt::format("{:<16} {:>8} {:>8} {:>9} {:>8.1f} {:>6.1f}%  {}\n", S(q, "name"),
+                               S(q, "pending"), S(q, "active"), S(q, "finished"),
+                               q.value("gpus_in_use", 0.0),
+                               100.0 * q.value("share_of_cluster", 0.0), "none");
+    }
+    return kExitOk;
+  };
+}
+
+Runner RegisterEvents(CLI::App& app) {
+  struct Args : Common {
+    int64_t since = 0;
+    bool follow = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = Command(app, "events", "Print state changes (jobs and nodes)", a.get());
+  cmd->add_option("--since", a->since, "Only events after this sequence number");
+  cmd->add_flag("--follow,-f", a->follow, "Keep printing new events until interrupted");
+  return [a] {
+    auto client = MakeClient(a->client);
+    if (!client) {
+      std::cerr << "tianshu events: " << client.error().message << "\n";
+      return kExitInvalid;
+    }
+    int64_t since = a->since;
+    do {
+      std::string path =
+          "/v1/events?since=" + std::to_string(since) + (a->follow ? "&wait_ms=20000" : "");
+      auto r = (*client)->Get(path);
+      if (auto code = Failed(r, "events")) return *code;
+      for (const auto& e : r->body["events"]) {
+        if (a->out.Json()) {
+          std::cout << e.dump() << "\n";
+        } else {
+          PrintEvent(e);
+        }
+      }
+      std::cout.flush();
+      int64_t next = r->body.value("next", since);
+      if (!a->follow && next == since) break;
+      since = next;
+    } while (true);
+    return kExitOk;
+  };
+}
+
+}  // namespace tianshu::cli

@@ -1,0 +1,246 @@
+// `tianshu serve` (the control plane) and `tianshu up` (a server with its SQLite store and a
+// local agent, started together and stopped together with Ctrl-C).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "client_flags.h"
+#include "commands.h"
+#include "tianshu/base/strings.h"
+#include "tianshu/base/units.h"
+#include "tianshu/model/load.h"
+#include "tianshu/server/http_server.h"
+
+namespace tianshu::cli {
+namespace {
+
+struct ServeArgs {
+  std::string listen = "127.0.0.1:7070";
+  std::string data;
+  std::string config;
+  std::string token_file;
+  std::string lost_after = "10s";
+  std::string heartbeat = "1s";
+  std::string placement;
+  int commit_batch = 512;
+  int http_threads = 128;
+};
+
+void AddServeFlags(CLI::App* cmd, ServeArgs* a) {
+  cmd->add_option("--listen", a->listen, "host:port to serve on (loopback by default)")
+      ->capture_default_str();
+  cmd->add_option("--data", a->data, "Data directory: store, token, checkpoints (~/.tianshu)");
+  cmd->add_option("--config", a->config, "Engine configuration (engine.yaml)");
+  cmd->add_option("--token-file", a->token_file,
+                  "API token file (default: DATA/token, created when missing)");
+  cmd->add_option("--lost-after", a->lost_after, "Declare a silent node lost after this long")
+      ->capture_default_str();
+  cmd->add_option("--heartbeat-interval", a->heartbeat, "Heartbeat period asked of agents")
+      ->capture_default_str();
+  cmd->add_option("--placement", a->placement,
+                  "Placement strategy (default: the config's scheduler.algorithm)");
+  cmd->add_option("--commit-batch", a->commit_batch,
+                  "Most state changes per store transaction (1 = one each)")
+      ->capture_default_str();
+  cmd->add_option("--http-threads", a->http_threads, "HTTP worker threads")->capture_default_str();
+}
+
+// Builds the server options from the flags (and the environment for the engine's knobs).
+Result<server::ServerOptions> BuildOptions(const ServeArgs& a) {
+  server::ServerOptions o;
+  std::string listen = a.listen;
+  size_t colon = listen.rfind(':');
+  std::string host = colon == std::string::npos ? "127.0.0.1" : listen.substr(0, colon);
+  std::string port_text = colon == std::string::npos ? listen : listen.substr(colon + 1);
+  int64_t port = 0;
+  if (!ParseInt64(port_text, &port) || port < 0 || port > 65535) {
+    return Fail("--listen: expected host:port, got '", listen, "'");
+  }
+  o.host = host.empty() ? "127.0.0.1" : host;
+  o.port = static_cast<int>(port);
+  o.data_dir = a.data.empty() ? DefaultDataDir() : a.data;
+  if (!a.config.empty()) {
+    auto c = model::LoadEngineConfigFile(a.config);
+    if (!c) return std::unexpected(c.error());
+    o.control.config = *c;
+  }
+  auto env = [](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  };
+  if (auto s = model::ApplyEnvironment(env, &o.control.config); !s) {
+    return std::unexpected(s.error());
+  }
+  auto lost = ParseDurationNs(a.lost_after);
+  if (!lost) return Fail("--lost-after: ", lost.error().message);
+  auto hb = ParseDurationNs(a.heartbeat);
+  if (!hb) return Fail("--heartbeat-interval: ", hb.error().message);
+  o.control.lost_after_ms = std::max<int64_t>(1, *lost / 1'000'000);
+  o.control.heartbeat_interval_ms = std::max<int64_t>(1, *hb / 1'000'000);
+  o.control.placement = a.placement;
+  o.control.commit_batch = static_cast<size_t>(std::max(1, a.commit_batch));
+  o.http_threads = a.http_threads;
+  std::string token_file =
+      a.token_file.empty() ? (std::filesystem::path(o.data_dir) / "token").string() : a.token_file;
+  auto token = a.token_file.empty() ? server::EnsureTokenFile(token_file)
+                                    : server::ReadTokenFile(token_file);
+  if (!token) return std::unexpected(token.error());
+  o.token = *token;
+  o.log = [](const std::string& line) { std::cerr << line << "\n"; };
+  return o;
+}
+
+sigset_t BlockStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&set, s);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+int Serve(const ServeArgs& a) {
+  sigset_t set = BlockStopSignals();  // before any thread starts, so they all inherit it
+  auto options = BuildOptions(a);
+  if (!options) {
+    std::cerr << "tianshu serve: " << options.error().message << "\n";
+    return kExitInvalid;
+  }
+  auto s = server::Server::Start(*options);
+  if (!s) {
+    std::cerr << "tianshu serve: " << s.error().message << "\n";
+    return kExitFailure;
+  }
+  std::cerr << "tianshu serve: token in "
+            << (a.token_file.empty() ? options->data_dir + "/token" : a.token_file)
+            << "; Ctrl-C stops\n";
+  for (;;) {
+    int sig = 0;
+    sigwait(&set, &sig);
+    if (sig != SIGCHLD) break;
+  }
+  std::cerr << "tianshu serve: stopping\n";
+  (*s)->Stop();
+  return kExitOk;
+}
+
+struct UpArgs : ServeArgs {
+  std::string devices;
+  std::string node;
+};
+
+int Up(const UpArgs& a) {
+  sigset_t set = BlockStopSignals();
+  auto options = BuildOptions(a);
+  if (!options) {
+    std::cerr << "tianshu up: " << options.error().message << "\n";
+    return kExitInvalid;
+  }
+  auto s = server::Server::Start(*options);
+  if (!s) {
+    std::cerr << "tianshu up: " << s.error().message << "\n";
+    return kExitFailure;
+  }
+  std::string token_file = a.token_file.empty() ? options->data_dir + "/token" : a.token_file;
+  std::string devices = a.devices;
+  if (devices.empty() && !std::filesystem::exists("/dev/nvidia0")) {
+    devices = "8xA100-80GB";
+    std::cerr << "tianshu up: no accelerators found; the local agent declares " << devices
+              << " to try things out (--devices changes it)\n";
+  }
+  std::string node = a.node;
+  if (node.empty()) {
+    char host[256] = {0};
+    node = gethostname(host, sizeof host - 1) == 0 && host[0] ? host : "local";
+  }
+  std::string server = options->host + ":" + std::to_string((*s)->port());
+  std::vector<std::string> argv = {
+      "/proc/self/exe", "agent",  "--server", server,      "--token-file",
+      token_file,       "--node", node,       "--workdir", options->data_dir + "/agent"};
+  if (!devices.empty() && devices != "none") {
+    argv.push_back("--devices");
+    argv.push_back(devices);
+  }
+  pid_t agent = fork();
+  if (agent == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    pthread_sigmask(SIG_SETMASK, &none, nullptr);
+    std::vector<char*> args;
+    for (auto& s2 : argv) args.push_back(s2.data());
+    args.push_back(nullptr);
+    execv("/proc/self/exe", args.data());
+    _exit(127);
+  }
+  if (agent < 0) {
+    std::cerr << "tianshu up: cannot start the agent\n";
+    (*s)->Stop();
+    return kExitFailure;
+  }
+  std::cerr << "tianshu up: server on http://" << server << " (token in " << token_file
+            << "), agent pid " << agent << " as node " << node
+            << ".\n  Submit a job: tianshu submit JOB.yaml   Ctrl-C stops both.\n";
+  int code = kExitOk;
+  for (;;) {
+    int sig = 0;
+    sigwait(&set, &sig);
+    if (sig == SIGCHLD) {
+      int status = 0;
+      if (waitpid(agent, &status, WNOHANG) == agent) {
+        std::cerr << "tianshu up: the agent stopped ("
+                  << (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
+                                        : "signal " + std::to_string(WTERMSIG(status)))
+                  << "); stopping the server\n";
+        agent = -1;
+        code = kExitFailure;
+        break;
+      }
+      continue;
+    }
+    break;
+  }
+  std::cerr << "tianshu up: stopping\n";
+  if (agent > 0) {
+    kill(agent, SIGTERM);
+    for (int i = 0; i < 100; ++i) {
+      if (waitpid(agent, nullptr, WNOHANG) == agent) {
+        agent = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (agent > 0) {
+      kill(agent, SIGKILL);
+      waitpid(agent, nullptr, 0);
+    }
+  }
+  (*s)->Stop();
+  return code;
+}
+
+}  // namespace
+
+Runner RegisterServe(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand("serve", "Run the control plane (REST API, store, scheduler)");
+  AddServeFlags(cmd, a.get());
+  return [a] { return Serve(*a); };
+}
+
+Runner RegisterUp(CLI::App& app) {
+  auto a = std::make_shared<UpArgs>();
+  auto* cmd = app.add_subcommand(
+      "up", "Run a server and a local agent together on this machine (Ctrl-C stops both)");
+  AddServeFlags(cmd, a.get());
+  cmd->add_option("--devices", a->devices,
+                  "Accelerators the local agent declares, e.g. 8xA100-80GB ('none': discover)");
+  cmd->add_option("--node", a->node, "Node name of the local agent (default: the hostname)");
+  return [a] { return Up(*a); };
+}
+
+}  // namespace tianshu::cli

@@ -1,0 +1,230 @@
+// `tianshu simulate`: replays a workload on a described cluster under several scheduling
+// configurations (presets or engine config files), side by side, with the very engine the
+// server runs, on a virtual clock. Prints a table (or JSON), writes the per-job CSV and an
+// HTML report on request.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "commands.h"
+#include "tianshu/base/strings.h"
+#include "tianshu/base/units.h"
+#include "tianshu/engine/engine.h"
+#include "tianshu/model/load.h"
+#include "tianshu/sim/report.h"
+#include "tianshu/sim/simulator.h"
+#include "tianshu/sim/trace.h"
+
+namespace tianshu::cli {
+namespace {
+
+struct SimulateFlags {
+  std::string cluster;
+  std::string trace;
+  std::vector<std::string> configs;
+  std::vector<std::string> vcs;
+  std::string from, to;
+  int max_jobs = 0;
+  double time_scale = 1;
+  double load = 0;
+  uint64_t seed = 42;
+  std::string durations = "model";
+  std::string jobs_csv;
+  std::string report;
+  std::string fail_nodes;
+  std::string data_dir = "../shared/data";
+  bool progress = false;
+  bool no_progress = false;
+  OutputFlag output;
+};
+
+// Bare names of the shared data sets: "philly", "itp:cluster03", "openb".
+std::string ResolveTrace(const std::string& spec, const std::string& data) {
+  if (spec == "philly") return "philly:" + data + "/philly/philly.csv";
+  if (spec == "openb") return "openb:" + data + "/openb/openb_pod_list_default.csv";
+  if (StartsWith(spec, "itp:cluster") && !std::filesystem::exists(spec.substr(4))) {
+    return "itp:" + data + "/itp/" + spec.substr(4) + ".csv";
+  }
+  return spec;
+}
+
+std::string ResolveCluster(const std::string& spec, const std::string& data) {
+  if (spec == "lingjun") return "lingjun:" + data + "/lingjun/topo.csv";
+  if (spec == "openb") return "openb:" + data + "/openb/openb_node_list_gpu_node.csv";
+  return spec;
+}
+
+Result<engine::EngineOptions> ConfigFor(const std::string& name) {
+  for (const auto& p : engine::PresetNames()) {
+    if (ToLower(name) == p) return engine::PresetOptions(p);
+  }
+  if (!std::filesystem::exists(name)) {
+    return Fail("unknown configuration '", name, "': not a preset (",
+                Join(engine::PresetNames(), ", "), ") nor an engine config file");
+  }
+  auto cfg = model::LoadEngineConfigFile(name);
+  if (!cfg) return std::unexpected(cfg.error());
+  auto o = engine::OptionsFromConfig(*cfg);
+  if (!o) return Fail(name, ": ", o.error().message);
+  o->preset = std::filesystem::path(name).stem().string();
+  return o;
+}
+
+int Run(const SimulateFlags& f) {
+  if (f.trace.empty()) {
+    std::cerr << "tianshu simulate: --trace is required (philly, itp:cluster01, openb, "
+                 "tiresias:FILE, FILE.yaml, llm:jobs=200,rate=2)\n";
+    return kExitUsage;
+  }
+  sim::WorkloadOptions wo;
+  wo.vcs = f.vcs;
+  wo.from = f.from;
+  wo.to = f.to;
+  wo.max_jobs = f.max_jobs;
+  wo.time_scale = f.time_scale;
+  wo.seed = f.seed;
+  // A scenario file may name its cluster; the flag wins.
+  auto workload = sim::LoadWorkload(ResolveTrace(f.trace, f.data_dir), wo);
+  if (!workload) {
+    std::cerr << "tianshu simulate: " << workload.error().message << "\n";
+    return kExitInvalid;
+  }
+  std::string cluster_spec = !f.cluster.empty() ? f.cluster
+                             : !workload->cluster.empty()
+                                 ? workload->cluster
+                                 : "fat-tree:nodes=256,gpus_per_node=8,gpu=A100-80GB";
+  cluster_spec = ResolveCluster(cluster_spec, f.data_dir);
+  auto topo = model::LoadCluster(cluster_spec);
+  if (!topo) {
+    std::cerr << "tianshu simulate: " << topo.error().message << "\n";
+    return kExitInvalid;
+  }
+  if (f.load > 0) {
+    wo.load = f.load;
+    wo.cluster_gpus = topo->NumGpus();
+    auto again = sim::LoadWorkload(ResolveTrace(f.trace, f.data_dir), wo);
+    if (!again) {
+      std::cerr << "tianshu simulate: " << again.error().message << "\n";
+      return kExitInvalid;
+    }
+    again->cluster = workload->cluster;
+    workload = std::move(again);
+  }
+  std::vector<std::string> names;
+  for (const auto& c : f.configs) {
+    for (const auto& part : SplitString(c, ',')) {
+      if (!Trim(part).empty()) names.emplace_back(Trim(part));
+    }
+  }
+  if (names.empty()) {
+    names = workload->configs.empty() ? engine::PresetNames() : workload->configs;
+  }
+  std::vector<engine::EngineOptions> configs;
+  for (const auto& n : names) {
+    auto o = ConfigFor(n);
+    if (!o) {
+      std::cerr << "tianshu simulate: " << o.error().message << "\n";
+      return kExitInvalid;
+    }
+    o->seed = f.seed;
+    configs.push_back(*o);
+  }
+  sim::SimOptions so;
+  so.seed = f.seed;
+  so.fixed_durations = f.durations == "fixed";
+  if (!f.fail_nodes.empty()) {
+    auto ns = ParseDurationNs(f.fail_nodes);
+    if (!ns || *ns <= 0) {
+      std::cerr << "tianshu simulate: --fail-nodes: a mean time between failures per node, "
+                   "e.g. 30d\n";
+      return kExitInvalid;
+    }
+    so.node_mtbf_s = static_cast<double>(*ns) / 1e9;
+  }
+  bool show = f.progress || (!f.no_progress && isatty(STDERR_FILENO));
+  std::vector<sim::SimResult> results;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    std::string label = configs[i].preset;
+    if (show) {
+      so.progress = [label](double frac) {
+        int w = 30, k = static_cast<int>(frac * w);
+        std::cerr << fmt::format("\r{:<12} [{}{}] {:5.1f}%", label, std::string(k, '#'),
+                                 std::string(w - k, ' '), frac * 100)
+                  << std::flush;
+        if (frac >= 1) std::cerr << "\n";
+      };
+    } else {
+      so.progress = nullptr;
+    }
+    auto r = sim::Simulate(*topo, *workload, configs[i], so);
+    if (!r) {
+      std::cerr << "tianshu simulate: " << label << ": " << r.error().message << "\n";
+      return kExitInvalid;
+    }
+    results.push_back(std::move(*r));
+  }
+  std::string title =
+      fmt::format("{} ({} jobs) on {}", workload->name, workload->jobs.size(), cluster_spec);
+  if (f.output.Json()) {
+    std::cout << sim::FormatJson(workload->name, cluster_spec, results) << "\n";
+  } else {
+    std::cout << title << ", " << topo->NumGpus() << " GPUs"
+              << (so.fixed_durations ? ", fixed durations" : "") << "\n"
+              << sim::FormatTable(results);
+  }
+  if (!f.jobs_csv.empty()) {
+    if (auto st = sim::WriteJobsCsv(f.jobs_csv, results); !st) {
+      std::cerr << "tianshu simulate: " << st.error().message << "\n";
+      return kExitFailure;
+    }
+  }
+  if (!f.report.empty()) {
+    if (auto st = sim::WriteHtmlReport(f.report, title, *topo, results); !st) {
+      std::cerr << "tianshu simulate: " << st.error().message << "\n";
+      return kExitFailure;
+    }
+    if (!f.output.Json()) std::cout << "report: " << f.report << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Runner RegisterSimulate(CLI::App& app) {
+  auto f = std::make_shared<SimulateFlags>();
+  auto* cmd = app.add_subcommand(
+      "simulate", "Replay a workload on a cluster under several scheduling configurations");
+  cmd->add_option("--trace,--workload,-t", f->trace,
+                  "philly | itp:clusterNN | openb | KIND:FILE (philly, itp, openb, tiresias, "
+                  "yaml) | FILE.yaml (workload or scenario) | llm:jobs=N,rate=R,seed=S,mix=...");
+  cmd->add_option("--cluster,-c", f->cluster,
+                  "Cluster: YAML file, lingjun, openb, KIND:CSV, or fat-tree:nodes=256,...");
+  cmd->add_option("--config", f->configs,
+                  "Presets (mainstream, slurm, tiresias, tianshu) or engine config files; "
+                  "repeat or comma-separate (default: all four presets)");
+  cmd->add_option("--vc", f->vcs, "Philly: virtual clusters to keep");
+  cmd->add_option("--from", f->from, "Start of the window (\"2017-10-01\" or seconds)");
+  cmd->add_option("--to", f->to, "End of the window");
+  cmd->add_option("--max-jobs", f->max_jobs, "Keep the first N jobs");
+  cmd->add_option("--time-scale", f->time_scale,
+                  "Multiply arrival times and durations (0.1: ten times shorter)");
+  cmd->add_option("--load", f->load, "Rescale arrivals to this offered load (e.g. 0.9)");
+  cmd->add_option("--seed", f->seed, "Seed of searches, generators and failures");
+  cmd->add_option("--durations", f->durations,
+                  "model: duration from the performance model and contention; fixed: the "
+                  "trace's duration whatever the placement")
+      ->check(CLI::IsMember({"model", "fixed"}));
+  cmd->add_option("--jobs-csv", f->jobs_csv, "Write one row per job");
+  cmd->add_option("--report", f->report, "Write a self-contained HTML report");
+  cmd->add_option("--fail-nodes", f->fail_nodes,
+                  "Inject node failures: mean time between failures per node (e.g. 30d)");
+  cmd->add_option("--data", f->data_dir, "Folder of the shared data sets")->capture_default_str();
+  cmd->add_flag("--progress", f->progress, "Always show the progress bar on stderr");
+  cmd->add_flag("--no-progress", f->no_progress, "Never show the progress bar");
+  AddOutputFlag(cmd, &f->output);
+  return [f] { return Run(*f); };
+}
+
+}  // namespace tianshu::cli
