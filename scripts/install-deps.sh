@@ -11,6 +11,7 @@ PACKAGES=(
   coinor-libcbc-dev
   clang-format clang-tidy clang-14 libclang-rt-14-dev
   python3 python3-torch python3-numpy
+  chromium
 )
 
 missing=()

@@ -150,10 +150,10 @@ class Cluster : public ::testing::Test {
     }
   }
 
-  tianshu::testing::CommandResult Cli(const std::string& args) {
-    return tianshu::testing::RunCommand("TIANSHU_SERVER=127.0.0.1:" + std::to_string(port_) +
-                                        " TIANSHU_TOKEN=" + token_ + " " + TIANSHU_BINARY + " " +
-                                        args);
+  tianshu::testing::CommandResult Cli(const std::string& args, const std::string& cwd = ".") {
+    return tianshu::testing::RunCommand(
+        "cd " + cwd + " && TIANSHU_SERVER=127.0.0.1:" + std::to_string(port_) +
+        " TIANSHU_TOKEN=" + token_ + " " + TIANSHU_BINARY + " " + args);
   }
   int ReadyNodes() {
     auto r = Cli("nodes --output json");
@@ -168,17 +168,24 @@ class Cluster : public ::testing::Test {
     auto j = json::parse(Cli("job " + id + " --output json").out, nullptr, false);
     return j.is_discarded() ? json::object() : j;
   }
-  std::string Submit(const std::string& name, int steps, int priority, int gpus = 4) {
-    std::string script = std::string(TIANSHU_SOURCE_DIR) + "/examples/workloads/train_gpt.py";
+  // examples/workloads/ddp-gpt-2x2.yaml as shipped, with its name, length, checkpoint period
+  // and priority set for the test; submitted from the repository root, whose path becomes the
+  // ranks' working directory (the example names none, like an sbatch script).
+  std::string Submit(const std::string& name, int steps, int priority) {
+    std::string text =
+        Slurp(std::string(TIANSHU_SOURCE_DIR) + "/examples/workloads/ddp-gpt-2x2.yaml");
+    auto replace = [&](const std::string& from, const std::string& to) {
+      size_t at = text.find(from);
+      EXPECT_NE(at, std::string::npos) << "the example no longer has " << from;
+      if (at != std::string::npos) text.replace(at, from.size(), to);
+    };
+    replace("name: ddp-gpt", "name: " + name);
+    replace("--steps, \"400\"", "--steps, \"" + std::to_string(steps) + "\"");
+    replace("--checkpoint-every, \"25\"", "--checkpoint-every, \"10\"");
+    text += "priority: " + std::to_string(priority) + "\n";
     std::string path = dir_ + "/" + name + ".yaml";
-    std::ofstream(path) << "kind: training\nname: " << name
-                        << "\nmodel: {profile: llama2-7b}\nparallelism: {tp: 1, pp: 1}\n"
-                        << "nodes: " << gpus / 2 << "\ngpus_per_node: 2\ngpus: " << gpus
-                        << "\npriority: " << priority << "\nmax_retries: 3\nrun:\n"
-                        << "  command: [/usr/bin/python3, " << script << ", --steps, \"" << steps
-                        << "\", --checkpoint-every, \"10\", --log-every, \"10\"]\n"
-                        << "  env: {OMP_NUM_THREADS: \"1\"}\n";
-    auto r = Cli("submit " + path + " --output json");
+    std::ofstream(path) << text;
+    auto r = Cli("submit " + path + " --output json", TIANSHU_SOURCE_DIR);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     auto j = json::parse(r.out, nullptr, false);
     return j.is_discarded() ? "" : j.value("id", "");

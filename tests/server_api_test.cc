@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <map>
 #include <thread>
 
 #include "server_fixture.h"
@@ -383,6 +384,37 @@ TEST(ServerApi, PreemptionOffMeansTheHigherJobWaits) {
   EXPECT_EQ(f.JobState(low), "running");
   EXPECT_EQ(f.JobState(high), "pending");
   EXPECT_TRUE(a.Work().empty());
+}
+
+// cluster.node_discovery: static — a node outside the cluster file is refused and changes
+// nothing; the file's nodes that have not registered are listed as waiting, never placed on.
+TEST(ServerApi, StaticDiscoveryAdmitsOnlyTheClusterFilesNodes) {
+  ServerFixture f;
+  f.Start(10000, 512, true, {"node-a", "node-b"});
+  FakeAgent stranger(f, "node-x", 8);
+  auto r = stranger.Register();
+  EXPECT_EQ(r.status, 403);
+  EXPECT_NE(r.text.find("not in the static cluster cluster.yaml"), std::string::npos) << r.text;
+  auto nodes = f.Get("/v1/nodes").body["nodes"];
+  ASSERT_EQ(nodes.size(), 2u);
+  for (const auto& n : nodes) EXPECT_EQ(n["state"], "waiting") << n.dump();
+
+  FakeAgent a(f, "node-a", 2);
+  ASSERT_EQ(a.Register().status, 200);
+  nodes = f.Get("/v1/nodes").body["nodes"];
+  ASSERT_EQ(nodes.size(), 2u);
+  std::map<std::string, std::string> state;
+  for (const auto& n : nodes) state[n["name"]] = n["state"];
+  EXPECT_EQ(state["node-a"], "ready");
+  EXPECT_EQ(state["node-b"], "waiting");
+  EXPECT_EQ(f.Get("/v1/nodes/node-x").status, 404);
+  // A job that needs node-b's GPUs too waits; one that fits node-a runs there.
+  std::string big = f.Post("/v1/jobs", JobYaml("big", 4)).body["id"];
+  std::string small = f.Post("/v1/jobs", JobYaml("small", 2)).body["id"];
+  std::vector<wire::WorkOrder> o;
+  ASSERT_TRUE(WaitFor([&] { return !(o = a.Work(50)).empty(); }));
+  EXPECT_EQ(o[0].job_id, small);
+  EXPECT_EQ(f.JobState(big), "pending");
 }
 
 TEST(ServerApi, EventStreamLongPollAndServerSentEvents) {

@@ -59,9 +59,12 @@ class ServerFixture {
     std::filesystem::remove_all(dir_, ec);
   }
 
-  void Start(int64_t lost_after_ms = 10000, size_t commit_batch = 512, bool preemption = true) {
+  void Start(int64_t lost_after_ms = 10000, size_t commit_batch = 512, bool preemption = true,
+             std::vector<std::string> static_nodes = {}) {
     server::ServerOptions o;
     o.control.config.preemption = preemption;
+    o.control.static_nodes = std::move(static_nodes);
+    o.control.static_source = "cluster.yaml";
     o.host = "127.0.0.1";
     o.port = 0;
     o.data_dir = dir_;

@@ -4,6 +4,7 @@
 // (its message is printed), 3 when the server is unreachable or the token is wrong.
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -151,8 +152,11 @@ Runner RegisterSubmit(CLI::App& app) {
     }
     std::string type =
         EndsWith(ToLower(a->file), ".json") ? "application/json" : "application/yaml";
+    std::error_code ec;
+    std::string cwd = std::filesystem::current_path(ec).string();
     auto r = (*client)->Post("/v1/jobs", text, type,
-                             {{"X-Tianshu-File", a->file == "-" ? "stdin" : a->file}});
+                             {{"X-Tianshu-File", a->file == "-" ? "stdin" : a->file},
+                              {"X-Tianshu-Workdir", ec ? std::string() : cwd}});
     if (auto code = Failed(r, "submit")) return *code;
     const json& j = r->body;
     if (a->out.Json()) {
@@ -310,10 +314,12 @@ Runner RegisterNodes(CLI::App& app) {
       if (n["devices"].empty()) devices = "none";
       std::string tail = S(n, "address");
       if (!S(n, "message").empty()) tail += "  " + S(n, "message");
-      std::cout << fmt::format(
-          "{:<20} {:<9} {:<22} {:>5} {:>9}  {}\n", S(n, "name"), S(n, "state"), devices, used,
-          FormatSeconds(static_cast<double>(n.value("heartbeat_age_ms", int64_t{0})) / 1000.0),
-          tail);
+      std::string heartbeat =  // "-" for a static node whose agent has not registered
+          n.contains("heartbeat_age_ms")
+              ? FormatSeconds(static_cast<double>(n.value("heartbeat_age_ms", int64_t{0})) / 1000.0)
+              : "-";
+      std::cout << fmt::format("{:<20} {:<9} {:<22} {:>5} {:>9}  {}\n", S(n, "name"), S(n, "state"),
+                               devices, used, heartbeat, tail);
     }
     return kExitOk;
   };

@@ -24,6 +24,7 @@ struct ServeArgs {
   std::string listen = "127.0.0.1:7070";
   std::string data;
   std::string config;
+  std::string cluster;
   std::string token_file;
   std::string lost_after = "10s";
   std::string heartbeat = "1s";
@@ -37,6 +38,9 @@ void AddServeFlags(CLI::App* cmd, ServeArgs* a) {
       ->capture_default_str();
   cmd->add_option("--data", a->data, "Data directory: store, token, checkpoints (~/.tianshu)");
   cmd->add_option("--config", a->config, "Engine configuration (engine.yaml)");
+  cmd->add_option("--cluster", a->cluster,
+                  "With cluster.node_discovery: static, the cluster file whose nodes may register "
+                  "(others are refused; missing ones are listed as waiting)");
   cmd->add_option("--token-file", a->token_file,
                   "API token file (default: DATA/token, created when missing)");
   cmd->add_option("--lost-after", a->lost_after, "Declare a silent node lost after this long")
@@ -76,6 +80,19 @@ Result<server::ServerOptions> BuildOptions(const ServeArgs& a) {
   };
   if (auto s = model::ApplyEnvironment(env, &o.control.config); !s) {
     return std::unexpected(s.error());
+  }
+  if (o.control.config.node_discovery == model::NodeDiscovery::kStatic) {
+    if (a.cluster.empty()) {
+      return Fail("cluster.node_discovery is static: give the cluster file with --cluster");
+    }
+    auto topo = model::LoadCluster(a.cluster);
+    if (!topo) return Fail("--cluster: ", topo.error().message);
+    for (const auto& n : topo->nodes) o.control.static_nodes.push_back(n.name);
+    o.control.static_source = a.cluster;
+  } else if (!a.cluster.empty()) {
+    return Fail(
+        "--cluster is for cluster.node_discovery: static; the config says dynamic "
+        "(nodes join by registering)");
   }
   auto lost = ParseDurationNs(a.lost_after);
   if (!lost) return Fail("--lost-after: ", lost.error().message);

@@ -555,6 +555,14 @@ json ControlPlane::ListNodes(int64_t now_ms) const {
   std::lock_guard l(mu_);
   json out = json::array();
   for (const auto& [name, n] : nodes_) out.push_back(NodeJson(n, now_ms));
+  for (const auto& name : options_.static_nodes) {
+    if (nodes_.contains(name)) continue;
+    out.push_back({{"name", name},
+                   {"state", "waiting"},
+                   {"message", "in the static cluster " + options_.static_source +
+                                   "; its agent has not registered"},
+                   {"devices", json::array()}});
+  }
   return {{"nodes", out}};
 }
 
@@ -1013,6 +1021,13 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
 
 ApiResult<wire::RegisterResponse> ControlPlane::Register(const wire::RegisterRequest& req,
                                                          int64_t now_ms) {
+  const auto& allowed = options_.static_nodes;
+  if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), req.node) == allowed.end()) {
+    return Refuse(403, "node " + req.node + " is not in the static cluster " +
+                           options_.static_source +
+                           " (cluster.node_discovery: static); register it under one of its "
+                           "node names, or use dynamic discovery");
+  }
   return Mutate<wire::RegisterResponse>([&](Txn& t) -> ApiResult<wire::RegisterResponse> {
     auto [it, is_new] = nodes_.try_emplace(req.node);
     NodeEntry& n = it->second;

@@ -119,6 +119,10 @@ struct ControlPlaneOptions {
   size_t events_kept = 20000;  // in memory, for the event stream
   std::string placement;       // strategy name; "" = config.algorithm
   std::string server_id;       // reported to agents; from the store when empty
+  // cluster.node_discovery: static — only these nodes may register (others get 403), and
+  // those that have not are listed as `waiting`. Empty: dynamic, any node may join.
+  std::vector<std::string> static_nodes;
+  std::string static_source;  // the cluster file they came from, for messages
 };
 
 class ControlPlane {

@@ -234,6 +234,13 @@ void Server::Routes() {
       cp->CountRejected();
       return RespondError(res, parsed.error());
     }
+    // Like sbatch: ranks of a job whose run section names no workdir start where it was
+    // submitted from (the CLI sends its working directory).
+    std::string submit_dir = req.get_header_value("X-Tianshu-Workdir");
+    if (parsed->run.workdir.empty() && !parsed->run.command.empty() &&
+        submit_dir.starts_with("/")) {
+      parsed->run.workdir = submit_dir;
+    }
     auto job = cp->Submit(std::move(*parsed), now());
     if (!job) return RespondError(res, job.error());
     res.set_header("Location", "/v1/jobs/" + (*job)["id"].get<std::string>());
