@@ -417,6 +417,28 @@ TEST(ServerApi, StaticDiscoveryAdmitsOnlyTheClusterFilesNodes) {
   EXPECT_EQ(f.JobState(big), "pending");
 }
 
+// Launch orders carry the collective library's environment planned for the placement
+// (comm/), under the job's own run.env, which wins.
+TEST(ServerApi, LaunchOrdersCarryTheCommunicatorEnvironment) {
+  ServerFixture f;
+  f.Start();
+  FakeAgent a(f, "node-a", 4);
+  ASSERT_EQ(a.Register().status, 200);
+  f.Post("/v1/jobs",
+         JobYaml("c", 4, "run:\n  command: [/bin/true]\n  env: {NCCL_PROTO: Simple}\n"));
+  std::vector<wire::WorkOrder> o;
+  ASSERT_TRUE(WaitFor([&] { return !(o = a.Work(50)).empty(); }));
+  ASSERT_TRUE(o[0].launch.has_value());
+  ASSERT_EQ(o[0].launch->ranks.size(), 4u);
+  for (const auto& r : o[0].launch->ranks) {
+    EXPECT_EQ(r.env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "1");
+    EXPECT_FALSE(r.env.at("NCCL_ALGO").empty());
+    EXPECT_EQ(r.env.at("NCCL_BUFFSIZE"), std::to_string(4 << 20));  // NETWORK_BUFFER_SIZE
+    EXPECT_EQ(r.env.at("NCCL_PROTO"), "Simple");                    // the job's own value
+    EXPECT_EQ(r.env.at("WORLD_SIZE"), "4");
+  }
+}
+
 TEST(ServerApi, EventStreamLongPollAndServerSentEvents) {
   ServerFixture f;
   f.Start();

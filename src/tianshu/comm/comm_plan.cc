@@ -301,6 +301,11 @@ std::map<std::string, std::string> CommEnvironment(const CommOptions& o,
   for (Protocol p : protocols) proto_set.insert(std::string(ProtocolName(p)));
   proto_set.insert("Simple");
   std::string algo = JoinSet({"NVLS", "Tree", "Ring"}, algo_set);
+  if (o.allreduce_algo != Algorithm::kAuto && !algo.empty()) {
+    // ALLREDUCE_ALGO pins the all-reduce only: NCCL's per-collective form (NCCL 2.24 and
+    // newer) leaves all-gather, reduce-scatter and broadcast free to use Ring.
+    algo = "allreduce:" + ToLower(algo);
+  }
   std::string proto = JoinSet({"LL", "LL128", "Simple"}, proto_set);
   const int64_t buffer = std::clamp<int64_t>(o.buffer_bytes, 1 << 20, int64_t{1} << 30);
   // RoCE traffic class = DSCP << 2; IB service level per class.

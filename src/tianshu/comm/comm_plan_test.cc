@@ -109,10 +109,12 @@ TEST(CommPlan, EnvironmentPerBackend) {
   EXPECT_EQ(CommEnvironment(o, {}, {}, false).count("NCCL_BUFFSIZE"), 1u);
   o.backend = model::Backend::kMusa;
   EXPECT_EQ(CommEnvironment(o, {}, {}, false).count("MCCL_BUFFSIZE"), 1u);
-  // An explicit ALLREDUCE_ALGO pins the algorithm.
+  // An explicit ALLREDUCE_ALGO pins the all-reduce's algorithm, and only the all-reduce's.
   o.backend = model::Backend::kCuda;
   o.allreduce_algo = Algorithm::kRing;
-  EXPECT_EQ(CommEnvironment(o, {Algorithm::kTree}, {}, false)["NCCL_ALGO"], "Ring");
+  EXPECT_EQ(CommEnvironment(o, {Algorithm::kTree}, {}, false)["NCCL_ALGO"], "allreduce:ring");
+  o.allreduce_algo = Algorithm::kTree;
+  EXPECT_EQ(CommEnvironment(o, {Algorithm::kRing}, {}, false)["NCCL_ALGO"], "allreduce:tree");
 }
 
 TEST(CommPlan, ThresholdSplitsLatencyAndBandwidthAlgorithms) {

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "tianshu/base/strings.h"
+#include "tianshu/comm/comm_plan.h"
 #include "tianshu/model/load.h"
 #include "tianshu/placement/strategy.h"
 
@@ -723,6 +724,37 @@ std::string ControlPlane::Metrics() const {
 
 // ---- the job state machine ----
 
+namespace {
+
+// The collective library's environment for a job's placement (NCCL_ALGO, NCCL_PROTO,
+// NCCL_BUFFSIZE from NETWORK_BUFFER_SIZE, the traffic class for its priority, ...; HCCL/RCCL/
+// MCCL equivalents by backend), from the communicator plan of comm/. Ranks keep the order the
+// placement gave them; a job without explicit parallel degrees is planned as data parallel.
+std::map<std::string, std::string> CommEnvironmentFor(const model::EngineConfig& config,
+                                                      const model::JobSpec& spec,
+                                                      const placement::Outcome& outcome,
+                                                      const model::Topology& topo) {
+  std::vector<int> gpus;
+  for (const auto& slot : outcome.ranks) {
+    if (slot.gpu < 0) return {};  // CPU-only ranks: no collective library to tune
+    gpus.push_back(slot.gpu);
+  }
+  const int world = static_cast<int>(gpus.size());
+  if (world < 2) return {};
+  const model::Parallelism& par = spec.parallelism;
+  comm::Layout layout{.tp = 1, .pp = 1, .dp = world};
+  if (!par.automatic && par.tp * par.pp > 0 && world % (par.tp * par.pp) == 0) {
+    layout = {.tp = par.tp, .pp = par.pp, .dp = world / (par.tp * par.pp), .ep = 1};
+  }
+  const model::Backend backend = topo.TypeOf(outcome.ranks.front().node).backend;
+  comm::CommOptions options = comm::CommOptionsFrom(config, backend, spec.priority);
+  options.order = comm::RankOrder::kAsGiven;
+  auto plan = comm::PlanCommunicators(topo, gpus, layout, options);
+  return plan ? plan->env : std::map<std::string, std::string>{};
+}
+
+}  // namespace
+
 void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
                             const model::Topology& topo, int64_t now_ms) {
   j.attempt++;
@@ -751,6 +783,8 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
   const int port = 20000 + static_cast<int>((j.seq * 8 + j.attempt) % 40000);
   const std::string ckpt =
       options_.checkpoint_root.empty() ? "" : options_.checkpoint_root + "/" + j.id;
+  const std::map<std::string, std::string> comm_env =
+      CommEnvironmentFor(options_.config, j.spec, outcome, topo);
   placement::PlacementRequest req = placement::RequestFromJob(j.spec);
   for (size_t ni = 0; ni < nodes.size(); ++ni) {
     const NodeEntry& node = nodes_.at(nodes[ni]);
@@ -797,6 +831,7 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
         e["TIANSHU_DURATION_S"] = std::to_string(static_cast<int64_t>(j.spec.duration_s));
       }
       if (j.spec.iterations > 0) e["TIANSHU_ITERATIONS"] = std::to_string(j.spec.iterations);
+      for (const auto& [k, v] : comm_env) e.try_emplace(k, v);  // the job's run.env wins
       for (const auto& d : node.hardware.devices) {
         if (d.index == p.device && d.numa >= 0) numa.insert(d.numa);
       }

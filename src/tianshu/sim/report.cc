@@ -72,6 +72,18 @@ struct Series {
   std::vector<std::pair<double, double>> pts;
 };
 
+// A tick or bar label: plain digits, with thousands separated, never an exponent.
+std::string Number(double v) {
+  if (v != 0 && std::abs(v) < 10) return fmt::format("{:.3g}", v);
+  std::string digits = fmt::format("{:.0f}", std::abs(v));
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return (v < 0 ? "-" : "") + out;
+}
+
 // A line chart in SVG: axes, ticks, legend.
 std::string LineChart(const std::string& title, const std::string& xlabel,
                       const std::string& ylabel, const std::vector<Series>& series,
@@ -97,12 +109,10 @@ std::string LineChart(const std::string& title, const std::string& xlabel,
     o << fmt::format(R"svg(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" class="grid"/>)svg", L,
                      W - R, Y(y), Y(y));
     o << fmt::format(R"svg(<text x="{}" y="{:.1f}" class="tick" text-anchor="end">{}</text>)svg",
-                     L - 6, Y(y) + 4,
-                     percent ? fmt::format("{:.0f}%", y * 100) : fmt::format("{:.3g}", y));
+                     L - 6, Y(y) + 4, percent ? fmt::format("{:.0f}%", y * 100) : Number(y));
     double x = xmax * i / 4;
-    o << fmt::format(
-        R"svg(<text x="{:.1f}" y="{}" class="tick" text-anchor="middle">{:.3g}</text>)svg", X(x),
-        H - B + 16, x);
+    o << fmt::format(R"svg(<text x="{:.1f}" y="{}" class="tick" text-anchor="middle">{}</text>)svg",
+                     X(x), H - B + 16, Number(x));
   }
   o << fmt::format(R"svg(<line x1="{}" x2="{}" y1="{}" y2="{}" class="axis"/>)svg", L, W - R, H - B,
                    H - B);
@@ -149,8 +159,8 @@ std::string BarChart(const std::string& title, const std::string& unit,
         R"svg(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"/>)svg", x,
         H - B - h, bw * 0.6, h, kColors[i % 8]);
     o << fmt::format(
-        R"svg(<text x="{:.1f}" y="{:.1f}" class="tick" text-anchor="middle">{:.4g} {}</text>)svg",
-        x + bw * 0.3, H - B - h - 6, bars[i].second, Esc(unit));
+        R"svg(<text x="{:.1f}" y="{:.1f}" class="tick" text-anchor="middle">{} {}</text>)svg",
+        x + bw * 0.3, H - B - h - 6, Number(bars[i].second), Esc(unit));
     o << fmt::format(
         R"svg(<text x="{:.1f}" y="{}" class="label" text-anchor="middle">{}</text>)svg",
         x + bw * 0.3, H - B + 18, Esc(bars[i].first));
