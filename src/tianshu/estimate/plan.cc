@@ -134,6 +134,7 @@ Result<InferenceEstimate> EstimateInference(const model::Topology& topo, const m
     found = r.memory.Total() <= device;
     if (!found) {
       r.fits = false;
+      r.meets_slo = false;  // a service that cannot load meets no objective
       r.notes.push_back("weights and KV cache need " + Str(r.memory.Total() >> 20) +
                         " MiB per rank at tp=" + Str(r.tp) + " pp=" + Str(r.pp) +
                         "; the device has " + Str(device >> 20) + " MiB");
@@ -159,6 +160,7 @@ Result<InferenceEstimate> EstimateInference(const model::Topology& topo, const m
     r.pp = 1;
     r.memory = InferenceMemory(m, job.inference, r.tp, 1);
     r.fits = false;
+    r.meets_slo = false;
     r.notes.push_back("weights and KV cache do not fit even at tp=" + Str(domain) +
                       " on these GPUs; add GPUs or reduce batch / max_seq_len");
     return r;
