@@ -228,6 +228,16 @@ TEST_F(Cluster, DdpJobSubmittedWithTheCliTrainsAndCompletes) {
   ASSERT_GE(losses.size(), 3u);
   EXPECT_LT(losses.back(), losses.front());
   EXPECT_NE(log.find("done at step 60"), std::string::npos);
+  // The same log through the server (`tianshu logs`), which reads it from the rank's agent.
+  auto via_server = Cli("logs " + id + " --rank 1");
+  EXPECT_EQ(via_server.exit_code, 0) << via_server.err;
+  EXPECT_EQ(via_server.out, RankLog(id, 1, 1));
+  auto followed = Cli("logs " + id + " -f");  // the job has ended: prints rank 0's log, returns
+  EXPECT_EQ(followed.exit_code, 0) << followed.err;
+  EXPECT_EQ(followed.out, log);
+  auto no_rank = Cli("logs " + id + " --rank 9");
+  EXPECT_EQ(no_rank.exit_code, 1);
+  EXPECT_NE(no_rank.err.find("has no rank 9"), std::string::npos) << no_rank.err;
   // Two nodes, two ranks each.
   int nodes_with_ranks = 0;
   for (int i = 0; i < 3; ++i) {

@@ -15,6 +15,7 @@
 #include "tianshu/agent/agent.h"
 #include "tianshu/agent/cgroup.h"
 #include "tianshu/agent/discovery.h"
+#include "tianshu/agent/log_server.h"
 #include "tianshu/agent/session.h"
 #include "tianshu/base/strings.h"
 #include "tianshu/base/units.h"
@@ -142,17 +143,36 @@ int Run(const AgentArgs& a) {
     std::cerr << "tianshu agent: journal: " << s.error().message << "\n";
     return kExitFailure;
   }
+  // The rank logs, for `tianshu logs` through the server: on the address's port, or any free
+  // one; the node registers as host:port.
+  std::string log_host = a.address;
+  int64_t log_port = 0;
+  if (auto colon = a.address.rfind(':'); colon != std::string::npos) {
+    log_host = a.address.substr(0, colon);
+    if (!ParseInt64(a.address.substr(colon + 1), &log_port) || log_port < 0 || log_port > 65535) {
+      std::cerr << "tianshu agent: --address: expected host or host:port, got '" << a.address
+                << "'\n";
+      return kExitInvalid;
+    }
+  }
+  auto log_server = agent::LogServer::Start(
+      {.host = log_host, .port = static_cast<int>(log_port), .token = token, .workdir = a.workdir});
+  if (!log_server) {
+    std::cerr << "tianshu agent: " << log_server.error().message << "\n";
+    return kExitFailure;
+  }
+  const std::string address = log_host + ":" + std::to_string((*log_server)->port());
   agent::HttpControlPlane http(server, token);
   std::string agent_id = RandomId();
   agent::Session session({.node = host->hostname,
                           .agent_id = agent_id,
-                          .address = a.address,
+                          .address = address,
                           .labels = labels,
                           .seed = std::hash<std::string>{}(agent_id)},
                          http, core);
   std::cerr << "tianshu agent: node " << host->hostname << ", " << host->accelerators.size()
             << (host->declared_accelerators ? " declared" : "") << " device(s), cgroups "
-            << (*cgroups)->Mode() << ", server " << server << "\n";
+            << (*cgroups)->Mode() << ", server " << server << ", logs on " << address << "\n";
   bool was_registered = false;
   std::string last_error;
   while (true) {
@@ -228,7 +248,9 @@ Runner RegisterAgent(CLI::App& app) {
   cmd->add_option("--server", a->server, "Control plane host:port (env TIANSHU_SERVER)");
   cmd->add_option("--token-file", a->token_file, "File with the bearer token (env TIANSHU_TOKEN)");
   cmd->add_option("--node", a->node, "Node name (default: the hostname)");
-  cmd->add_option("--address", a->address, "Address other ranks reach this node at")
+  cmd->add_option("--address", a->address,
+                  "Address other ranks reach this node at: host, or host:port where the port "
+                  "serves rank logs to the server (any free port when omitted)")
       ->capture_default_str();
   cmd->add_option("--workdir", a->workdir, "Journal, logs and markers")->capture_default_str();
   cmd->add_option("--checkpoint-root", a->checkpoint_root,

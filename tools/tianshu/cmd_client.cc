@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -280,6 +281,59 @@ Runner RegisterCancel(CLI::App& app) {
                 << (state == "cancelled" ? "cancelled" : "cancelling (stopping its ranks)") << "\n";
     }
     return kExitOk;
+  };
+}
+
+// `tianshu logs ID [--rank N] [-f]`: a rank's log, read through the server from the agent of
+// its node; -f keeps printing until the job has ended and the log is read to its end.
+Runner RegisterLogs(CLI::App& app) {
+  struct Args : Common {
+    std::string id;
+    int rank = 0;
+    bool follow = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = Command(app, "logs", "Print a rank's log (from the agent of its node)", a.get());
+  cmd->add_option("id", a->id, "Job id")->required();
+  cmd->add_option("--rank", a->rank, "Rank")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--follow,-f", a->follow, "Keep printing until the job has ended");
+  return [a] {
+    auto client = MakeClient(a->client);
+    if (!client) {
+      std::cerr << "tianshu logs: " << client.error().message << "\n";
+      return kExitInvalid;
+    }
+    int64_t offset = 0;
+    while (true) {
+      auto r = (*client)->Get("/v1/jobs/" + a->id + "/logs?rank=" + std::to_string(a->rank) +
+                              "&offset=" + std::to_string(offset));
+      if (!r) {
+        std::cerr << "tianshu logs: " << r.error().message << "\n";
+        return kExitFailure;
+      }
+      const bool waiting = r->status == 409 && a->follow;  // not placed yet: wait for it
+      if (!r->ok() && !waiting) {
+        std::cerr << "tianshu logs: " << r->ErrorText() << "\n";
+        return r->status >= 500 ? kExitFailure : kExitInvalid;
+      }
+      if (r->ok()) {
+        std::cout << r->text << std::flush;
+        int64_t next = offset;
+        if (auto h = r->headers.find("X-Tianshu-Log-Next"); h != r->headers.end()) {
+          (void)ParseInt64(h->second, &next);
+        }
+        const bool more = next > offset;
+        offset = next;
+        if (more) continue;  // drain before deciding
+        if (!a->follow) return kExitOk;
+      }
+      auto job = (*client)->Get("/v1/jobs/" + a->id);
+      if (job && job->ok()) {
+        std::string state = S(job->body, "state");
+        if (state == "succeeded" || state == "failed" || state == "cancelled") return kExitOk;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
   };
 }
 

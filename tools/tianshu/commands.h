@@ -40,6 +40,7 @@ Runner RegisterSubmit(CLI::App& app);  // cmd_client.cc
 Runner RegisterJobs(CLI::App& app);
 Runner RegisterJob(CLI::App& app);
 Runner RegisterCancel(CLI::App& app);
+Runner RegisterLogs(CLI::App& app);
 Runner RegisterNodes(CLI::App& app);
 Runner RegisterQueues(CLI::App& app);
 Runner RegisterEvents(CLI::App& app);

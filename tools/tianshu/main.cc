@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   add(RegisterJobs);
   add(RegisterJob);
   add(RegisterCancel);
+  add(RegisterLogs);
   add(RegisterNodes);
   add(RegisterQueues);
   add(RegisterEvents);

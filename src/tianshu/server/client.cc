@@ -57,6 +57,7 @@ Result<ApiResponse> Convert(const httplib::Result& r, const std::string& server)
   ApiResponse out;
   out.status = r->status;
   out.text = r->body;
+  for (const auto& [k, v] : r->headers) out.headers[k] = v;
   out.body = nlohmann::json::parse(r->body, nullptr, false);
   if (out.body.is_discarded()) out.body = nullptr;
   if (out.status == 401) {

@@ -29,8 +29,9 @@ struct ClientOptions {
 
 struct ApiResponse {
   int status = 0;
-  nlohmann::json body;  // parsed JSON, or null when the answer was not JSON
-  std::string text;     // the raw body
+  nlohmann::json body;                         // parsed JSON, or null when the answer was not JSON
+  std::string text;                            // the raw body
+  std::map<std::string, std::string> headers;  // the answer's headers (last of each name)
   bool ok() const { return status >= 200 && status < 300; }
   // The server's error message and details, "" for a success.
   std::string ErrorText() const;

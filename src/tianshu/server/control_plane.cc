@@ -567,6 +567,30 @@ json ControlPlane::ListNodes(int64_t now_ms) const {
   return {{"nodes", out}};
 }
 
+ApiResult<std::string> ControlPlane::RankAddress(const std::string& id, int rank) const {
+  std::lock_guard l(mu_);
+  auto seq = ParseJobId(id);
+  auto it = seq ? jobs_.find(*seq) : jobs_.end();
+  if (it == jobs_.end() || !Visible(it->second)) return Refuse(404, "no job " + id);
+  const Job& j = it->second;
+  const auto& places = j.placement.empty() ? j.last_placement : j.placement;
+  if (places.empty()) {
+    return Refuse(409, "job " + id + " has not been placed yet (" +
+                           std::string(JobStateName(j.state)) + "): no log");
+  }
+  for (const auto& p : places) {
+    if (p.rank != rank) continue;
+    auto n = nodes_.find(p.node);
+    if (n == nodes_.end() || n->second.address.find(':') == std::string::npos) {
+      return Refuse(404, "the node of rank " + std::to_string(rank) + " (" + p.node +
+                             ") has no log address registered");
+    }
+    return n->second.address;
+  }
+  return Refuse(404, "job " + id + " has no rank " + std::to_string(rank) + " (" +
+                         std::to_string(places.size()) + " ranks)");
+}
+
 ApiResult<json> ControlPlane::GetNode(const std::string& name, int64_t now_ms) const {
   std::lock_guard l(mu_);
   auto it = nodes_.find(name);
@@ -758,6 +782,7 @@ std::map<std::string, std::string> CommEnvironmentFor(const model::EngineConfig&
 void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
                             const model::Topology& topo, int64_t now_ms) {
   j.attempt++;
+  if (!j.placement.empty()) j.last_placement = j.placement;
   j.placement.clear();
   j.started.clear();
   j.exited.clear();
@@ -891,6 +916,7 @@ void ControlPlane::MaybeFinishStop(Txn& t, Job& j, int64_t now_ms) {
   if (after == "pending") {
     j.retries++;
     metrics_.retries++;
+    if (!j.placement.empty()) j.last_placement = j.placement;
     j.placement.clear();
     SetState(t, j, JobState::kPending,
              "retry " + std::to_string(j.retries) + " of " + std::to_string(j.max_retries) +
@@ -899,6 +925,7 @@ void ControlPlane::MaybeFinishStop(Txn& t, Job& j, int64_t now_ms) {
   } else if (after == "preempted") {
     // Not a failure: the retry budget is untouched; the next attempt resumes from the
     // checkpoint the stop order asked for.
+    if (!j.placement.empty()) j.last_placement = j.placement;
     j.placement.clear();
     SetState(t, j, JobState::kPending, reason, now_ms);
   } else if (after == "failed") {

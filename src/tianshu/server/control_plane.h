@@ -70,8 +70,9 @@ struct Job {
   int retries = 0;
   int max_retries = 0;
   int64_t submitted_ms = 0, updated_ms = 0;
-  std::string message;               // last scheduler note (why pending, why failed)
-  std::vector<RankPlace> placement;  // current attempt, rank order
+  std::string message;                    // last scheduler note (why pending, why failed)
+  std::vector<RankPlace> placement;       // current attempt, rank order
+  std::vector<RankPlace> last_placement;  // of the last attempt that had one (not persisted)
   std::vector<Transition> history;
   int64_t last_step = -1;
   std::string last_checkpoint;
@@ -138,6 +139,8 @@ class ControlPlane {
   // pending -> cancelled; starting/running -> stopping (then cancelled); 409 when terminal.
   ApiResult<nlohmann::json> Cancel(const std::string& id, int64_t now_ms);
   ApiResult<nlohmann::json> GetJob(const std::string& id) const;
+  // host:port of the agent holding `rank` of the job's current (or last) attempt, for its log.
+  ApiResult<std::string> RankAddress(const std::string& id, int rank) const;
   nlohmann::json ListJobs(const JobFilter& filter) const;
   nlohmann::json ListNodes(int64_t now_ms) const;
   ApiResult<nlohmann::json> GetNode(const std::string& name, int64_t now_ms) const;

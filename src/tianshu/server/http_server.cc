@@ -261,6 +261,35 @@ void Server::Routes() {
     if (!j) return RespondError(res, j.error());
     Respond(res, 200, *j);
   };
+  // A rank's log, read from the agent of its node (the agent serves it on its address).
+  h.Get(R"(/v1/jobs/([^/]+)/logs)", [this, cp](const httplib::Request& req,
+                                               httplib::Response& res) {
+    int64_t rank = 0, offset = 0;
+    if ((req.has_param("rank") && !ParseInt64(req.get_param_value("rank"), &rank)) ||
+        (req.has_param("offset") && !ParseInt64(req.get_param_value("offset"), &offset)) ||
+        rank < 0 || offset < 0) {
+      return RespondError(res, {400, "rank and offset are non-negative integers"});
+    }
+    auto where = cp->RankAddress(req.matches[1], static_cast<int>(rank));
+    if (!where) return RespondError(res, where.error());
+    httplib::Client agent("http://" + *where);
+    agent.set_connection_timeout(2, 0);
+    agent.set_read_timeout(10, 0);
+    auto r = agent.Get("/v1/logs/" + std::string(req.matches[1]) + "/" + std::to_string(rank) +
+                           "?offset=" + std::to_string(offset),
+                       {{"Authorization", "Bearer " + options_.token}});
+    if (!r) {
+      return RespondError(res, {502, "the agent at " + *where + " did not answer for the log (" +
+                                         httplib::to_string(r.error()) + ")"});
+    }
+    if (r->status != 200) {
+      return RespondError(res, {r->status == 404 ? 404 : 502, std::string(Trim(r->body))});
+    }
+    for (const char* name : {"X-Tianshu-Log-Next", "X-Tianshu-Log-Size", "X-Tianshu-Log-Ended"}) {
+      res.set_header(name, r->get_header_value(name));
+    }
+    res.set_content(r->body, "application/octet-stream");
+  });
   h.Post(R"(/v1/jobs/([^/]+)/cancel)", cancel);
   h.Delete(R"(/v1/jobs/([^/]+))", cancel);
 
