@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "testing/processes.h"
 #include "testing/run_command.h"
 
 namespace {
@@ -51,15 +52,6 @@ bool WaitFor(const std::function<bool()>& cond, int seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
   return cond();
-}
-
-std::vector<double> Losses(const std::string& log) {
-  std::vector<double> out;
-  std::regex re(R"(\[rank 0\] step \d+ loss ([0-9.]+))");
-  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) {
-    out.push_back(std::stod((*it)[1]));
-  }
-  return out;
 }
 
 class Cluster : public ::testing::Test {
@@ -95,21 +87,7 @@ class Cluster : public ::testing::Test {
 
   pid_t Spawn(std::vector<std::string> args, const std::string& log) {
     args.insert(args.begin(), TIANSHU_BINARY);
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      ::setpgid(0, 0);
-      FILE* f = std::fopen(log.c_str(), "a");
-      if (f) {
-        ::dup2(fileno(f), 1);
-        ::dup2(fileno(f), 2);
-      }
-      std::vector<char*> argv;
-      for (auto& s : args) argv.push_back(s.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    return pid;
+    return tianshu::testing::SpawnLogged(std::move(args), log);
   }
 
   void StartAgent(int i) {
@@ -224,7 +202,7 @@ TEST_F(Cluster, DdpJobSubmittedWithTheCliTrainsAndCompletes) {
       << RankLog(id, 1);
   std::string log = RankLog(id, 1);
   std::cout << log;
-  auto losses = Losses(log);
+  auto losses = tianshu::testing::RankZeroLosses(log);
   ASSERT_GE(losses.size(), 3u);
   EXPECT_LT(losses.back(), losses.front());
   EXPECT_NE(log.find("done at step 60"), std::string::npos);

@@ -24,6 +24,7 @@
 #include <sstream>
 #include <thread>
 
+#include "testing/processes.h"
 #include "tianshu/server/client.h"
 
 namespace {
@@ -51,21 +52,7 @@ int EnvInt(const char* name, int fallback) {
 
 pid_t Spawn(std::vector<std::string> args, const std::string& log) {
   args.insert(args.begin(), TIANSHU_BINARY);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    FILE* f = std::fopen(log.c_str(), "a");
-    if (f) {
-      ::dup2(fileno(f), 1);
-      ::dup2(fileno(f), 2);
-    }
-    std::vector<char*> argv;
-    for (auto& s : args) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
+  return tianshu::testing::SpawnLogged(std::move(args), log);
 }
 
 // utime + stime of a process, in clock ticks.

@@ -11,6 +11,7 @@
 #include <regex>
 #include <thread>
 
+#include "testing/processes.h"
 #include "tianshu/agent/agent.h"
 #include "tianshu/agent/discovery.h"
 
@@ -36,15 +37,6 @@ int Count(const Agent& a, wire::ReportKind kind, const std::string& order) {
   int n = 0;
   for (const auto& r : a.PendingReports()) n += r.kind == kind && r.order_id == order;
   return n;
-}
-
-std::vector<double> Losses(const std::string& log) {
-  std::vector<double> out;
-  std::regex re(R"(\[rank 0\] step \d+ loss ([0-9.]+))");
-  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) {
-    out.push_back(std::stod((*it)[1]));
-  }
-  return out;
 }
 
 class Workloads : public ::testing::Test {
@@ -161,8 +153,8 @@ TEST_F(Workloads, DdpGptTrainsIsPreemptedWithACheckpointAndResumes) {
   EXPECT_EQ(log2.find("starting from step 0"), std::string::npos);
   EXPECT_NE(log2.find("done at step " + std::to_string(total)), std::string::npos);
   // The loss falls over the whole run (both attempts).
-  std::vector<double> losses = Losses(log1);
-  for (double l : Losses(log2)) losses.push_back(l);
+  std::vector<double> losses = tianshu::testing::RankZeroLosses(log1);
+  for (double l : tianshu::testing::RankZeroLosses(log2)) losses.push_back(l);
   ASSERT_GE(losses.size(), 4u);
   std::cout << "loss first " << losses.front() << " last " << losses.back() << "\n";
   EXPECT_LT(losses.back(), losses.front() * 0.8);

@@ -316,23 +316,29 @@ void Agent::StartRank(JobRun& job, RankRun& r, const IsolationPlan& plan, int64_
           .pid = r.pid});
 }
 
+// A placeholder rank (no process) ends: exit 0, journaled and reported.
+void Agent::EndPlaceholder(JobRun& job, RankRun& r, int64_t step, const std::string& message) {
+  r.exited = true;
+  r.exit = {0, 0, false};
+  JournalOrLog({{"t", "exit"},
+                {"order", job.order.id},
+                {"rank", r.launch.rank},
+                {"code", 0},
+                {"signal", 0}});
+  Report({.order_id = job.order.id,
+          .kind = wire::ReportKind::kExited,
+          .job_id = job.order.job_id,
+          .rank = r.launch.rank,
+          .step = step,
+          .message = message});
+}
+
 void Agent::SignalAll(JobRun& job, int sig) {
   for (RankRun& r : job.ranks) {
     if (!r.started || r.exited) continue;
     if (r.pid == 0) {  // placeholder: ends on the first stop signal
       if (sig == SIGTERM || sig == SIGKILL) {
-        r.exited = true;
-        r.exit = {0, 0, false};
-        JournalOrLog({{"t", "exit"},
-                      {"order", job.order.id},
-                      {"rank", r.launch.rank},
-                      {"code", 0},
-                      {"signal", 0}});
-        Report({.order_id = job.order.id,
-                .kind = wire::ReportKind::kExited,
-                .job_id = job.order.job_id,
-                .rank = r.launch.rank,
-                .step = r.last_step});
+        EndPlaceholder(job, r, r.last_step, "");
       }
       continue;
     }
@@ -418,18 +424,7 @@ void Agent::Tick(int64_t now_ns) {
     if (job.done) continue;
     for (RankRun& r : job.ranks) {
       if (r.started && !r.exited && r.pid == 0 && r.end_ns > 0 && now_ns >= r.end_ns) {
-        r.exited = true;
-        r.exit = {0, 0, false};
-        JournalOrLog({{"t", "exit"},
-                      {"order", job.order.id},
-                      {"rank", r.launch.rank},
-                      {"code", 0},
-                      {"signal", 0}});
-        Report({.order_id = job.order.id,
-                .kind = wire::ReportKind::kExited,
-                .job_id = job.order.job_id,
-                .rank = r.launch.rank,
-                .message = "placeholder finished its duration"});
+        EndPlaceholder(job, r, -1, "placeholder finished its duration");
       }
       if (!r.started || r.exited || r.pid == 0) continue;
       if (!r.marker_seen || job.phase == Phase::kCheckpointing || !job.ckpt_order_id.empty()) {

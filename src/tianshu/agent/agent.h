@@ -132,6 +132,7 @@ class Agent {
   void StartRank(JobRun& job, RankRun& rank, const IsolationPlan& plan, int64_t now_ns);
   void Checkpoint(const wire::WorkOrder& order, int64_t now_ns);
   void Stop(const wire::WorkOrder& order, int64_t now_ns);
+  void EndPlaceholder(JobRun& job, RankRun& r, int64_t step, const std::string& message);
   void SignalAll(JobRun& job, int sig);
   void BeginTerminate(JobRun& job, int64_t now_ns);
   bool ReadMarker(RankRun& rank);

@@ -18,13 +18,6 @@ using placement::RankSlot;
 
 namespace {
 
-placement::Outcome AsOutcome(const std::vector<RankSlot>& ranks) {
-  placement::Outcome o;
-  o.kind = placement::OutcomeKind::kPlaced;
-  o.ranks = ranks;
-  return o;
-}
-
 class DefragPolicy final : public engine::ReshapePolicy {
  public:
   DefragPolicy(MigrationOptions m, std::unique_ptr<placement::Strategy> strategy,
@@ -102,7 +95,7 @@ class DefragPolicy final : public engine::ReshapePolicy {
     model::ClusterState trial = work;
     for (JobId id : movers) {
       const JobRecord& j = view.Job(id);
-      if (!placement::Release(&trial, j.request, AsOutcome(j.placement))) return {};
+      if (!placement::Release(&trial, j.request, internal::AsOutcome(j.placement))) return {};
     }
     std::vector<std::pair<int, int>> fenced;
     for (int n : target) {
@@ -157,7 +150,7 @@ class DefragPolicy final : public engine::ReshapePolicy {
     int steps = 0;
     for (const auto& [end, id] : ends) {
       const JobRecord& j = view.Job(id);
-      if (!placement::Release(&t, j.request, AsOutcome(j.placement))) continue;
+      if (!placement::Release(&t, j.request, internal::AsOutcome(j.placement))) continue;
       if (++steps > m_.max_wait_steps) break;
       if (strategy_->Place(t, w.request).placed()) return end - view.now_s;
     }

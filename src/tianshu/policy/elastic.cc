@@ -18,13 +18,6 @@ using placement::RankSlot;
 
 namespace {
 
-placement::Outcome AsOutcome(const std::vector<RankSlot>& ranks) {
-  placement::Outcome o;
-  o.kind = placement::OutcomeKind::kPlaced;
-  o.ranks = ranks;
-  return o;
-}
-
 bool WaitsBefore(const JobRecord& a, const JobRecord& b) {
   if (a.spec.priority != b.spec.priority) return a.spec.priority > b.spec.priority;
   if (a.submit_s != b.submit_s) return a.submit_s < b.submit_s;
@@ -119,7 +112,7 @@ class ElasticPolicy final : public engine::ReshapePolicy {
           for (const RankSlot& s : d.ranks) (s.node == node ? gone : kept).push_back(s);
           placement::PlacementRequest part = j.request;
           part.ranks = static_cast<int>(gone.size());
-          if (!placement::Release(&trial, part, AsOutcome(gone))) break;
+          if (!placement::Release(&trial, part, internal::AsOutcome(gone))) break;
           d.ranks = std::move(kept);
           --d.surplus;
           changed[d.id] = d.ranks;
@@ -208,7 +201,7 @@ class ElasticPolicy final : public engine::ReshapePolicy {
       std::vector<RankSlot> best_ranks;
       for (int k : ks) {
         model::ClusterState t2 = trial;
-        if (!placement::Release(&t2, j.request, AsOutcome(j.placement))) break;
+        if (!placement::Release(&t2, j.request, internal::AsOutcome(j.placement))) break;
         std::vector<std::pair<int, int>> counts;
         for (int n : nodes) {
           int c = 0;
@@ -236,9 +229,9 @@ class ElasticPolicy final : public engine::ReshapePolicy {
       }
       placement::PlacementRequest req = j.request;
       req.ranks = static_cast<int>(best_ranks.size());
-      if (!placement::Release(&trial, j.request, AsOutcome(j.placement))) continue;
-      if (!placement::Apply(&trial, req, AsOutcome(best_ranks))) {
-        (void)placement::Apply(&trial, j.request, AsOutcome(j.placement));
+      if (!placement::Release(&trial, j.request, internal::AsOutcome(j.placement))) continue;
+      if (!placement::Apply(&trial, req, internal::AsOutcome(best_ranks))) {
+        (void)placement::Apply(&trial, j.request, internal::AsOutcome(j.placement));
         continue;
       }
       for (int n : internal::NodesOf(best_ranks)) {

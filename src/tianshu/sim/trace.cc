@@ -118,6 +118,23 @@ Result<std::vector<TraceJob>> LoadPhilly(const std::string& path, const Workload
   return jobs;
 }
 
+// The columns every simple trace has: submission time, duration, GPUs (row i of the CSV).
+Result<TraceJob> SubmitDurationGpus(const std::string& path, const Csv& csv, size_t i, int st,
+                                    int du, int ng) {
+  const auto& r = csv.rows[i];
+  if (r.size() < csv.header.size()) return Fail(path, ":", std::to_string(i + 2), ": short row");
+  auto s = Num(path, i, r[static_cast<size_t>(st)]);
+  auto d = Num(path, i, r[static_cast<size_t>(du)]);
+  auto g = Num(path, i, r[static_cast<size_t>(ng)]);
+  if (!s || !d || !g) return Fail(path, ":", std::to_string(i + 2), ": bad number");
+  TraceJob j;
+  j.id = static_cast<int64_t>(i);
+  j.submit_s = *s;
+  j.duration_s = *d;
+  j.gpus = static_cast<int>(*g);
+  return j;
+}
+
 Result<std::vector<TraceJob>> LoadItp(const std::string& path) {
   auto csv = ReadCsv(path);
   if (!csv) return std::unexpected(csv.error());
@@ -128,19 +145,10 @@ Result<std::vector<TraceJob>> LoadItp(const std::string& path) {
   }
   std::vector<TraceJob> jobs;
   for (size_t i = 0; i < csv->rows.size(); ++i) {
-    const auto& r = csv->rows[i];
-    if (r.size() < csv->header.size()) return Fail(path, ":", std::to_string(i + 2), ": short row");
-    auto s = Num(path, i, r[st]);
-    auto d = Num(path, i, r[du]);
-    auto g = Num(path, i, r[ng]);
-    if (!s || !d || !g) return Fail(path, ":", std::to_string(i + 2), ": bad number");
-    TraceJob j;
-    j.id = static_cast<int64_t>(i);
-    j.name = id >= 0 ? std::string(Trim(r[id])) : "itp-" + std::to_string(i);
-    j.submit_s = *s;
-    j.duration_s = *d;
-    j.gpus = static_cast<int>(*g);
-    jobs.push_back(std::move(j));
+    auto j = SubmitDurationGpus(path, *csv, i, st, du, ng);
+    if (!j) return std::unexpected(j.error());
+    j->name = id >= 0 ? std::string(Trim(csv->rows[i][id])) : "itp-" + std::to_string(i);
+    jobs.push_back(std::move(*j));
   }
   return jobs;
 }
@@ -190,17 +198,10 @@ Result<std::vector<TraceJob>> LoadTiresias(const std::string& path) {
   std::vector<TraceJob> jobs;
   for (size_t i = 0; i < csv->rows.size(); ++i) {
     const auto& r = csv->rows[i];
-    if (r.size() < csv->header.size()) return Fail(path, ":", std::to_string(i + 2), ": short row");
-    auto s = Num(path, i, r[st]);
-    auto d = Num(path, i, r[du]);
-    auto g = Num(path, i, r[ng]);
-    if (!s || !d || !g) return Fail(path, ":", std::to_string(i + 2), ": bad number");
-    TraceJob j;
-    j.id = static_cast<int64_t>(i);
+    auto row = SubmitDurationGpus(path, *csv, i, st, du, ng);
+    if (!row) return std::unexpected(row.error());
+    TraceJob j = std::move(*row);
     j.name = id >= 0 ? r[id] : std::to_string(i);
-    j.submit_s = *s;
-    j.duration_s = *d;
-    j.gpus = static_cast<int>(*g);
     if (mn >= 0) {
       // The trace names small CNN/NLP models; map to the nearest catalogue entries.
       std::string m = ToLower(r[mn]);

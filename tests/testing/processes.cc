@@ -1,0 +1,37 @@
+#include "testing/processes.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <regex>
+
+namespace tianshu::testing {
+
+pid_t SpawnLogged(std::vector<std::string> argv, const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    FILE* f = std::fopen(log.c_str(), "a");
+    if (f) {
+      ::dup2(fileno(f), 1);
+      ::dup2(fileno(f), 2);
+    }
+    std::vector<char*> args;
+    for (auto& s : argv) args.push_back(s.data());
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+std::vector<double> RankZeroLosses(const std::string& log) {
+  std::vector<double> out;
+  std::regex re(R"(\[rank 0\] step \d+ loss ([0-9.]+))");
+  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) {
+    out.push_back(std::stod((*it)[1]));
+  }
+  return out;
+}
+
+}  // namespace tianshu::testing
