@@ -1,6 +1,7 @@
 #include "tianshu/agent/session.h"
 
 #include <httplib.h>
+#include <tuple>
 
 #include <algorithm>
 
@@ -157,6 +158,8 @@ int64_t Session::Step(int64_t now_ns) {
   }
   wire::Heartbeat hb{
       .agent_id = options_.agent_id, .health = wire::Health::kOk, .running = agent_.Running()};
+  // Node CPU and memory use since the previous heartbeat (/proc/stat, /proc/meminfo).
+  std::tie(hb.cpu_utilization, hb.memory_used_bytes) = agent_.HostUsage();
   auto resp = server_.Heartbeat(options_.node, hb);
   if (!resp) {
     Failed(resp.error().message, now_ns);
