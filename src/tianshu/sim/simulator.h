@@ -1,4 +1,5 @@
-// The discrete-event simulator: a virtual clock driving the very engine the server drives.
+// The discrete-event simulator: a virtual clock driving engine::Engine (the server does not use
+// the engine yet; it has its own placer, see server/placer.h).
 // Arrivals become SubmitJob events, the engine's cycle runs whenever something changed (or at
 // the wakeups it asks for), its decisions are carried out here: starts get a speed from the
 // performance model (perf.h) for their placement, shared uplinks and NVMe slow their users,
