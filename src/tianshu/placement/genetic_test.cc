@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "tianshu/placement/internal/random.h"
 #include "tianshu/placement/internal/testing.h"
 #include "tianshu/placement/objective.h"
@@ -57,6 +60,53 @@ TEST(GeneticStrategy, NeverWorseThanTopologyOnLingjun) {
   model::ResourceWeight w;
   EXPECT_LE(EvaluateBatch(state, reqs, g, w).total, EvaluateBatch(state, reqs, p, w).total + 1e-9);
   for (const Outcome& o : g) EXPECT_TRUE(o.placed()) << o.reason;
+}
+
+// The quality benchmark's instances (bench_placement BM_QualityGap), a few of them: genetic
+// within 2% of exact's optimum on average, never worse than topology.
+TEST(GeneticStrategy, CloseToExactOnSmallInstances) {
+  double gap_sum = 0;
+  int instances = 0;
+  for (int i = 0; i < 8; ++i) {
+    internal::Rng rng(1000 + i);
+    const bool three = i % 2 == 1;
+    model::Topology t = *model::GenerateFatTree({.nodes = 16,
+                                                 .nodes_per_leaf = 4,
+                                                 .leaves_per_spine = three ? 2 : 0,
+                                                 .oversubscription = three ? 2.0 : 1.0});
+    ClusterState state(t);
+    const double share = 0.3 + 0.4 * rng.Unit();
+    for (int g = 0; g < t.NumGpus(); ++g) {
+      if (rng.Unit() < share) {
+        ASSERT_TRUE(state.TakeGpu(g, 1000));
+      }
+    }
+    std::vector<PlacementRequest> reqs;
+    const int jobs = 4 + rng.Below(3);
+    const int sizes[] = {1, 2, 4, 6, 8, 12, 16};
+    for (int j = 0; j < jobs; ++j)
+      reqs.push_back({.name = "j" + std::to_string(j), .ranks = sizes[rng.Below(7)]});
+    StrategyOptions o;
+    o.seed = 7 + i;
+    std::vector<Outcome> e = (*MakeStrategy("exact", o))->PlaceBatch(state, reqs);
+    bool proven = true;
+    for (const Outcome& x : e) proven = proven && x.reason.find("not proven") == std::string::npos;
+    if (!proven) continue;
+    const double ce = EvaluateBatch(state, reqs, e, o.weights).total;
+    const double cg =
+        EvaluateBatch(state, reqs, (*MakeStrategy("genetic", o))->PlaceBatch(state, reqs),
+                      o.weights)
+            .total;
+    const double cp =
+        EvaluateBatch(state, reqs, (*MakeStrategy("topology", o))->PlaceBatch(state, reqs),
+                      o.weights)
+            .total;
+    EXPECT_LE(cg, cp + 1e-9) << "instance " << i;
+    gap_sum += (cg - ce) / std::max(std::abs(ce), 1e-9);
+    ++instances;
+  }
+  ASSERT_GT(instances, 4);
+  EXPECT_LE(gap_sum / instances, 0.02);
 }
 
 }  // namespace
