@@ -293,6 +293,30 @@ Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
   return out;
 }
 
+void Engine::MarkRunning(JobRecord& r, const std::vector<placement::RankSlot>& ranks,
+                         double now_s) {
+  RemovePending(r.id);
+  running_.push_back(r.id);
+  r.state = JobState::kRunning;
+  r.placement = ranks;
+  r.start_s = now_s;
+  r.accrued_to_s = now_s;
+  if (r.first_start_s < 0) r.first_start_s = now_s;
+}
+
+Status Engine::Restore(JobId id, const std::vector<placement::RankSlot>& ranks, double start_s) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Fail("restore: no job ", std::to_string(id));
+  JobRecord& r = it->second;
+  if (r.state != JobState::kPending)
+    return Fail("restore: job ", std::to_string(id), " is not pending");
+  if (auto st = placement::Apply(&state_, r.request, AsOutcome(ranks)); !st) {
+    return Fail("restore: job ", std::to_string(id), ": ", st.error().message);
+  }
+  MarkRunning(r, ranks, start_s);
+  return Ok();
+}
+
 void Engine::Commit(const Decision& d, double now_s) {
   if (const auto* s = std::get_if<StartJob>(&d)) {
     JobRecord& r = jobs_.at(s->id);
@@ -300,13 +324,7 @@ void Engine::Commit(const Decision& d, double now_s) {
     auto st = placement::Apply(&state_, r.request, o);
     assert(st.has_value() && "a cycle's start must fit the state it was planned on");
     (void)st;
-    RemovePending(r.id);
-    running_.push_back(r.id);
-    r.state = JobState::kRunning;
-    r.placement = s->ranks;
-    r.start_s = now_s;
-    r.accrued_to_s = now_s;
-    if (r.first_start_s < 0) r.first_start_s = now_s;
+    MarkRunning(r, s->ranks, now_s);
     return;
   }
   if (const auto* s = std::get_if<StopJob>(&d)) {

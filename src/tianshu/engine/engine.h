@@ -254,6 +254,13 @@ class Engine {
   // Idempotent for JobFinished/CancelJob of a job already terminal (returns no decisions).
   [[nodiscard]] Result<std::vector<Decision>> Apply(const Event& event, double now_s);
 
+  // Marks a submitted, pending job as already running on `ranks` since `start_s`: how a caller
+  // that keeps its own records (the server, after a restart or at every cycle) hands the
+  // engine what runs now. Error when the job is not pending or the ranks do not fit what is
+  // free.
+  [[nodiscard]] Status Restore(JobId id, const std::vector<placement::RankSlot>& ranks,
+                               double start_s);
+
   // One scheduling cycle at `now_s`: snapshot -> order -> admit -> place -> decisions, then the
   // decisions are applied to the engine's state in one place. Never fails: outcomes such as
   // "does not fit" stay in the queue; "can never fit" becomes a RejectJob.
@@ -281,6 +288,7 @@ class Engine {
   void Accrue(JobRecord& job, double now_s);
   // Applying decisions: the one place that mutates placements and capacity.
   void Commit(const Decision& d, double now_s);
+  void MarkRunning(JobRecord& r, const std::vector<placement::RankSlot>& ranks, double now_s);
   void Requeue(JobRecord& job, double progress);
   void RemoveFrom(std::vector<JobId>& v, JobId id);
   void AddPending(JobId id);

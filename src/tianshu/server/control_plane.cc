@@ -5,6 +5,7 @@
 
 #include "tianshu/base/strings.h"
 #include "tianshu/comm/comm_plan.h"
+#include "tianshu/engine/engine.h"
 #include "tianshu/model/load.h"
 #include "tianshu/placement/strategy.h"
 
@@ -118,11 +119,12 @@ ControlPlane::~ControlPlane() {
 Result<std::unique_ptr<ControlPlane>> ControlPlane::Open(std::unique_ptr<Store> store,
                                                          ControlPlaneOptions options,
                                                          int64_t now_ms) {
-  std::string strategy = options.placement.empty() ? options.config.algorithm : options.placement;
-  auto placer = Placer::Create(strategy, options.config);
-  if (!placer) return std::unexpected(placer.error());
+  auto engine_options = engine::OptionsFromConfig(options.config);
+  if (!engine_options) return std::unexpected(engine_options.error());
+  if (!options.placement.empty()) engine_options->placement = options.placement;
+  if (auto v = engine_options->Validate(); !v) return std::unexpected(v.error());
   auto cp = std::unique_ptr<ControlPlane>(new ControlPlane(std::move(store), std::move(options)));
-  cp->placer_ = std::move(*placer);
+  cp->engine_options_ = std::move(*engine_options);
   if (auto s = cp->Load(now_ms); !s) return std::unexpected(s.error());
   cp->committer_ = std::make_unique<Committer>(cp->store_.get(), cp->options_.commit_batch);
   return cp;
@@ -805,7 +807,12 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
   std::vector<std::string> nodes = j.Nodes();
   const NodeEntry& master = nodes_.at(nodes.front());
   const int world = static_cast<int>(j.placement.size());
-  const int port = 20000 + static_cast<int>((j.seq * 8 + j.attempt) % 40000);
+  // Rendezvous port: differs per attempt and per server store, so that ranks of another
+  // server's job (or a previous attempt still exiting) do not hold it.
+  const int port =
+      20000 + static_cast<int>(std::hash<std::string>{}(options_.server_id + "/" + j.id + "/" +
+                                                        std::to_string(j.attempt)) %
+                               40000);
   const std::string ckpt =
       options_.checkpoint_root.empty() ? "" : options_.checkpoint_root + "/" + j.id;
   const std::map<std::string, std::string> comm_env =
@@ -1331,86 +1338,85 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
       holding.push_back({&j, req, std::move(held)});
     }
   }
-  std::stable_sort(pending.begin(), pending.end(),
-                   [](const Job* a, const Job* b) { return a->spec.priority > b->spec.priority; });
-  // scheduler.preemption: the fewest lower-priority running jobs (lowest priority first, then
-  // the most recently started, which lose the least work) whose GPUs let `job` fit. They
-  // checkpoint, stop and go back to pending; the job is placed once they have stopped.
-  auto victims_for = [&](const Job& job, const placement::PlacementRequest& req) {
-    std::vector<const Held*> candidates;
-    for (const Held& h : holding) {
-      if (h.job->spec.priority < job.spec.priority &&
-          (h.job->state == JobState::kRunning || h.job->state == JobState::kStarting)) {
-        candidates.push_back(&h);
-      }
+  // The engine decides (issue 5's cycle: order, admit, place, backfill, preempt) on a fresh
+  // copy of the state: what runs is restored into it, what waits is submitted. Jobs stopping
+  // still hold their GPUs. Each decision is then carried out here, and only if it still fits
+  // what the server knows (a preemptor waits until its victims have stopped).
+  auto engine = engine::Engine::Create(topo, engine_options_);
+  if (!engine) {
+    for (Job* j : pending) j->message = "engine: " + engine.error().message;
+    return;
+  }
+  auto seconds = [](int64_t ms) { return static_cast<double>(ms) / 1000.0; };
+  for (int i = 0; i < topo.NumNodes(); ++i) {  // degraded nodes keep their work, get nothing new
+    if (nodes_.at(view_->node_names[static_cast<size_t>(i)]).state != NodeState::kReady) {
+      (void)(*engine)->Apply(engine::NodeFailed{.node = i, .reason = "degraded"}, seconds(now_ms));
     }
-    std::stable_sort(candidates.begin(), candidates.end(), [](const Held* a, const Held* b) {
-      if (a->job->spec.priority != b->job->spec.priority) {
-        return a->job->spec.priority < b->job->spec.priority;
-      }
-      return a->job->updated_ms > b->job->updated_ms;
-    });
-    model::ClusterState trial = state;
-    std::vector<const Held*> chosen;
-    bool fits = false;
-    for (const Held* h : candidates) {
-      if (!placement::Release(&trial, h->request, h->outcome)) continue;
-      chosen.push_back(h);
-      if (placer_->Place(trial, req, pending.size()).placed()) {
-        fits = true;
-        break;
-      }
-    }
-    std::vector<Job*> out;
-    if (!fits) return out;
-    // Keep running any chosen job the placement does not need after all.
-    for (size_t i = chosen.size(); i-- > 0;) {
-      const Held* h = chosen[i];
-      if (!placement::Apply(&trial, h->request, h->outcome)) continue;
-      if (placer_->Place(trial, req, pending.size()).placed()) {
-        chosen.erase(chosen.begin() + static_cast<std::ptrdiff_t>(i));
-      } else {
-        (void)placement::Release(&trial, h->request, h->outcome);
-      }
-    }
-    for (const Held* h : chosen) out.push_back(h->job);
-    return out;
-  };
-  for (Job* j : pending) {
-    // A full cluster places nothing; only preemption can still make room.
-    const bool full = state.AllocatedGpuMilli() >= state.TotalGpuMilli();
-    if (full && (!options_.config.preemption || preemption_in_flight)) break;
-    placement::PlacementRequest req = placement::RequestFromJob(j->spec);
-    placement::Outcome o = full ? placement::Outcome{.kind = placement::OutcomeKind::kDoesNotFitNow,
-                                                     .reason = "every GPU is allocated"}
-                                : placer_->Place(state, req, pending.size());
-    metrics_.placement_outcomes[std::string(placement::OutcomeKindName(o.kind))]++;
-    if (o.placed() && placement::Apply(&state, req, o)) {
-      StartJob(t, *j, o, topo, now_ms);
+  }
+  for (const Held& h : holding) {
+    if (!(*engine)->Apply(engine::SubmitJob{.id = h.job->seq, .spec = h.job->spec},
+                          seconds(h.job->submitted_ms))) {
       continue;
     }
-    std::string why = o.kind == placement::OutcomeKind::kCanNeverFit
-                          ? "cannot fit on the registered nodes: " + o.reason
-                          : "waiting for capacity: " + o.reason;
-    if (o.kind != placement::OutcomeKind::kCanNeverFit && options_.config.preemption &&
-        !preemption_in_flight) {
-      std::vector<Job*> victims = victims_for(*j, req);
-      if (!victims.empty()) {
-        std::string names;
-        for (Job* v : victims) {
-          names += (names.empty() ? "" : ", ") + v->id;
-          metrics_.preemptions++;
-          BeginStop(t, *v, "preempted",
-                    "preempted by " + j->id + " (priority " + std::to_string(j->spec.priority) +
-                        " over " + std::to_string(v->spec.priority) + ")",
-                    "", /*checkpoint_first=*/true, now_ms);
-        }
-        preemption_in_flight = true;
-        why = "preempting " + names + " (checkpoint, then stop) to make room";
-      }
+    (void)(*engine)->Restore(h.job->seq, h.outcome.ranks, seconds(h.job->updated_ms));
+  }
+  std::map<int64_t, Job*> waiting;
+  for (Job* j : pending) {
+    if ((*engine)->Apply(engine::SubmitJob{.id = j->seq, .spec = j->spec},
+                         seconds(j->submitted_ms))) {
+      waiting[j->seq] = j;
+    } else {
+      j->message = "the engine refused the job";
     }
-    if (why != j->message) {
-      j->message = why;
+  }
+  engine::CycleResult cycle = (*engine)->Cycle(seconds(now_ms));
+  std::map<int64_t, std::string> why;
+  std::vector<Job*> victims;
+  for (const engine::Decision& d : cycle.decisions) {
+    if (const auto* go = std::get_if<engine::StartJob>(&d)) {
+      auto it = waiting.find(go->id);
+      if (it == waiting.end()) continue;
+      Job* j = it->second;
+      placement::PlacementRequest req = placement::RequestFromJob(j->spec);
+      placement::Outcome o{.kind = placement::OutcomeKind::kPlaced, .ranks = go->ranks};
+      metrics_.placement_outcomes["placed"]++;
+      if (placement::Apply(&state, req, o)) {
+        StartJob(t, *j, o, topo, now_ms);
+        waiting.erase(it);
+      } else {
+        why[j->seq] = "placed where jobs being preempted still hold GPUs: waiting for them to stop";
+      }
+    } else if (const auto* stop = std::get_if<engine::StopJob>(&d)) {
+      if (stop->reason != engine::StopReason::kPreempted || preemption_in_flight) continue;
+      auto it = jobs_.find(stop->id);
+      if (it == jobs_.end()) continue;
+      Job& v = it->second;
+      if (v.state == JobState::kRunning || v.state == JobState::kStarting) victims.push_back(&v);
+    } else if (const auto* reject = std::get_if<engine::RejectJob>(&d)) {
+      // Nodes may still join: the job waits, saying why.
+      metrics_.placement_outcomes["can-never-fit"]++;
+      why[reject->id] = "cannot fit on the registered nodes: " + reject->reason;
+    }
+  }
+  for (Job* v : victims) {
+    metrics_.preemptions++;
+    BeginStop(t, *v, "preempted",
+              "preempted for a job of higher priority (its priority " +
+                  std::to_string(v->spec.priority) + ")",
+              "", /*checkpoint_first=*/true, now_ms);
+  }
+  for (auto& [seq, j] : waiting) {
+    std::string w;
+    if (auto it = why.find(seq); it != why.end()) {
+      w = it->second;
+    } else {
+      const engine::JobRecord* r = (*engine)->Find(seq);
+      metrics_.placement_outcomes["does-not-fit-now"]++;
+      w = "waiting for capacity" + (r && !r->reason.empty() ? ": " + r->reason : std::string());
+      if (!victims.empty()) w = "waiting while lower-priority jobs checkpoint and stop";
+    }
+    if (w != j->message) {
+      j->message = w;
       t.jobs.insert(j->seq);
     }
   }

@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tianshu/engine/engine.h"
 #include "tianshu/model/engine_config.h"
 #include "tianshu/model/topology.h"
 #include "tianshu/server/committer.h"
@@ -209,8 +210,8 @@ class ControlPlane {
   std::unique_ptr<Store> store_;
   ControlPlaneOptions options_;
   std::unique_ptr<Committer> committer_;
-  std::unique_ptr<Placer> placer_;
-  std::unique_ptr<ClusterView> view_;  // of the last cycle that placed something
+  engine::EngineOptions engine_options_;  // from the config; a fresh engine every cycle
+  std::unique_ptr<ClusterView> view_;     // of the last cycle that placed something
 
   mutable std::mutex mu_;
   std::condition_variable events_cv_, work_cv_;

@@ -7,8 +7,6 @@
 namespace tianshu::server {
 namespace {
 
-constexpr size_t kLargeQueue = 64;
-
 Result<model::ServerType> TypeFor(const wire::Hardware& hw) {
   std::vector<wire::Device> devices = hw.devices;
   std::sort(devices.begin(), devices.end(),
@@ -37,13 +35,16 @@ Result<model::ServerType> TypeFor(const wire::Hardware& hw) {
         numa >= 0 && numa < type->numa_nodes ? numa : g * type->numa_nodes / gpus;
   }
   for (auto& nic : type->nics) nic.numa = std::min(nic.numa, type->numa_nodes - 1);
+  type->labels = hw.labels;  // node_selector matches them (the engine reads the topology's)
   return type;
 }
 
 std::string TypeKey(const model::ServerType& t) {
-  return t.accelerator.model + "/" + std::to_string(t.gpus_per_node) + "/" +
-         std::to_string(t.cpu_milli) + "/" + std::to_string(t.memory_bytes) + "/" +
-         std::to_string(t.numa_nodes) + "/" + std::string(model::BackendName(t.backend));
+  std::string key = t.accelerator.model + "/" + std::to_string(t.gpus_per_node) + "/" +
+                    std::to_string(t.cpu_milli) + "/" + std::to_string(t.memory_bytes) + "/" +
+                    std::to_string(t.numa_nodes) + "/" + std::string(model::BackendName(t.backend));
+  for (const auto& [k, v] : t.labels) key += "/" + k + "=" + v;
+  return key;
 }
 
 }  // namespace
@@ -90,28 +91,5 @@ Result<std::unique_ptr<ClusterView>> BuildClusterView(const std::vector<NodeHard
   if (auto s = t.Finalize(); !s) return std::unexpected(s.error());
   return view;
 }
-
-Result<std::unique_ptr<Placer>> Placer::Create(const std::string& name,
-                                               const model::EngineConfig& config) {
-  placement::StrategyOptions opts;
-  opts.weights = config.resource_weight;
-  if (!config.topology_aware) opts.weights.network = 0;
-  auto p = std::unique_ptr<Placer>(new Placer());
-  auto main = placement::MakeStrategy(name, opts);
-  if (!main) return std::unexpected(main.error());
-  p->main_ = std::move(*main);
-  auto fast = placement::MakeStrategy("topology", opts);
-  if (fast) p->fast_ = std::move(*fast);
-  return p;
-}
-
-placement::Outcome Placer::Place(const model::ClusterState& snapshot,
-                                 const placement::PlacementRequest& request,
-                                 size_t queue_length) const {
-  const placement::Strategy& s = queue_length > kLargeQueue && fast_ ? *fast_ : *main_;
-  return s.Place(snapshot, request);
-}
-
-std::string Placer::Name() const { return std::string(main_->Name()); }
 
 }  // namespace tianshu::server
