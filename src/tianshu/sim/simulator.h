@@ -1,5 +1,5 @@
-// The discrete-event simulator: a virtual clock driving engine::Engine (the server does not use
-// the engine yet; it has its own placer, see server/placer.h).
+// The discrete-event simulator: a virtual clock driving engine::Engine, the cycle the server
+// also runs (on real time, from its own records; server/control_plane.cc).
 // Arrivals become SubmitJob events, the engine's cycle runs whenever something changed (or at
 // the wakeups it asks for), its decisions are carried out here: starts get a speed from the
 // performance model (perf.h) for their placement, shared uplinks and NVMe slow their users,
