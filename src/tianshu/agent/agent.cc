@@ -464,9 +464,10 @@ void Agent::Tick(int64_t now_ns) {
               .step = r.last_step,
               .message = msg});
     }
+    JobRun& this_job = job;  // clang 14 cannot capture a structured binding
     auto live = [&]() {
       std::vector<RankRun*> out;
-      for (RankRun& r : job.ranks) {
+      for (RankRun& r : this_job.ranks) {
         if (r.started && !r.exited && r.pid > 0) out.push_back(&r);
       }
       return out;

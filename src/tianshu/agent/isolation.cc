@@ -1,6 +1,7 @@
 #include "tianshu/agent/isolation.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "tianshu/base/strings.h"
@@ -16,7 +17,7 @@ std::string MigProfile(int64_t memory_bytes, int gpu_milli) {
   int g = slices <= 1 ? 1 : slices == 2 ? 2 : slices == 3 ? 3 : slices == 4 ? 4 : 7;
   int mem_slices = g == 1 ? 1 : g == 2 ? 2 : g <= 4 ? 4 : 8;
   double gb = static_cast<double>(memory_bytes) / static_cast<double>(int64_t{1} << 30);
-  int mem_gb = static_cast<int>(gb * mem_slices / 8 + 0.5);
+  int mem_gb = static_cast<int>(std::lround(gb * mem_slices / 8));
   return std::to_string(g) + "g." + std::to_string(mem_gb) + "gb";
 }
 
@@ -26,7 +27,7 @@ std::string WholeDisk(SystemFiles& fs, const std::string& dev) {
   auto link = fs.ReadLink(base);  // ../../devices/.../nvme0n1/nvme0n1p2
   if (!link) return dev;
   std::string parent = Dirname(*link);
-  std::string parent_abs = parent.rfind("/", 0) == 0 ? parent : "/sys/dev/block/" + parent;
+  std::string parent_abs = parent.rfind('/', 0) == 0 ? parent : "/sys/dev/block/" + parent;
   auto d = fs.Read(parent_abs + "/dev");
   return d ? std::string(Trim(*d)) : dev;
 }

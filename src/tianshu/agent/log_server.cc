@@ -79,7 +79,7 @@ Result<std::unique_ptr<LogServer>> LogServer::Start(LogServerOptions options) {
         res.set_header("X-Tianshu-Log-Next", std::to_string(chunk->next));
         res.set_header("X-Tianshu-Log-Size", std::to_string(chunk->size));
         res.set_header("X-Tianshu-Log-Ended", chunk->ended ? "1" : "0");
-        res.set_content(std::move(chunk->data), "application/octet-stream");
+        res.set_content(chunk->data, "application/octet-stream");
       });
   const std::string& host = impl->options.host;
   if (impl->options.port == 0) {

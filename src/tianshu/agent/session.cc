@@ -17,7 +17,7 @@ struct HttpControlPlane::Impl {
   httplib::Headers headers;
 };
 
-HttpControlPlane::HttpControlPlane(const std::string& server, std::string token) {
+HttpControlPlane::HttpControlPlane(const std::string& server, const std::string& token) {
   std::string s = server;
   for (const char* scheme : {"http://", "https://"}) {
     if (StartsWith(s, scheme)) s = s.substr(std::string(scheme).size());

@@ -37,7 +37,7 @@ class ControlPlane {
 // HTTP/1.1 with keep-alive to "host:port", bearer token on every request.
 class HttpControlPlane final : public ControlPlane {
  public:
-  HttpControlPlane(const std::string& server, std::string token);
+  HttpControlPlane(const std::string& server, const std::string& token);
   ~HttpControlPlane() override;
   Result<wire::RegisterResponse> Register(const wire::RegisterRequest& r) override;
   Result<wire::HeartbeatResponse> Heartbeat(const std::string& node,

@@ -62,7 +62,8 @@ class LasOrder final : public OrderPolicy {
       int queue;
       double submit;
       JobId id;
-      auto operator<=>(const Key&) const = default;
+      auto operator<=>(const Key&) const =
+          default;  // NOLINT(modernize-use-nullptr): clang-tidy 14 misreads it
     };
     std::vector<Key> keys;
     keys.reserve(q->size());

@@ -12,6 +12,7 @@
 // runs branch and bound with probing, Gomory, knapsack, MIR and clique cuts. The step budget
 // is CBC's node limit; beyond it the best solution found is used and the outcome says it is
 // not proven optimal; past max_variables, topology's placement is returned.
+#include <cmath>
 #include <coin/CbcHeuristicFPump.hpp>
 #include <coin/CbcHeuristicLocal.hpp>
 #include <coin/CbcModel.hpp>
@@ -202,8 +203,9 @@ class Exact final : public Strategy {
         for (const RankSlot& slot : seed[j].ranks) ++per_node[slot.node];
         bool ok = true;
         for (auto [n, k] : per_node) {
+          const int node = n;  // a structured binding cannot be captured before C++20 in clang 14
           auto it = std::find_if(vars[j].x.begin(), vars[j].x.end(),
-                                 [&](auto& p) { return p.first == n; });
+                                 [&](auto& p) { return p.first == node; });
           if (it == vars[j].x.end()) {
             ok = false;
             break;
@@ -212,8 +214,9 @@ class Exact final : public Strategy {
         if (!ok) continue;
         start[vars[j].z] = 1;
         for (auto [n, k] : per_node) {
+          const int node = n;  // a structured binding cannot be captured before C++20 in clang 14
           auto it = std::find_if(vars[j].x.begin(), vars[j].x.end(),
-                                 [&](auto& p) { return p.first == n; });
+                                 [&](auto& p) { return p.first == node; });
           start[it->second] = k;
           start[it->second + 1] = 1;
           for (int l = 0; l < levels; ++l) {
@@ -264,7 +267,7 @@ class Exact final : public Strategy {
       NodeCounts counts;
       if (sol != nullptr && sol[vars[j].z] > 0.5) {
         for (auto [n, x] : vars[j].x) {
-          int k = static_cast<int>(sol[x] + 0.5);
+          int k = static_cast<int>(std::lround(sol[x]));
           if (k > 0) counts.push_back({n, k});
         }
       }

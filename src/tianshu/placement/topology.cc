@@ -204,7 +204,9 @@ bool FillBelow(const ClusterState& s, const PlacementRequest& r, int sw, int ran
   NodeCounts more;
   Select(s, sc, sw, ranks, &more);
   for (auto [n, k] : more) {
-    auto it = std::find_if(counts->begin(), counts->end(), [&](auto& p) { return p.first == n; });
+    const int node = n;  // clang 14 cannot capture a structured binding
+    auto it =
+        std::find_if(counts->begin(), counts->end(), [&](auto& p) { return p.first == node; });
     if (it == counts->end()) {
       counts->push_back({n, k});
     } else {

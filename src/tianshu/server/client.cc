@@ -86,7 +86,7 @@ httplib::Result WithRetry(F&& send) {
 
 Result<ApiResponse> Client::Get(const std::string& path) {
   if (!base_error_.empty()) return Fail(base_error_);
-  return Convert(WithRetry([&] { return http_->Get(path.c_str()); }), options_.server);
+  return Convert(WithRetry([&] { return http_->Get(path); }), options_.server);
 }
 
 Result<ApiResponse> Client::Post(const std::string& path, const std::string& body,
@@ -95,14 +95,13 @@ Result<ApiResponse> Client::Post(const std::string& path, const std::string& bod
   if (!base_error_.empty()) return Fail(base_error_);
   httplib::Headers h;
   for (const auto& [k, v] : headers) h.emplace(k, v);
-  return Convert(
-      WithRetry([&] { return http_->Post(path.c_str(), h, body, content_type.c_str()); }),
-      options_.server);
+  return Convert(WithRetry([&] { return http_->Post(path, h, body, content_type); }),
+                 options_.server);
 }
 
 Result<ApiResponse> Client::Delete(const std::string& path) {
   if (!base_error_.empty()) return Fail(base_error_);
-  return Convert(WithRetry([&] { return http_->Delete(path.c_str()); }), options_.server);
+  return Convert(WithRetry([&] { return http_->Delete(path); }), options_.server);
 }
 
 }  // namespace tianshu::server

@@ -207,7 +207,7 @@ void Server::Routes() {
         return httplib::Server::HandlerResponse::Handled;
       }));
   h.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      [](const httplib::Request&, httplib::Response& res, const std::exception_ptr& ep) {
         std::string what = "internal error";
         try {
           if (ep) std::rethrow_exception(ep);

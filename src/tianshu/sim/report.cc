@@ -188,7 +188,8 @@ std::string HeatMap(const std::string& title, const model::Topology& topo,
     double v = std::clamp<double>(heat[i], 0, 1);
     int r = static_cast<int>(255 - 200 * v), g = static_cast<int>(245 - 180 * v),
         b = static_cast<int>(240 - 60 * v);
-    double x = 10 + (i % cols) * cell, y = 32 + (i / cols) * cell;
+    const int row = i / cols, col = i % cols;  // the node's cell in the grid
+    double x = 10 + col * cell, y = 32 + row * cell;
     o << fmt::format(
         R"svg(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="rgb({},{},{})" stroke="#fff" stroke-width="0.5"><title>{}: {:.0f}%</title></rect>)svg",
         x, y, cell, cell, r, g, b, Esc(i < topo.NumNodes() ? topo.nodes[i].name : ""), v * 100);

@@ -390,7 +390,7 @@ Result<SimResult> Sim::Run() {
     double t = std::min(t_heap, t_arr);
     if (t >= 1e300) break;
     // Only failures left, nothing pending can ever start: stop.
-    if (t_arr >= 1e300 && engine_->Running().empty() && alloc_ == 0 && heap_.size() > 0 &&
+    if (t_arr >= 1e300 && engine_->Running().empty() && alloc_ == 0 && !heap_.empty() &&
         heap_.top().kind >= EvKind::kNodeFail && engine_->Pending().empty()) {
       break;
     }

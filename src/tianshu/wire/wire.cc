@@ -645,7 +645,7 @@ Result<RegisterRequest> ParseRegisterRequest(std::string_view text) {
       break;
     }
   }
-  return Finish(std::move(r), e);
+  return Finish(r, e);
 }
 
 Result<RegisterResponse> ParseRegisterResponse(std::string_view text) {
