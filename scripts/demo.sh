@@ -26,7 +26,7 @@ if [ -f ../shared/data/philly/philly.csv ]; then
   out=build/demo
   mkdir -p "$out"
   echo
-  echo "== tianshu simulate --trace philly (four presets side by side; a minute or two)"
+  echo "== tianshu simulate --trace philly (four presets side by side; about ten seconds)"
   $T simulate --trace philly --report "$out/philly-report.html" --jobs-csv "$out/philly-jobs.csv"
   echo
   echo "report: $out/philly-report.html (open it in a browser); per-job rows: $out/philly-jobs.csv"
