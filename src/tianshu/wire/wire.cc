@@ -645,7 +645,7 @@ Result<RegisterRequest> ParseRegisterRequest(std::string_view text) {
       break;
     }
   }
-  return Finish(r, e);
+  return Finish(std::move(r), e);
 }
 
 Result<RegisterResponse> ParseRegisterResponse(std::string_view text) {
@@ -704,7 +704,7 @@ Result<HeartbeatResponse> ParseHeartbeatResponse(std::string_view text) {
   Obj o(*j, "", &e, {"reregister", "pending_orders"});
   o.Bool("reregister", &r.reregister);
   o.Int("pending_orders", &r.pending_orders, 0, kMaxI64);
-  return Finish(std::move(r), e);
+  return Finish(r, e);  // trivially copyable
 }
 
 Result<WorkOrder> WorkOrderFromJson(const json& j, const std::string& where) {
