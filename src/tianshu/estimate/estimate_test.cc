@@ -285,6 +285,26 @@ TEST(Estimate, InferenceFitsWeightsAndKvCache) {
   EXPECT_GT(r->tokens_per_sec, 0);
 }
 
+// Grouped-query attention: LLaMA-2 70B keeps 8 KV heads for 64 query heads, so its KV cache is
+// 2 (K, V) x 2 bytes x 80 layers x 8 x 128 per token: 327,680 bytes, 1/8 of full attention's.
+TEST(Estimate, GroupedQueryAttentionShrinksTheKvCache) {
+  model::ModelSpec gqa = *model::FindModelProfile("llama2-70b");
+  ASSERT_EQ(gqa.KvHeads(), 8);
+  model::ModelSpec mha = gqa;
+  mha.kv_heads = 0;  // every head keeps its own K and V
+  model::InferenceSpec inf;
+  inf.batch = 1;
+  inf.max_seq_len = 4096;
+  auto kv = [&](const model::ModelSpec& m, int tp) {
+    return static_cast<double>(InferenceMemory(m, inf, tp, /*pp=*/1).kv_cache);
+  };
+  EXPECT_NEAR(kv(gqa, 1), 327680.0 * 4096, 1e-6 * 327680.0 * 4096);
+  EXPECT_NEAR(kv(mha, 1), 8.0 * kv(gqa, 1), 1e-6 * kv(mha, 1));
+  // Tensor parallelism splits KV heads, never below one head per rank.
+  EXPECT_NEAR(kv(gqa, 8), kv(gqa, 1) / 8.0, 1e3);
+  EXPECT_NEAR(kv(gqa, 16), kv(gqa, 1) / 8.0, 1e3);
+}
+
 TEST(Estimate, StorageDemandAsyncHidesSyncStalls) {
   auto topo = FatTree(16);
   auto gpus = Iota(128);

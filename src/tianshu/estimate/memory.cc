@@ -141,7 +141,12 @@ MemoryBreakdown InferenceMemory(const model::ModelSpec& m, const model::Inferenc
   if (m.IsTransformer() && m.layers > 0) {
     const double seq = inf.max_seq_len > 0 ? inf.max_seq_len : m.seq_len;
     const double layers = std::ceil(static_cast<double>(m.layers) / c.pp);
-    out.kv_cache = Bytes(2.0 * 2.0 * layers * std::max(1, inf.batch) * seq * m.hidden / c.tp);
+    // K and V, 2 bytes each, per layer and token: kv_heads x head_dim values (GQA shares a
+    // key/value head among heads/kv_heads query heads), split over the tensor-parallel ranks
+    // (a rank keeps at least one KV head).
+    const double kv_width = static_cast<double>(m.hidden) * m.KvHeads() / std::max(1, m.heads);
+    const double kv_shards = std::min<double>(c.tp, std::max(1, m.KvHeads()));
+    out.kv_cache = Bytes(2.0 * 2.0 * layers * std::max(1, inf.batch) * seq * kv_width / kv_shards);
     // Working activations of one decode step plus a prefill chunk: s·b·h·(10 + 24/t) once.
     ParallelConfig one = c;
     one.micro_batch = std::max(1, inf.batch);

@@ -50,8 +50,10 @@ const std::vector<ModelSpec>& Catalogue() {
     v.push_back(Transformer("llama2-7b", "llama", 6'740'000'000, 32, 4096, 32, 4096, 32000, 1024));
     v.push_back(
         Transformer("llama2-13b", "llama", 13'000'000'000, 40, 5120, 40, 4096, 32000, 1024));
-    v.push_back(
-        Transformer("llama2-70b", "llama", 68'980'000'000, 80, 8192, 64, 4096, 32000, 1024));
+    ModelSpec llama70 =
+        Transformer("llama2-70b", "llama", 68'980'000'000, 80, 8192, 64, 4096, 32000, 1024);
+    llama70.kv_heads = 8;  // grouped-query attention (Touvron et al. 2023, §2.2)
+    v.push_back(llama70);
     v.push_back(
         Transformer("gpt-530b", "gpt", 530'000'000'000, 105, 20480, 128, 2048, 51200, 2520));
     v.push_back(
@@ -66,6 +68,7 @@ const std::vector<ModelSpec>& Catalogue() {
         Transformer("mixtral-8x7b", "moe", 46'700'000'000, 32, 4096, 32, 4096, 32000, 1024);
     moe.experts = 8;
     moe.top_k = 2;
+    moe.kv_heads = 8;
     moe.ffn_hidden = 14336;
     v.push_back(moe);
     v.push_back(Transformer("bert-large", "bert", 340'000'000, 24, 1024, 16, 512, 30522, 256));

@@ -46,6 +46,7 @@ struct ModelSpec {
   int layers = 0;
   int hidden = 0;
   int heads = 0;
+  int kv_heads = 0;    // key/value heads (grouped-query attention); 0 means heads
   int ffn_hidden = 0;  // 0 means 4 * hidden
   int seq_len = 2048;
   int vocab = 51200;
@@ -56,6 +57,7 @@ struct ModelSpec {
   double flops_per_sample = 0;  // forward FLOPs per sample for non-transformers (resnet)
 
   bool IsTransformer() const { return family != "resnet"; }
+  int KvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
 };
 
 struct Parallelism {

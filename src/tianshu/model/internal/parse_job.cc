@@ -24,8 +24,8 @@ void ParseModel(YamlReader& r, const YAML::Node& m, ModelSpec* out) {
   if (!r.ExpectMap(m, p)) return;
   r.CheckKeys(
       m, p,
-      {"profile", "family", "parameters", "layers", "hidden", "heads", "ffn_hidden", "seq_len",
-       "vocab", "experts", "top_k", "global_batch", "micro_batch", "flops_per_sample"});
+      {"profile", "family", "parameters", "layers", "hidden", "heads", "kv_heads", "ffn_hidden",
+       "seq_len", "vocab", "experts", "top_k", "global_batch", "micro_batch", "flops_per_sample"});
   std::string profile;
   if (r.String(m, p, "profile", &profile)) {
     const ModelSpec* prof = FindModelProfile(profile);
@@ -44,6 +44,7 @@ void ParseModel(YamlReader& r, const YAML::Node& m, ModelSpec* out) {
   r.Int(m, p, "layers", &out->layers, 1, 10'000);
   r.Int(m, p, "hidden", &out->hidden, 1, 1'000'000);
   r.Int(m, p, "heads", &out->heads, 1, 100'000);
+  r.Int(m, p, "kv_heads", &out->kv_heads, 1, 100'000);
   r.Int(m, p, "ffn_hidden", &out->ffn_hidden, 1, 10'000'000);
   r.Int(m, p, "seq_len", &out->seq_len, 1, 100'000'000);
   r.Int(m, p, "vocab", &out->vocab, 0, 100'000'000);
@@ -62,6 +63,11 @@ void ParseModel(YamlReader& r, const YAML::Node& m, ModelSpec* out) {
               "hidden (" + std::to_string(out->hidden) + ") is not divisible by heads (" +
                   std::to_string(out->heads) + ")");
     }
+  }
+  if (out->kv_heads > 0 && out->heads > 0 && out->heads % out->kv_heads != 0) {
+    r.Error(r.Get(m, "kv_heads").IsDefined() ? r.Get(m, "kv_heads") : m, "model.kv_heads",
+            "heads (" + std::to_string(out->heads) + ") is not a multiple of kv_heads (" +
+                std::to_string(out->kv_heads) + ")");
   }
   if (out->top_k > out->experts) {
     r.Error(m, "model.top_k",
