@@ -27,18 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-int FreePort() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
-
 std::string Slurp(const fs::path& p) {
   std::ifstream f(p);
   std::stringstream s;
@@ -62,7 +50,7 @@ class Cluster : public ::testing::Test {
     }
     char tmpl[] = "/tmp/tianshu-e2e-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
-    port_ = FreePort();
+    port_ = tianshu::testing::FreeLoopbackPort();
     server_ = Spawn({"serve", "--listen", "127.0.0.1:" + std::to_string(port_), "--data",
                      dir_ + "/server", "--lost-after", "4s", "--heartbeat-interval", "500ms"},
                     dir_ + "/server.log");

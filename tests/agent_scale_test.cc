@@ -33,18 +33,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-int FreePort() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(s);
-  return ntohs(a.sin_port);
-}
-
 int EnvInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v ? std::atoi(v) : fallback;
@@ -87,7 +75,7 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
   const int kGpusPerNode = 8, kNodesPerLeaf = 16;
   char tmpl[] = "/tmp/tianshu-scale-XXXXXX";
   std::string dir = ::mkdtemp(tmpl);
-  int port = FreePort();
+  int port = tianshu::testing::FreeLoopbackPort();
   std::string server_addr = "127.0.0.1:" + std::to_string(port);
   pid_t server =
       Spawn({"serve", "--listen", server_addr, "--data", dir + "/server", "--lost-after", "30s"},

@@ -15,22 +15,10 @@
 #include <thread>
 
 #include "server_fixture.h"
+#include "testing/processes.h"
 
 namespace tianshu::testing {
 namespace {
-
-int FreePort() {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  close(s);
-  return ntohs(a.sin_port);
-}
 
 pid_t StartServe(const std::string& dir, const std::string& token_file, int port) {
   pid_t pid = fork();
@@ -65,7 +53,7 @@ TEST(ServerCrash, EveryAcknowledgedJobSurvivesSigkill) {
   std::string dir = MakeTempDir("tianshu-crash");
   std::string token_file = dir + "/token";
   std::ofstream(token_file) << kToken << "\n";
-  int port = FreePort();
+  int port = tianshu::testing::FreeLoopbackPort();
   pid_t pid = StartServe(dir, token_file, port);
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(WaitHealthy(port)) << "server did not come up; see " << dir << "/serve.log";
@@ -115,7 +103,7 @@ TEST(ServerCrash, EveryAcknowledgedJobSurvivesSigkill) {
   for (auto& c : clients) c.join();
   EXPECT_TRUE(WIFSIGNALED(status));
 
-  int port2 = FreePort();
+  int port2 = tianshu::testing::FreeLoopbackPort();
   pid_t pid2 = StartServe(dir, token_file, port2);
   ASSERT_TRUE(WaitHealthy(port2)) << "restart failed; see " << dir << "/serve.log";
   auto c = ClientFor(port2);

@@ -120,8 +120,7 @@ class ServerFixture {
 class FakeAgent {
  public:
   FakeAgent(ServerFixture& f, std::string node, int devices, std::string agent_id = "")
-      : f_(f),
-        node_(std::move(node)),
+      : node_(std::move(node)),
         devices_(devices),
         agent_id_(agent_id.empty() ? node_ + "-agent-1" : std::move(agent_id)),
         client_(f.NewClient()) {}
@@ -182,7 +181,6 @@ class FakeAgent {
     EXPECT_TRUE(r) << r.error().message;
     return r ? *r : server::ApiResponse{};
   }
-  ServerFixture& f_;
   std::string node_;
   int devices_;
   std::string agent_id_;

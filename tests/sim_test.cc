@@ -129,7 +129,7 @@ TEST(SimLowerBound, LoneJobMeetsItAndQueuesRespectIt) {
   EXPECT_NEAR(r2->metrics.utilization, 1.0, 1e-9);
 }
 
-std::vector<placement::RankSlot> OnNodes(const model::Topology& t, std::vector<int> nodes) {
+std::vector<placement::RankSlot> OnNodes(const model::Topology& t, const std::vector<int>& nodes) {
   std::vector<placement::RankSlot> out;
   for (int n : nodes) {
     for (int g = 0; g < t.GpusOn(n); ++g) out.push_back({n, t.nodes[n].first_gpu + g});

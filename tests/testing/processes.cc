@@ -1,5 +1,8 @@
 #include "testing/processes.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -23,6 +26,22 @@ pid_t SpawnLogged(std::vector<std::string> argv, const std::string& log) {
     ::_exit(127);
   }
   return pid;
+}
+
+int FreeLoopbackPort() {
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (s < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  ::close(s);
+  return port;
 }
 
 std::vector<double> RankZeroLosses(const std::string& log) {

@@ -14,6 +14,9 @@ namespace tianshu::testing {
 // appended to `log`; returns its pid (the child exits 127 when exec fails).
 pid_t SpawnLogged(std::vector<std::string> argv, const std::string& log);
 
+// A TCP port free on 127.0.0.1 right now (0 when none could be had).
+int FreeLoopbackPort();
+
 // The losses rank 0 of examples/workloads/train_gpt.py logged ("[rank 0] step N loss X"), in
 // order.
 std::vector<double> RankZeroLosses(const std::string& log);
