@@ -77,6 +77,7 @@ class Sim {
   void Advance(double t);
   void Contribute(struct Run& r, double sign);
   void Reprice(int j, double t);
+  void Leave(int j, double t);
   void Resolve(double t);
   void StartJob(const engine::StartJob& s, double t);
   void StopJob(int j, double t, bool keep_progress);
@@ -256,10 +257,17 @@ void Sim::StopJob(int j, double t, bool keep_progress) {
     r.done -= lost;
     r.lost_s += lost;
   }
+  Leave(j, t);
+  r.paused = false;
+}
+
+// A run ends (stopped or finished): its GPU-time is booked, it leaves its nodes, and the jobs
+// that shared their NVMe with it are repriced.
+void Sim::Leave(int j, double t) {
+  struct Run& r = runs_[j];
   Contribute(r, -1);
   r.allocated_gpu_s += r.gpus * (t - r.run_start);
   r.running = false;
-  r.paused = false;
   ++r.version;
   for (int n : r.nodes) std::erase(node_jobs_[n], j);
   for (int n : r.nodes) {
@@ -302,22 +310,7 @@ Status Sim::Finish(int j, double t) {
   struct Run& r = runs_[j];
   r.done = r.need;
   r.last_t = t;
-  Contribute(r, -1);
-  r.allocated_gpu_s += r.gpus * (t - r.run_start);
-  r.running = false;
-  ++r.version;
-  for (int n : r.nodes) std::erase(node_jobs_[n], j);
-  for (int n : r.nodes) {
-    for (int other : node_jobs_[n]) {
-      double k = 1;
-      for (int m : runs_[other].nodes) k = std::max(k, static_cast<double>(node_jobs_[m].size()));
-      if (k != runs_[other].nvme && !runs_[other].perf.opaque) {
-        runs_[other].nvme = k;
-        Reprice(other, t);
-      }
-    }
-  }
-  if (networked_.erase(j)) contention_dirty_ = true;
+  Leave(j, t);
   auto st = engine_->Apply(engine::JobFinished{j, true, ""}, t);
   if (!st) return std::unexpected(st.error());
   ++terminal_;
