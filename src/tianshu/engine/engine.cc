@@ -118,17 +118,6 @@ void Engine::Requeue(JobRecord& job, double progress) {
   AddPending(job.id);
 }
 
-namespace {
-
-placement::Outcome AsOutcome(const std::vector<placement::RankSlot>& ranks) {
-  placement::Outcome o;
-  o.kind = placement::OutcomeKind::kPlaced;
-  o.ranks = ranks;
-  return o;
-}
-
-}  // namespace
-
 std::vector<Decision> Engine::StopJobsOnNode(int node, StopReason why, double now_s) {
   std::vector<Decision> out;
   std::vector<JobId> hit;
@@ -270,7 +259,7 @@ Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
     }
     Accrue(r, now_s);
     if (e->success) {
-      auto st = placement::Release(&state_, r.request, AsOutcome(r.placement));
+      auto st = placement::Release(&state_, r.request, placement::PlacedOutcome(r.placement));
       (void)st;  // the placement was applied by Commit, so it releases
       RemoveFrom(running_, r.id);
       r.placement.clear();
@@ -310,7 +299,7 @@ Status Engine::Restore(JobId id, const std::vector<placement::RankSlot>& ranks, 
   JobRecord& r = it->second;
   if (r.state != JobState::kPending)
     return Fail("restore: job ", std::to_string(id), " is not pending");
-  if (auto st = placement::Apply(&state_, r.request, AsOutcome(ranks)); !st) {
+  if (auto st = placement::Apply(&state_, r.request, placement::PlacedOutcome(ranks)); !st) {
     return Fail("restore: job ", std::to_string(id), ": ", st.error().message);
   }
   MarkRunning(r, ranks, start_s);
@@ -320,7 +309,7 @@ Status Engine::Restore(JobId id, const std::vector<placement::RankSlot>& ranks, 
 void Engine::Commit(const Decision& d, double now_s) {
   if (const auto* s = std::get_if<StartJob>(&d)) {
     JobRecord& r = jobs_.at(s->id);
-    placement::Outcome o = AsOutcome(s->ranks);
+    placement::Outcome o = placement::PlacedOutcome(s->ranks);
     auto st = placement::Apply(&state_, r.request, o);
     assert(st.has_value() && "a cycle's start must fit the state it was planned on");
     (void)st;
@@ -330,7 +319,7 @@ void Engine::Commit(const Decision& d, double now_s) {
   if (const auto* s = std::get_if<StopJob>(&d)) {
     JobRecord& r = jobs_.at(s->id);
     if (r.state != JobState::kRunning) return;
-    auto st = placement::Release(&state_, r.request, AsOutcome(r.placement));
+    auto st = placement::Release(&state_, r.request, placement::PlacedOutcome(r.placement));
     (void)st;
     RemoveFrom(running_, r.id);
     if (s->reason == StopReason::kPreempted) ++r.preemptions;
@@ -357,10 +346,10 @@ void Engine::Commit(const Decision& d, double now_s) {
   }
   if (const auto* s = std::get_if<ResizeJob>(&d)) {
     JobRecord& r = jobs_.at(s->id);
-    auto st = placement::Release(&state_, r.request, AsOutcome(r.placement));
+    auto st = placement::Release(&state_, r.request, placement::PlacedOutcome(r.placement));
     (void)st;
     r.request.ranks = static_cast<int>(s->ranks.size());
-    st = placement::Apply(&state_, r.request, AsOutcome(s->ranks));
+    st = placement::Apply(&state_, r.request, placement::PlacedOutcome(s->ranks));
     (void)st;
     r.placement = s->ranks;
     ++r.resizes;
@@ -368,9 +357,9 @@ void Engine::Commit(const Decision& d, double now_s) {
   }
   if (const auto* s = std::get_if<MigrateJob>(&d)) {
     JobRecord& r = jobs_.at(s->id);
-    auto st = placement::Release(&state_, r.request, AsOutcome(r.placement));
+    auto st = placement::Release(&state_, r.request, placement::PlacedOutcome(r.placement));
     (void)st;
-    st = placement::Apply(&state_, r.request, AsOutcome(s->ranks));
+    st = placement::Apply(&state_, r.request, placement::PlacedOutcome(s->ranks));
     (void)st;
     r.placement = s->ranks;
     ++r.migrations;
@@ -538,7 +527,7 @@ CycleResult Engine::Cycle(double now_s) {
         bool placed = false;
         for (JobId v : victims) {
           const JobRecord& vr = jobs_.at(v);
-          auto st = placement::Release(&trial, vr.request, AsOutcome(vr.placement));
+          auto st = placement::Release(&trial, vr.request, placement::PlacedOutcome(vr.placement));
           if (!st) continue;
           taken.push_back(v);
           if (WholeNeed(job.request) > FreeWholeGpus(trial)) continue;
@@ -553,7 +542,7 @@ CycleResult Engine::Cycle(double now_s) {
         if (placed) {
           for (JobId v : taken) {
             const JobRecord& vr = jobs_.at(v);
-            auto st = placement::Release(&work, vr.request, AsOutcome(vr.placement));
+            auto st = placement::Release(&work, vr.request, placement::PlacedOutcome(vr.placement));
             (void)st;
             result.decisions.emplace_back(std::in_place_type<StopJob>,
                                           StopJob{.id = v,

@@ -69,6 +69,11 @@ struct Outcome {
   bool placed() const { return kind == OutcomeKind::kPlaced; }
 };
 
+// The placed outcome holding `ranks`: what a job already runs on (to apply or release it).
+inline Outcome PlacedOutcome(std::vector<RankSlot> ranks) {
+  return Outcome{.kind = OutcomeKind::kPlaced, .ranks = std::move(ranks)};
+}
+
 // Options of the genetic strategy (steps, not wall-clock time, so a run is reproducible).
 struct GeneticOptions {
   int population = 24;

@@ -95,7 +95,7 @@ class DefragPolicy final : public engine::ReshapePolicy {
     model::ClusterState trial = work;
     for (JobId id : movers) {
       const JobRecord& j = view.Job(id);
-      if (!placement::Release(&trial, j.request, internal::AsOutcome(j.placement))) return {};
+      if (!placement::Release(&trial, j.request, placement::PlacedOutcome(j.placement))) return {};
     }
     std::vector<std::pair<int, int>> fenced;
     for (int n : target) {
@@ -150,7 +150,7 @@ class DefragPolicy final : public engine::ReshapePolicy {
     int steps = 0;
     for (const auto& [end, id] : ends) {
       const JobRecord& j = view.Job(id);
-      if (!placement::Release(&t, j.request, internal::AsOutcome(j.placement))) continue;
+      if (!placement::Release(&t, j.request, placement::PlacedOutcome(j.placement))) continue;
       if (++steps > m_.max_wait_steps) break;
       if (strategy_->Place(t, w.request).placed()) return end - view.now_s;
     }

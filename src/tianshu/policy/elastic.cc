@@ -112,7 +112,7 @@ class ElasticPolicy final : public engine::ReshapePolicy {
           for (const RankSlot& s : d.ranks) (s.node == node ? gone : kept).push_back(s);
           placement::PlacementRequest part = j.request;
           part.ranks = static_cast<int>(gone.size());
-          if (!placement::Release(&trial, part, internal::AsOutcome(gone))) break;
+          if (!placement::Release(&trial, part, placement::PlacedOutcome(gone))) break;
           d.ranks = std::move(kept);
           --d.surplus;
           changed[d.id] = d.ranks;
@@ -201,7 +201,7 @@ class ElasticPolicy final : public engine::ReshapePolicy {
       std::vector<RankSlot> best_ranks;
       for (int k : ks) {
         model::ClusterState t2 = trial;
-        if (!placement::Release(&t2, j.request, internal::AsOutcome(j.placement))) break;
+        if (!placement::Release(&t2, j.request, placement::PlacedOutcome(j.placement))) break;
         std::vector<std::pair<int, int>> counts;
         for (int n : nodes) {
           int c = 0;
@@ -229,9 +229,9 @@ class ElasticPolicy final : public engine::ReshapePolicy {
       }
       placement::PlacementRequest req = j.request;
       req.ranks = static_cast<int>(best_ranks.size());
-      if (!placement::Release(&trial, j.request, internal::AsOutcome(j.placement))) continue;
-      if (!placement::Apply(&trial, req, internal::AsOutcome(best_ranks))) {
-        (void)placement::Apply(&trial, j.request, internal::AsOutcome(j.placement));
+      if (!placement::Release(&trial, j.request, placement::PlacedOutcome(j.placement))) continue;
+      if (!placement::Apply(&trial, req, placement::PlacedOutcome(best_ranks))) {
+        (void)placement::Apply(&trial, j.request, placement::PlacedOutcome(j.placement));
         continue;
       }
       for (int n : internal::NodesOf(best_ranks)) {

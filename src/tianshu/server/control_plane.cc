@@ -1378,7 +1378,7 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
       if (it == waiting.end()) continue;
       Job* j = it->second;
       placement::PlacementRequest req = placement::RequestFromJob(j->spec);
-      placement::Outcome o{.kind = placement::OutcomeKind::kPlaced, .ranks = go->ranks};
+      placement::Outcome o = placement::PlacedOutcome(go->ranks);
       metrics_.placement_outcomes["placed"]++;
       if (placement::Apply(&state, req, o)) {
         StartJob(t, *j, o, topo, now_ms);

@@ -15,13 +15,6 @@ bool Quiescent(const engine::CycleView& view, const model::ClusterState& work) {
   return true;
 }
 
-placement::Outcome AsOutcome(const std::vector<placement::RankSlot>& ranks) {
-  placement::Outcome o;
-  o.kind = placement::OutcomeKind::kPlaced;
-  o.ranks = ranks;
-  return o;
-}
-
 std::vector<int> NodesOf(const std::vector<placement::RankSlot>& ranks) {
   std::vector<int> out;
   for (const auto& s : ranks) {

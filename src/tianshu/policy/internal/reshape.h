@@ -22,8 +22,6 @@ bool Quiescent(const engine::CycleView& view, const model::ClusterState& work);
 
 // Distinct nodes of a placement, in first-use order.
 std::vector<int> NodesOf(const std::vector<placement::RankSlot>& ranks);
-// A placed outcome holding `ranks` (what a resize or a migration moves a job to).
-placement::Outcome AsOutcome(const std::vector<placement::RankSlot>& ranks);
 std::vector<int> GpusOf(const std::vector<placement::RankSlot>& ranks);
 
 // Seconds a checkpoint-restart of `job` onto `nodes` stops training: write its checkpoint
