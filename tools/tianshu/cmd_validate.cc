@@ -3,9 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -39,20 +37,6 @@ std::string Summary(const model::Document& d) {
 // A simulation scenario (examples/scenarios/): a mapping with a `jobs:` list and no `kind`.
 // Read the way `tianshu simulate` reads it (sim::LoadWorkload), plus the key checks the loader
 // leaves out; the cluster it names must load too.
-bool IsScenario(const std::string& path, YAML::Node* root) {
-  std::ifstream in(path);
-  if (!in) return false;
-  std::stringstream text;
-  text << in.rdbuf();
-  try {
-    if (model::CountYamlDocuments(text.str(), 2) != 1) return false;
-    *root = YAML::Load(text.str());
-  } catch (const YAML::Exception&) {
-    return false;
-  }
-  return root->IsMap() && (*root)["jobs"] && !(*root)["kind"];
-}
-
 model::ValidationResult ValidateScenario(const std::string& path, const YAML::Node& root,
                                          std::string* summary) {
   model::ValidationResult v;
@@ -111,6 +95,25 @@ model::ValidationResult ValidateScenario(const std::string& path, const YAML::No
   return v;
 }
 
+bool IsScenario(const std::string& text, YAML::Node* root) {
+  try {
+    if (model::CountYamlDocuments(text, 2) != 1) return false;
+    *root = YAML::Load(text);
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+  return root->IsMap() && (*root)["jobs"] && !(*root)["kind"];
+}
+
+// Reads and checks one file; the file is read once.
+model::ValidationResult Check(const std::string& path, std::string* summary) {
+  auto text = model::ReadDocumentFile(path);
+  if (!text) return model::ValidateFile(path);  // which says why, as for any document
+  YAML::Node scenario;
+  if (IsScenario(*text, &scenario)) return ValidateScenario(path, scenario, summary);
+  return model::ValidateText(path, *text);
+}
+
 }  // namespace
 
 Runner RegisterValidate(CLI::App& app) {
@@ -129,10 +132,8 @@ Runner RegisterValidate(CLI::App& app) {
     nlohmann::json report = nlohmann::json::array();
     bool all_ok = true;
     for (const auto& f : args->files) {
-      YAML::Node scenario;
       std::string summary;
-      model::ValidationResult v = IsScenario(f, &scenario) ? ValidateScenario(f, scenario, &summary)
-                                                           : model::ValidateFile(f);
+      model::ValidationResult v = Check(f, &summary);
       bool ok = v.diagnostics.empty();
       if (ok && v.document) summary = Summary(*v.document);
       all_ok = all_ok && ok;

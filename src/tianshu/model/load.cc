@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -23,22 +24,6 @@ std::string JoinDiagnostics(const std::vector<Diagnostic>& d) {
   std::vector<std::string> lines;
   for (const auto& x : d) lines.push_back(x.ToString());
   return Join(lines, "\n");
-}
-
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Fail(path, ": cannot open: ", std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  std::streamoff size = in.tellg();
-  in.seekg(0);
-  if (size < 0) return Fail(path, ": cannot read");
-  if (static_cast<size_t>(size) > kMaxDocumentBytes) {
-    return Fail(path, ": the file is ", FormatBytes(static_cast<double>(size)),
-                ", larger than the ", FormatBytes(kMaxDocumentBytes), " allowed for a document");
-  }
-  std::string text(static_cast<size_t>(size), '\0');
-  in.read(text.data(), size);
-  return text;
 }
 
 bool IsCsvHeader(const std::string& text, const std::vector<std::string>& header) {
@@ -64,6 +49,25 @@ std::optional<DocumentKind> KindFromKeys(const YAML::Node& root) {
 }
 
 }  // namespace
+
+Result<std::string> ReadDocumentFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return Fail(path, ": is a directory, not a document");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Fail(path, ": cannot open: ", std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  std::streamoff size = in.tellg();
+  in.seekg(0);
+  if (size < 0) return Fail(path, ": cannot read");
+  if (static_cast<size_t>(size) > kMaxDocumentBytes) {
+    return Fail(path, ": the file is ", FormatBytes(static_cast<double>(size)),
+                ", larger than the ", FormatBytes(kMaxDocumentBytes), " allowed for a document");
+  }
+  std::string text(static_cast<size_t>(size), '\0');
+  in.read(text.data(), size);
+  return text;
+}
 
 std::string Diagnostic::ToString() const {
   std::string s = file;
@@ -226,7 +230,7 @@ ValidationResult ValidateText(const std::string& name, const std::string& text) 
 }
 
 ValidationResult ValidateFile(const std::string& path) {
-  auto text = ReadFile(path);
+  auto text = ReadDocumentFile(path);
   if (!text) {
     ValidationResult out;
     out.file = path;
@@ -261,7 +265,7 @@ Result<JobSpec> LoadJobText(const std::string& name, const std::string& text) {
 }
 
 Result<Topology> ImportLingjun(const std::string& path, const std::string& server_gpu) {
-  auto text = ReadFile(path);
+  auto text = ReadDocumentFile(path);
   if (!text) return std::unexpected(text.error());
   std::vector<Diagnostic> d;
   Topology t = internal::ImportLingjunText(path, *text, server_gpu, &d);
@@ -270,7 +274,7 @@ Result<Topology> ImportLingjun(const std::string& path, const std::string& serve
 }
 
 Result<Topology> ImportOpenb(const std::string& path, bool keep_cpu_nodes) {
-  auto text = ReadFile(path);
+  auto text = ReadDocumentFile(path);
   if (!text) return std::unexpected(text.error());
   std::vector<Diagnostic> d;
   Topology t = internal::ImportOpenbText(path, *text, keep_cpu_nodes, &d);

@@ -52,7 +52,11 @@ struct ValidationResult {
 // Detects the kind (an explicit `kind:` key, else by its keys; CSV by header) and checks the
 // document completely. Never throws; every problem becomes a diagnostic.
 ValidationResult ValidateFile(const std::string& path);
-// The same, from text already in memory (`name` is used as the file in diagnostics).
+// The text of a document file, refused (with the file in the message) when it cannot be read,
+// is a directory, or is larger than a document may be (4 MiB).
+[[nodiscard]] Result<std::string> ReadDocumentFile(const std::string& path);
+// The same as ValidateFile, from text already in memory (`name` is used as the file in
+// diagnostics).
 ValidationResult ValidateText(const std::string& name, const std::string& text);
 
 // Counts the YAML documents in `text`, stopping at `limit`. Throws YAML::Exception on a syntax

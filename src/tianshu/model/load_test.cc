@@ -33,6 +33,12 @@ TEST(Validate, AcceptsEveryShippedExample) {
   EXPECT_GE(files, 6);
 }
 
+TEST(Validate, ADirectoryIsNotADocument) {
+  ValidationResult v = ValidateFile(kSource + "/examples");
+  ASSERT_EQ(v.diagnostics.size(), 1u);
+  EXPECT_EQ(v.diagnostics[0].ToString(), kSource + "/examples: is a directory, not a document");
+}
+
 // Every bad file in tests/data/bad is rejected with exactly the message recorded for it.
 TEST(Validate, RejectsTheBadCorpusWithExactMessages) {
   const std::string dir = kSource + "/tests/data/bad";
