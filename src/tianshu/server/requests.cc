@@ -69,21 +69,8 @@ ApiResult<SubmitRequest> Validate(SubmitRequest req, const std::string& file,
   return req;
 }
 
-// Documents in the text, counting at most two; -1 on a syntax error (the validator reports it).
-int CountDocuments(const std::string& body) {
-  try {
-    return model::CountYamlDocuments(body, 2);
-  } catch (const std::exception&) {
-    return -1;
-  }
-}
-
 ApiResult<SubmitRequest> ParseYaml(const std::string& body, const std::string& file) {
-  if (CountDocuments(body) > 1) {
-    return Refuse(400, "job spec is invalid",
-                  {file + ":1:1: expected one YAML document (a job), found more than one or a "
-                          "stray ',' at the top level"});
-  }
+  // One document only: the validator refuses more (and bounds yaml-cpp's document loop).
   SubmitRequest req;
   req.format = "yaml";
   req.text = body;
