@@ -212,12 +212,90 @@ TEST(SimContention, SharedUplinkSlowsItsUsersEndToEnd) {
   EXPECT_NEAR(f1->metrics.avg_jct_s, 7200, 1e-6);
 }
 
-TEST(SimPolicies, UnbuiltPolicyIsRefusedByName) {
-  engine::EngineOptions o = Preset("tianshu");
-  o.policies.migration = "defrag";
-  auto r = Simulate(Tree(2, 2), Mixed(3), o);
-  ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("'defrag' is not built yet"), std::string::npos);
+// Four nodes, each half held by a long 4-GPU job once the short jobs beside them end: a job
+// of two whole nodes cannot start until the long jobs end, unless migration (defrag) packs
+// them. The simulator carries the MigrateJob decisions out (checkpoint, move, restart).
+TEST(SimPolicies, DefragMigrationLetsAWholeNodeJobStart) {
+  model::Topology topo = Tree(4, 4);
+  Workload w;
+  w.name = "fragmented";
+  for (int i = 0; i < 8; ++i) {
+    TraceJob j;
+    j.id = i;
+    j.name = "small" + std::to_string(i);
+    j.gpus = 4;
+    j.duration_s = i % 2 == 0 ? 100000 : 100;
+    w.jobs.push_back(j);
+  }
+  TraceJob big;
+  big.id = 8;
+  big.name = "two-nodes";
+  big.submit_s = 200;
+  big.duration_s = 3600;
+  model::JobSpec spec;
+  spec.name = "two-nodes";
+  spec.nodes = 2;
+  spec.gpus_per_node = 8;
+  spec.duration_s = 3600;
+  big.spec = spec;
+  w.jobs.push_back(big);
+  double start_without = 0;
+  for (bool defrag : {false, true}) {
+    engine::EngineOptions o = Preset("slurm");
+    if (defrag) o.policies.migration = "defrag";
+    auto r = Simulate(topo, w, o);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->metrics.jobs_completed, 9);
+    const JobResult& j = r->jobs.back();
+    ASSERT_EQ(j.name, "two-nodes");
+    if (!defrag) {
+      EXPECT_EQ(r->metrics.migrations, 0);
+      start_without = j.start_s;
+      EXPECT_GE(start_without, 100000);
+    } else {
+      EXPECT_GE(r->metrics.migrations, 2);
+      EXPECT_LT(j.start_s, 1000);
+      EXPECT_LE(r->allocated_gpu_s, r->cluster_gpus * r->metrics.makespan_s + 1e-6);
+    }
+  }
+}
+
+// One elastic LLaMA-2 7B job on an idle 4-node cluster: with task_scheduler.elastic_scaling it
+// grows from 1 node into the idle ones at the first scaling interval (a checkpoint-restart the
+// simulator carries out) and finishes much sooner than at its submitted size.
+TEST(SimPolicies, ElasticJobGrowsIntoIdleNodes) {
+  model::Topology topo = Tree(4, 4);
+  Workload w;
+  w.name = "elastic";
+  TraceJob j;
+  j.name = "llama-elastic";
+  model::JobSpec spec;
+  spec.name = "llama-elastic";
+  spec.model = *model::FindModelProfile("llama2-7b");
+  spec.nodes = 1;
+  spec.gpus_per_node = 8;
+  spec.elastic = {.enabled = true, .min_nodes = 1, .max_nodes = 4};
+  j.spec = spec;
+  j.duration_s = 20 * 3600;
+  j.gpus = 8;
+  w.jobs.push_back(j);
+  double jct[2] = {0, 0};
+  for (bool elastic : {false, true}) {
+    engine::EngineOptions o = Preset("slurm");
+    if (elastic) {
+      o.config.elastic_scaling = true;
+      o.policies.elastic = "elastic";
+    }
+    auto r = Simulate(topo, w, o);
+    ASSERT_TRUE(r) << r.error().message;
+    ASSERT_EQ(r->metrics.jobs_completed, 1);
+    jct[elastic] = r->jobs[0].jct_s;
+    if (elastic) {
+      EXPECT_EQ(r->jobs[0].nodes, 4);
+    }
+  }
+  EXPECT_NEAR(jct[0], 20 * 3600, 3600);  // alone on its node: about its ideal time
+  EXPECT_LT(jct[1], 0.5 * jct[0]);       // four nodes after 300 s
 }
 
 TEST(SimFailures, NodeFailuresRetryFromCheckpoints) {

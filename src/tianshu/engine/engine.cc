@@ -110,8 +110,9 @@ void Engine::RemovePending(JobId id) {
   if (p != pending_priorities_.end() && --p->second == 0) pending_priorities_.erase(p);
 }
 
-void Engine::Requeue(JobRecord& job, double progress) {
+void Engine::Requeue(JobRecord& job, double progress, double now_s) {
   job.progress = progress;
+  job.pending_since_s = now_s;
   job.state = JobState::kPending;
   job.start_s = -1;
   job.placement.clear();
@@ -170,6 +171,7 @@ Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
     if (r.request.name.empty()) r.request.name = "job-" + std::to_string(e->id);
     if (r.request.ranks <= 0) return Fail("job ", std::to_string(e->id), " asks for no GPUs");
     r.submit_s = now_s;
+    r.pending_since_s = now_s;
     r.accrued_to_s = now_s;
     // "Can never fit" is judged once, on the idle, healthy cluster.
     if (auto never = placement::NeverFits(idle_, r.request)) never_fits_[e->id] = never->reason;
@@ -290,6 +292,7 @@ void Engine::MarkRunning(JobRecord& r, const std::vector<placement::RankSlot>& r
   r.placement = ranks;
   r.start_s = now_s;
   r.accrued_to_s = now_s;
+  r.spread_too_slow = false;
   if (r.first_start_s < 0) r.first_start_s = now_s;
 }
 
@@ -326,7 +329,7 @@ void Engine::Commit(const Decision& d, double now_s) {
     if (s->requeued) {
       // A checkpoint taken on the way out keeps the progress; otherwise the job resumes from
       // its last periodic checkpoint.
-      Requeue(r, s->checkpoint_first ? r.progress : r.checkpoint_progress);
+      Requeue(r, s->checkpoint_first ? r.progress : r.checkpoint_progress, now_s);
     } else {
       r.placement.clear();
       r.start_s = -1;
@@ -396,11 +399,30 @@ std::map<std::string, std::string> Engine::CommEnv(
   return plan->env;
 }
 
+bool Engine::Reshapes() const {
+  return (policies_->elastic && policies_->elastic->Name() != "none") ||
+         (policies_->migration && policies_->migration->Name() != "none");
+}
+
 std::optional<double> Engine::NextWakeup(double now_s) const {
   std::optional<double> best;
-  for (JobId id : running_) {
-    auto t = policies_->order->NextChange(jobs_.at(id), now_s);
-    if (t && *t > now_s && (!best || *t < *best)) best = t;
+  auto take = [&](double t) {
+    if (t > now_s && (!best || t < *best)) best = t;
+  };
+  if (!pending_.empty()) {
+    for (JobId id : running_) {
+      if (auto t = policies_->order->NextChange(jobs_.at(id), now_s)) take(*t);
+    }
+  }
+  // Elastic jobs may grow into idle capacity every scaling interval, with nothing pending.
+  if (policies_->elastic && policies_->elastic->Name() != "none") {
+    const double interval = static_cast<double>(options_.config.scaling_interval_s);
+    for (JobId id : running_) {
+      if (jobs_.at(id).spec.elastic.enabled && interval > 0) {
+        take(now_s + interval);
+        break;
+      }
+    }
   }
   return best;
 }
@@ -416,13 +438,84 @@ int64_t WholeNeed(const placement::PlacementRequest& r) {
   return r.gpu_milli >= model::kMilliPerGpu ? r.ranks : 0;
 }
 
+// Whether `ranks` use the fewest nodes and leaf switches a job of `need_milli` GPU thousandths
+// could use on nodes like its first one.
+bool Compact(const model::Topology& t, const std::vector<placement::RankSlot>& ranks,
+             int64_t need_milli) {
+  if (ranks.empty()) return true;
+  std::vector<int> nodes;
+  std::vector<int> leaves;
+  size_t leaf_size = 1;
+  for (const auto& s : ranks) {
+    if (std::find(nodes.begin(), nodes.end(), s.node) != nodes.end()) continue;
+    nodes.push_back(s.node);
+    int leaf = t.nodes[s.node].leaf;
+    if (std::find(leaves.begin(), leaves.end(), leaf) == leaves.end()) {
+      leaves.push_back(leaf);
+      if (leaf >= 0) leaf_size = std::max(leaf_size, t.switches[leaf].nodes.size());
+    }
+  }
+  const int64_t per_node = int64_t{t.GpusOn(ranks.front().node)} * model::kMilliPerGpu;
+  const int64_t min_nodes = std::max<int64_t>(1, (need_milli + per_node - 1) / per_node);
+  const int64_t min_leaves =
+      (min_nodes + static_cast<int64_t>(leaf_size) - 1) / static_cast<int64_t>(leaf_size);
+  return static_cast<int64_t>(nodes.size()) <= min_nodes &&
+         static_cast<int64_t>(leaves.size()) <= min_leaves;
+}
+
+// Whether a compact placement of whole-GPU `r` could exist in `s` (a quick necessary check, so
+// that a job waiting for one costs no placement search while none can exist).
+bool CompactMayExist(const model::ClusterState& s, const placement::PlacementRequest& r) {
+  if (r.gpu_milli < model::kMilliPerGpu) return true;
+  const model::Topology& t = s.topology();
+  if (r.ranks <= s.SwitchMaxNodeWholeGpus(t.Root())) return true;
+  int per_node = 0;
+  for (const auto& type : t.types) per_node = std::max(per_node, type.gpus_per_node);
+  if (per_node <= 0 || r.ranks <= per_node) return false;
+  const int full = r.ranks / per_node;
+  const int rest = r.ranks % per_node;
+  for (const auto& sw : t.switches) {
+    if (sw.nodes.empty()) continue;
+    if (static_cast<int>(sw.nodes.size()) * per_node < r.ranks) return true;  // spans leaves
+    int whole = 0;
+    int partial = 0;
+    for (int n : sw.nodes) {
+      const int free = s.FreeWholeGpus(n);
+      if (free >= t.GpusOn(n) && t.GpusOn(n) == per_node) {
+        ++whole;
+      } else if (rest > 0 && free >= rest) {
+        ++partial;
+      }
+    }
+    if (whole >= full + (rest > 0 ? 1 : 0) || (whole >= full && partial > 0)) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+bool Engine::TooSlowToStart(const JobRecord& job,
+                            const std::vector<placement::RankSlot>& ranks) const {
+  if (Compact(*topology_, ranks, int64_t{job.request.ranks} * job.request.gpu_milli)) return false;
+  if (!options_.placement_slowdown) return true;
+  return options_.placement_slowdown(job.spec, ranks) > 1 + options_.compact_slowdown_tolerance;
+}
+
+bool Engine::InCompactWait(const JobRecord& job, double now_s) const {
+  if (options_.compact_wait_ratio <= 0 && options_.compact_max_wait_s <= 0) return false;
+  double limit = options_.compact_max_wait_s > 0 ? options_.compact_max_wait_s : 1e300;
+  const double est = job.EstimatedDurationS() * std::max(0.0, 1.0 - job.progress);
+  if (est > 0 && options_.compact_wait_ratio > 0) {
+    limit = std::min(limit, options_.compact_wait_ratio * est);
+  }
+  return limit < 1e300 && now_s - job.pending_since_s < limit;
+}
 
 CycleResult Engine::Cycle(double now_s) {
   ++cycles_;
   CycleResult result;
   for (JobId id : running_) Accrue(jobs_.at(id), now_s);
-  if (pending_.empty()) return result;
+  if (pending_.empty() && !Reshapes()) return result;
 
   CycleView view{.now_s = now_s,
                  .state = &state_,
@@ -496,6 +589,12 @@ CycleResult Engine::Cycle(double now_s) {
     if (policies_->placement_small && job.request.ranks <= options_.small_job_max_gpus) {
       use = policies_->placement_small.get();
     }
+    const bool compact_wait = InCompactWait(job, now_s);
+    if (count_fits && compact_wait && (job.spread_too_slow || !options_.placement_slowdown) &&
+        !CompactMayExist(work, job.request)) {
+      ++result.stats.held_for_compact;
+      continue;
+    }
     if (count_fits) {
       ++result.stats.placement_calls;
       o = use->Place(work, job.request);
@@ -507,6 +606,11 @@ CycleResult Engine::Cycle(double now_s) {
       }
     } else {
       o.kind = placement::OutcomeKind::kDoesNotFitNow;
+    }
+    if (o.placed() && compact_wait && TooSlowToStart(job, o.ranks)) {
+      job.spread_too_slow = true;
+      ++result.stats.held_for_compact;
+      continue;
     }
     if (o.placed()) {
       if (blocked) reservation = trial_reservation;

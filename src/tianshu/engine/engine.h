@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -54,6 +55,7 @@ struct JobRecord {
   double first_start_s = -1;                   // first time it started (-1: never)
   double start_s = -1;                         // start of the current run (-1: not running)
   double end_s = -1;                           // when it reached a terminal state
+  double pending_since_s = 0;                  // when it last became pending
   std::vector<placement::RankSlot> placement;  // rank order; empty unless running
   // GPU-seconds of service received so far (accrued by Apply/Cycle from the times passed in);
   // what 2D-LAS orders by.
@@ -65,6 +67,9 @@ struct JobRecord {
   int retries = 0;  // restarts after failures
   int migrations = 0;
   int resizes = 0;
+  // A placement that spread it over more nodes than it needs was predicted too slow (cleared
+  // when it starts): while it may wait for a compact one, it is not placed spread again.
+  bool spread_too_slow = false;
   std::string reason;  // why it failed or was cancelled; last note of the scheduler
 
   int Gpus() const { return request.ranks; }
@@ -147,12 +152,12 @@ struct StopJob {
 struct CheckpointJob {
   JobId id = 0;
 };
-// Elastic resize (issue 6): restart at a new size from a checkpoint.
+// Elastic resize: checkpoint, restart at a new size (the parallelism re-planned).
 struct ResizeJob {
   JobId id = 0;
   std::vector<placement::RankSlot> ranks;
 };
-// Checkpoint-based migration (issue 6): checkpoint, move, restart.
+// Checkpoint-based migration: checkpoint, move, restart.
 struct MigrateJob {
   JobId id = 0;
   std::vector<placement::RankSlot> ranks;
@@ -168,11 +173,11 @@ JobId DecisionJob(const Decision& d);
 // ---- Options: which policies, found by name in the registries of policy.h. ----
 
 struct PolicyNames {
-  std::string order = "priority";       // fifo | priority | las (issue 6: fair-share, srtf)
+  std::string order = "priority";       // fifo | priority | las | srtf | fair-share
   std::string backfill = "time";        // none (strict head-of-line) | greedy | time
-  std::string preemption = "priority";  // none | priority | las
-  std::string elastic = "none";         // none (issue 6: elastic)
-  std::string migration = "none";       // none (issue 6: defrag)
+  std::string preemption = "priority";  // none | priority | las | srtf | queue-reclaim
+  std::string elastic = "none";         // none | elastic
+  std::string migration = "none";       // none | defrag
 };
 
 // 2D-LAS (Tiresias, Gu et al. NSDI'19 §3.1): queue k holds jobs whose attained GPU-service lies
@@ -195,6 +200,21 @@ struct EngineOptions {
   int small_job_max_gpus = 8;
   placement::StrategyOptions strategy;  // seed, weights, genetic budget
   LasOptions las;
+  // Consolidation (Slurm's --switches=N@max-time, Tiresias' consolidated placement): a job whose
+  // only placement now is predicted to run more than `compact_slowdown_tolerance` slower than
+  // on a compact one waits for a better placement, for at most
+  // min(compact_wait_ratio x its remaining runtime estimate, compact_max_wait_s) since it last
+  // became pending (compact_max_wait_s alone without an estimate); then it takes what fits. The
+  // prediction is `placement_slowdown` when set (the simulator sets it from its performance model);
+  // without it, any placement on more nodes or leaf switches than the job needs counts as too slow.
+  // Both limits 0 (the default; configurations turn it on, see OptionsFromConfig): never waits.
+  double compact_wait_ratio = 0;
+  double compact_max_wait_s = 0;
+  double compact_slowdown_tolerance = 0.1;
+  // Predicted step time of `job` on `ranks` over its step time on the most compact placement
+  // (>= 1); empty: unknown.
+  std::function<double(const model::JobSpec& job, std::span<const placement::RankSlot> ranks)>
+      placement_slowdown;
   int max_placements_per_cycle = 0;  // 0: no limit
   // Jobs examined behind a blocked head in one cycle (Slurm's bf_max_job_test); 0: all.
   int max_queue_scan = 1000;
@@ -211,13 +231,18 @@ struct EngineOptions {
 //   mainstream: FIFO, strict head-of-line, first-fit, topology-unaware, no preemption.
 //   slurm:      priority, time-based (EASY) backfill, topology-tree placement, no preemption.
 //   tiresias:   2D-LAS with preemption, greedy admission, consolidated (best-fit) placement.
-//   tianshu:    the EngineConfig defaults (genetic, topology-aware, priority preemption) with
-//               priority order and time-based backfill.
+//   tianshu:    the EngineConfig defaults: 2D-LAS order with LAS preemption (priority classes
+//               first), time-based backfill, genetic topology-aware placement, and a job waits
+//               up to 12 h (at most half its runtime) for a placement not predicted >10% slower
+//               than a compact one (scheduler.compact_wait).
 [[nodiscard]] Result<EngineOptions> PresetOptions(std::string_view name);
 std::vector<std::string> PresetNames();
 // Options from a user's engine configuration: placement from scheduler.algorithm (network
-// weight 0 when topology_aware is false), preemption from scheduler.preemption; refuses what
-// is not built yet (elastic_scaling) with a message that names it.
+// weight 0 when topology_aware is false), order and backfill from scheduler.order/backfill,
+// preemption from scheduler.preemption (by the order: las, srtf, queue-reclaim for fair-share,
+// else priority), elastic from task_scheduler.elastic_scaling, defrag from scheduler.migration,
+// the consolidation wait from scheduler.compact_wait. The policy names of policy/ need
+// policy::RegisterBuiltinPolicies() before Engine::Create (simulate and serve call it).
 [[nodiscard]] Result<EngineOptions> OptionsFromConfig(const model::EngineConfig& config);
 
 // What one cycle did.
@@ -228,6 +253,7 @@ struct CycleStats {
   int backfilled = 0;
   int preempted = 0;
   int rejected = 0;
+  int held_for_compact = 0;  // placed, but waiting for a compact placement
   bool head_blocked = false;
 };
 struct CycleResult {
@@ -267,8 +293,13 @@ class Engine {
   CycleResult Cycle(double now_s);
 
   // Earliest time after `now_s` at which a cycle could decide differently with no new event
-  // (a running job crossing a 2D-LAS threshold), or nullopt. Lets a simulator skip idle time.
+  // (a running job crossing a 2D-LAS threshold while jobs wait, the next scaling interval of a
+  // running elastic job), or nullopt. Lets a simulator skip idle time.
   std::optional<double> NextWakeup(double now_s) const;
+
+  // Whether an elastic or migration policy is on: then a cycle is worth running with nothing
+  // pending (to grow into idle capacity).
+  bool Reshapes() const;
 
   // Reads.
   const JobRecord* Find(JobId id) const;
@@ -289,7 +320,11 @@ class Engine {
   // Applying decisions: the one place that mutates placements and capacity.
   void Commit(const Decision& d, double now_s);
   void MarkRunning(JobRecord& r, const std::vector<placement::RankSlot>& ranks, double now_s);
-  void Requeue(JobRecord& job, double progress);
+  void Requeue(JobRecord& job, double progress, double now_s);
+  // Whether `ranks` spread `job` so that it should rather wait for a compact placement.
+  bool TooSlowToStart(const JobRecord& job, const std::vector<placement::RankSlot>& ranks) const;
+  // Whether `job` may still wait for a compact placement at `now_s` (options).
+  bool InCompactWait(const JobRecord& job, double now_s) const;
   void RemoveFrom(std::vector<JobId>& v, JobId id);
   void AddPending(JobId id);
   void RemovePending(JobId id);

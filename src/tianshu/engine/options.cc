@@ -10,6 +10,11 @@ Status EngineOptions::Validate() const {
   if (large_queue_threshold < 0) return Fail("large_queue_threshold cannot be negative");
   if (max_placements_per_cycle < 0) return Fail("max_placements_per_cycle cannot be negative");
   if (max_queue_scan < 0) return Fail("max_queue_scan cannot be negative");
+  if (compact_wait_ratio < 0 || compact_max_wait_s < 0 || compact_slowdown_tolerance < 0) {
+    return Fail(
+        "compact_wait_ratio, compact_max_wait_s and compact_slowdown_tolerance cannot be "
+        "negative");
+  }
   for (size_t i = 1; i < las.thresholds_gpu_s.size(); ++i) {
     if (las.thresholds_gpu_s[i] <= las.thresholds_gpu_s[i - 1]) {
       return Fail("las.thresholds must increase");
@@ -21,19 +26,31 @@ Status EngineOptions::Validate() const {
 std::vector<std::string> PresetNames() { return {"mainstream", "slurm", "tiresias", "tianshu"}; }
 
 Result<EngineOptions> OptionsFromConfig(const model::EngineConfig& config) {
-  if (config.elastic_scaling) {
-    return Fail(
-        "task_scheduler.elastic_scaling: elastic policy 'elastic' is not built yet (issue 6); "
-        "set elastic_scaling: false");
-  }
   EngineOptions o;
   o.config = config;
   o.placement = config.algorithm;
   o.strategy.weights = config.resource_weight;
   if (!config.topology_aware) o.strategy.weights.network = 0;
-  o.policies.order = "priority";
-  o.policies.backfill = "time";
-  o.policies.preemption = config.preemption ? "priority" : "none";
+  o.policies.order = config.order;
+  o.policies.backfill = config.backfill;
+  // What a waiting job may evict: by remaining time under srtf (a job far from done yields to
+  // one that is nearly done), by attained service under las, borrowed quota under fair-share,
+  // else by priority.
+  if (!config.preemption) {
+    o.policies.preemption = "none";
+  } else if (config.order == "las") {
+    o.policies.preemption = "las";
+  } else if (config.order == "srtf") {
+    o.policies.preemption = "srtf";
+  } else if (config.order == "fair-share") {
+    o.policies.preemption = "queue-reclaim";
+  } else {
+    o.policies.preemption = "priority";
+  }
+  o.compact_max_wait_s = static_cast<double>(config.compact_wait_s);
+  o.compact_wait_ratio = config.compact_wait_s > 0 ? 0.5 : 0;
+  o.policies.elastic = config.elastic_scaling ? "elastic" : "none";
+  o.policies.migration = config.migration ? "defrag" : "none";
   // Batch searches stay for short queues; a long queue is placed by the greedy tree search.
   o.placement_large_queue =
       (config.algorithm == "genetic" || config.algorithm == "exact") ? "topology" : "";

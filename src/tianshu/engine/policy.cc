@@ -51,7 +51,7 @@ class PriorityOrder final : public OrderPolicy {
 };
 
 // 2D-LAS: the job's attained GPU-service picks its queue; lower queues first, FIFO inside
-// (Gu et al., Tiresias, NSDI'19 §3.1 "discretized 2D-LAS").
+// (Gu et al., Tiresias, NSDI'19 §3.1 "discretized 2D-LAS"). Higher priority classes first.
 class LasOrder final : public OrderPolicy {
  public:
   explicit LasOrder(LasOptions o) : o_(std::move(o)) {}
@@ -59,6 +59,7 @@ class LasOrder final : public OrderPolicy {
   void Order(const CycleView& v, std::vector<JobId>* q) const override {
     // Sort keys once (queue, submit, id) rather than looking jobs up in every comparison.
     struct Key {
+      int neg_priority;
       int queue;
       double submit;
       JobId id;
@@ -69,7 +70,7 @@ class LasOrder final : public OrderPolicy {
     keys.reserve(q->size());
     for (JobId id : *q) {
       const JobRecord& r = v.Job(id);
-      keys.push_back({LasQueue(r.attained_gpu_s, o_), r.submit_s, r.id});
+      keys.push_back({-r.spec.priority, LasQueue(r.attained_gpu_s, o_), r.submit_s, r.id});
     }
     if (!std::is_sorted(keys.begin(), keys.end())) std::sort(keys.begin(), keys.end());
     for (size_t i = 0; i < keys.size(); ++i) (*q)[i] = keys[i].id;
@@ -188,17 +189,22 @@ class PriorityPreemption final : public PreemptionPolicy {
 };
 
 // Tiresias: a job of a lower 2D-LAS queue evicts running jobs of higher queues, the highest
-// queue (most service received) first. A victim always ranks strictly below its evictor, so
-// eviction cannot cycle.
+// queue (most service received) first. Priority classes come first: jobs of a lower class are
+// victims before any other, jobs of a higher class never. A victim always ranks strictly below
+// its evictor, so eviction cannot cycle.
 class LasPreemption final : public PreemptionPolicy {
  public:
+  static constexpr int kLowerClass = 1 << 20;  // sorts before every 2D-LAS queue
   explicit LasPreemption(LasOptions o) : o_(std::move(o)) {}
   std::string_view Name() const override { return "las"; }
   std::vector<JobId> Victims(const CycleView& v, const JobRecord& c) const override {
     int qc = LasQueue(c.attained_gpu_s, o_);
     std::vector<std::pair<int, JobId>> cand;
     for (JobId id : v.running) {
-      int q = LasQueue(v.Job(id).attained_gpu_s, o_);
+      const JobRecord& r = v.Job(id);
+      if (r.spec.priority > c.spec.priority) continue;
+      // A lower priority class is always a victim; inside the class, a later 2D-LAS queue.
+      int q = r.spec.priority < c.spec.priority ? kLowerClass : LasQueue(r.attained_gpu_s, o_);
       if (q > qc) cand.emplace_back(q, id);
     }
     std::sort(cand.begin(), cand.end(), [&](const auto& a, const auto& b) {
@@ -240,8 +246,9 @@ Result<std::unique_ptr<T>> MakeFrom(Registry<T>& reg, std::string_view kind, std
   if (it != reg.factories.end()) return it->second(o);
   auto p = reg.planned.find(std::string(name));
   if (p != reg.planned.end()) {
-    return Fail(std::string(kind), " policy '", std::string(name), "' is not built yet (",
-                p->second, ")");
+    return Fail(std::string(kind), " policy '", std::string(name), "' (", p->second,
+                ") lives in the policy library, which this program did not load "
+                "(policy::RegisterBuiltinPolicies)");
   }
   std::vector<std::string> names;
   for (const auto& [n, f] : reg.factories) names.push_back(n);
@@ -276,8 +283,8 @@ Registry<OrderPolicy>& Orders() {
     reg->factories["las"] = [](const EngineOptions& o) -> Result<std::unique_ptr<OrderPolicy>> {
       return std::unique_ptr<OrderPolicy>(new LasOrder(o.las));
     };
-    reg->planned["fair-share"] = "issue 6: weighted fair share with quotas";
-    reg->planned["srtf"] = "issue 6: shortest remaining time first";
+    reg->planned["fair-share"] = "weighted fair share with quotas";
+    reg->planned["srtf"] = "shortest remaining time first";
     return reg;
   }();
   return *r;
@@ -303,7 +310,7 @@ Registry<PreemptionPolicy>& Preemptions() {
         [](const EngineOptions& o) -> Result<std::unique_ptr<PreemptionPolicy>> {
       return std::unique_ptr<PreemptionPolicy>(new LasPreemption(o.las));
     };
-    reg->planned["queue-reclaim"] = "issue 6: reclaim of borrowed queue quota";
+    reg->planned["queue-reclaim"] = "reclaim of borrowed queue quota";
     return reg;
   }();
   return *r;
@@ -313,7 +320,7 @@ Registry<ReshapePolicy>& Elastics() {
   static Registry<ReshapePolicy>* r = [] {
     auto* reg = new Registry<ReshapePolicy>;
     reg->factories["none"] = Simple<ReshapePolicy, NoReshape>();
-    reg->planned["elastic"] = "issue 6: elastic scaling (task_scheduler.elastic_scaling)";
+    reg->planned["elastic"] = "elastic scaling, task_scheduler.elastic_scaling";
     return reg;
   }();
   return *r;
@@ -323,7 +330,7 @@ Registry<ReshapePolicy>& Migrations() {
   static Registry<ReshapePolicy>* r = [] {
     auto* reg = new Registry<ReshapePolicy>;
     reg->factories["none"] = Simple<ReshapePolicy, NoReshape>();
-    reg->planned["defrag"] = "issue 6: checkpoint-based migration";
+    reg->planned["defrag"] = "checkpoint-based migration, scheduler.migration";
     return reg;
   }();
   return *r;

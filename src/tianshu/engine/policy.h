@@ -1,8 +1,9 @@
 // The plugin points of the scheduling cycle: ordering, admission/backfill, preemption, elastic
 // scaling and migration. Each policy is a named plugin built by a factory from the validated
 // EngineOptions and found in a registry, like placement strategies; adding one never edits the
-// cycle. Names that are planned but not built yet (issue 6) are refused with a message that
-// names them, never silently replaced by another policy.
+// cycle. Names of the policy library (policy/, registered by policy::RegisterBuiltinPolicies)
+// are refused, with a message that names the library, by a program that did not load it; never
+// silently replaced by another policy.
 //   auto order = MakeOrderPolicy("las", options);          // 2D-LAS
 //   order.value()->Order(view, &queue);                    // queue sorted, most urgent first
 #pragma once
@@ -86,8 +87,8 @@ class PreemptionPolicy {
   virtual std::vector<JobId> Victims(const CycleView& view, const JobRecord& candidate) const = 0;
 };
 
-// Elastic scaling and migration (issue 6): decisions proposed after admission, on the working
-// state. The built-in "none" proposes nothing.
+// Elastic scaling and migration: decisions proposed after admission, on the working state
+// (also with nothing pending). The built-in "none" proposes nothing; policy/ has the others.
 class ReshapePolicy {
  public:
   virtual ~ReshapePolicy() = default;
@@ -99,9 +100,10 @@ class ReshapePolicy {
 template <typename T>
 using PolicyFactory = std::function<Result<std::unique_ptr<T>>(const EngineOptions&)>;
 
-// Registries. Make* fails on an unknown name (listing the known ones) and on a planned one
-// ("ordering policy 'fair-share' is not built yet (issue 6)"). Register* fails if the name is
-// taken; it is how issue 6 and tests add plugins.
+// Registries. Make* fails on an unknown name (listing the known ones) and on a name of the
+// policy library when it is not loaded ("ordering policy 'fair-share' (...) lives in the policy
+// library, which this program did not load"). Register* fails if the name is taken; it is how
+// policy/ and tests add plugins.
 [[nodiscard]] Result<std::unique_ptr<OrderPolicy>> MakeOrderPolicy(std::string_view name,
                                                                    const EngineOptions& o);
 [[nodiscard]] Result<std::unique_ptr<BackfillPolicy>> MakeBackfillPolicy(std::string_view name,

@@ -4,7 +4,10 @@
 //   0.1}} scheduler: {algorithm: genetic, topology_aware: true, max_retries: 5, preemption: true,
 //               checkpoint_interval: 1800, allreduce_threshold: 8MB}
 //   task_scheduler: {elastic_scaling: false, min_nodes: 1, max_nodes: 0, scaling_interval: 300}
-//   NETWORK_BUFFER_SIZE, ALLREDUCE_ALGO, CHECKPOINT_MODE, SCHEDULER_BACKEND (also from env).
+//   scheduler.order: priority | fifo | las | srtf | fair-share; scheduler.backfill: time | greedy
+//   | none; scheduler.migration: false; scheduler.compact_wait: 12h; queues: [{name, parent,
+//   weight, quota, borrow}] NETWORK_BUFFER_SIZE, ALLREDUCE_ALGO, CHECKPOINT_MODE, SCHEDULER_BACKEND
+//   (also from env).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +33,16 @@ struct ResourceWeight {
   double memory = 0.1;
 };
 
+// One queue of the hierarchy `queues:` declares (weighted fair share with quotas). Jobs name
+// their leaf queue (JobSpec::queue) and count against it and every ancestor.
+struct QueueConfig {
+  std::string name;
+  std::string parent;      // "" = directly under the (implicit, unbounded) root
+  double weight = 1;       // share of the parent's capacity relative to its siblings (> 0)
+  int64_t quota_gpus = 0;  // guaranteed GPUs (whole-GPU equivalents); 0 = no guarantee
+  bool borrow = true;      // may run beyond its quota on idle capacity (reclaimable there)
+};
+
 struct EngineConfig {
   NodeDiscovery node_discovery = NodeDiscovery::kDynamic;
   ResourceWeight resource_weight;
@@ -43,6 +56,16 @@ struct EngineConfig {
   int min_nodes = 1;
   int max_nodes = 0;  // 0: unbounded
   int64_t scaling_interval_s = 300;
+  // The order of the pending queue (scheduler.order), backfill behind a blocked head
+  // (scheduler.backfill) and checkpoint-based migration to defragment (scheduler.migration).
+  std::string order = "las";
+  std::string backfill = "time";
+  bool migration = false;
+  // scheduler.compact_wait: how long a job may wait for a compact placement (fewest nodes and
+  // leaf switches, or one predicted no more than 10% slower) before it takes what fits; also
+  // capped at half its runtime estimate. 0: never waits.
+  int64_t compact_wait_s = 12 * 3600;
+  std::vector<QueueConfig> queues;  // queues: [] (then every job runs in "default")
   // Tuning knobs, also read from environment variables of the same names.
   int64_t network_buffer_size_bytes = 4 * 1024 * 1024;      // NETWORK_BUFFER_SIZE, 4-16 MB
   std::string allreduce_algo = "auto";                      // ALLREDUCE_ALGO
@@ -52,6 +75,9 @@ struct EngineConfig {
 
 // Strategy names `scheduler.algorithm` accepts; placement/ registers one strategy per name.
 const std::vector<std::string>& PlacementAlgorithmNames();
+// Orders `scheduler.order` accepts, and backfill modes of `scheduler.backfill`.
+const std::vector<std::string>& OrderNames();
+const std::vector<std::string>& BackfillNames();
 // Collective algorithms ALLREDUCE_ALGO accepts.
 const std::vector<std::string>& AllreduceAlgoNames();
 

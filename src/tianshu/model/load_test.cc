@@ -120,6 +120,33 @@ TEST(EngineConfig, DefaultsAndKeys) {
   EXPECT_TRUE(d.preemption);
   EXPECT_TRUE(d.topology_aware);
   EXPECT_FALSE(d.elastic_scaling);
+  EXPECT_EQ(d.order, "las");
+  EXPECT_EQ(d.backfill, "time");
+  EXPECT_FALSE(d.migration);
+  EXPECT_EQ(d.compact_wait_s, 12 * 3600);
+  EXPECT_TRUE(d.queues.empty());
+  auto policies =
+      ValidateText("p.yaml",
+                   "scheduler: {order: SRTF, backfill: none, migration: true, "
+                   "compact_wait: 2h}\n"
+                   "queues:\n"
+                   "  - {name: org, quota: 32}\n"
+                   "  - {name: team, parent: org, weight: 2, quota: 16, borrow: false}\n");
+  ASSERT_TRUE(policies.document) << policies.diagnostics[0].message;
+  const auto& pc = std::get<EngineConfig>(policies.document->value);
+  EXPECT_EQ(pc.order, "srtf");
+  EXPECT_EQ(pc.backfill, "none");
+  EXPECT_TRUE(pc.migration);
+  EXPECT_EQ(pc.compact_wait_s, 7200);
+  ASSERT_EQ(pc.queues.size(), 2u);
+  EXPECT_EQ(pc.queues[1].parent, "org");
+  EXPECT_DOUBLE_EQ(pc.queues[1].weight, 2);
+  EXPECT_EQ(pc.queues[1].quota_gpus, 16);
+  EXPECT_FALSE(pc.queues[1].borrow);
+  auto cycle = ValidateText("c.yaml",
+                            "kind: engine\nqueues: [{name: a, parent: b}, {name: b, parent: a}]\n");
+  ASSERT_FALSE(cycle.diagnostics.empty());
+  EXPECT_NE(cycle.diagnostics[0].message.find("cycle"), std::string::npos);
   auto sized = ValidateText("s.yaml",
                             "scheduler: {allreduce_threshold: 512KiB, "
                             "checkpoint_interval: 30m}\n");

@@ -16,9 +16,16 @@ namespace {
 
 using engine::EngineOptions;
 
+// The queue tree an engine uses: its configuration's `queues:`, else the process-wide options.
+Result<QueueTree> TreeFor(const EngineOptions& o) {
+  QueueOptions q = CurrentPolicyOptions().queues;
+  if (!o.config.queues.empty()) q.queues = o.config.queues;
+  return QueueTree::Make(q);
+}
+
 Status RegisterAll() {
-  auto fair = [](const EngineOptions&) -> Result<std::unique_ptr<engine::OrderPolicy>> {
-    auto tree = QueueTree::Make(CurrentPolicyOptions().queues);
+  auto fair = [](const EngineOptions& o) -> Result<std::unique_ptr<engine::OrderPolicy>> {
+    auto tree = TreeFor(o);
     if (!tree) return std::unexpected(tree.error());
     return MakeFairShareOrder(std::move(*tree));
   };
@@ -27,8 +34,13 @@ Status RegisterAll() {
     return MakeSrtfOrder();
   };
   if (auto st = engine::RegisterOrderPolicy("srtf", srtf); !st) return st;
-  auto reclaim = [](const EngineOptions&) -> Result<std::unique_ptr<engine::PreemptionPolicy>> {
-    auto tree = QueueTree::Make(CurrentPolicyOptions().queues);
+  auto srtf_preempt =
+      [](const EngineOptions&) -> Result<std::unique_ptr<engine::PreemptionPolicy>> {
+    return MakeSrtfPreemption();
+  };
+  if (auto st = engine::RegisterPreemptionPolicy("srtf", srtf_preempt); !st) return st;
+  auto reclaim = [](const EngineOptions& o) -> Result<std::unique_ptr<engine::PreemptionPolicy>> {
+    auto tree = TreeFor(o);
     if (!tree) return std::unexpected(tree.error());
     return MakeQueueReclaim(std::move(*tree));
   };

@@ -96,14 +96,18 @@ TEST(Elastic, GrowsIntoIdleCapacityEveryIntervalAndLeavesRoomForWaitingWork) {
   EXPECT_EQ(Count<ResizeJob>(e->Cycle(400)), 0);  // next interval not reached
 }
 
-// Needs an engine change: Cycle must run the elastic and migration policies when the pending
-// queue is empty (today it returns right after accruing service).
-TEST(Elastic, DISABLED_GrowsIntoAnIdleClusterWithNothingPending) {
+// With nothing pending, the cycle still runs the elastic policy, and the engine asks to be
+// woken at the next scaling interval.
+TEST(Elastic, GrowsIntoAnIdleClusterWithNothingPending) {
   auto topo = Tree(4);
   auto e = MakeEngine(topo, ElasticEngine());
   ASSERT_TRUE(e);
   Submit(*e, 1, ElasticJob(1, 1, 4), 0);
   ASSERT_EQ(Count<StartJob>(e->Cycle(0)), 1);
+  ASSERT_TRUE(e->Pending().empty());
+  auto wake = e->NextWakeup(0);
+  ASSERT_TRUE(wake);
+  EXPECT_DOUBLE_EQ(*wake, 300);
   auto r = e->Cycle(300);
   EXPECT_EQ(Count<ResizeJob>(r), 1);
   EXPECT_EQ(Nodes(*e->Find(1)), 4);

@@ -1,8 +1,8 @@
 // Typed, validated options of the issue-6 policies: the queue tree that weighted fair share and
 // queue reclaim read, and the cost knobs of elastic scaling and checkpoint-based migration.
-// The engine configuration has no section for them yet; until it does, a caller sets them
-// process-wide with SetPolicyOptions before Engine::Create (each engine copies what is set when
-// its policies are built, so later calls do not change a running engine).
+// The queue tree comes from the engine configuration's `queues:` when it lists any; otherwise,
+// and for the cost knobs, from what SetPolicyOptions set process-wide before Engine::Create
+// (each engine copies what is set when its policies are built).
 //   PolicyOptions o; o.queues.queues = {{.name = "team-a", .quota_gpus = 16}};
 //   if (auto st = SetPolicyOptions(o); !st) std::cerr << st.error().message;
 #pragma once
@@ -12,18 +12,12 @@
 #include <vector>
 
 #include "tianshu/base/status.h"
+#include "tianshu/model/engine_config.h"
 
 namespace tianshu::policy {
 
-// One queue of the hierarchy. Jobs name their leaf queue in JobSpec::queue; a job counts
-// against its queue and every ancestor of it.
-struct QueueSpec {
-  std::string name;
-  std::string parent;      // "" = directly under the (implicit, unbounded) root
-  double weight = 1;       // share of the parent's capacity relative to its siblings (> 0)
-  int64_t quota_gpus = 0;  // guaranteed GPUs (whole-GPU equivalents); 0 = no guarantee
-  bool borrow = true;      // may run beyond its quota on idle capacity (reclaimable there)
-};
+// One queue of the hierarchy (the `queues:` entries of the engine configuration).
+using QueueSpec = model::QueueConfig;
 
 struct QueueOptions {
   // Queues in any order; parents need not come first. A queue named "default" (weight 1, no

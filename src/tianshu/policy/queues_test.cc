@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "tianshu/model/load.h"
 #include "tianshu/policy/internal/test_util.h"
 
 namespace tianshu::policy {
@@ -184,12 +185,41 @@ TEST(QueueTree, UnknownQueuesGoToDefaultAndParentsSumChildQuotas) {
   EXPECT_EQ(t->Path(t->Find("a")).size(), 2u);
 }
 
+// The engine configuration's `queues:` section drives fair share and reclaim, with no
+// process-wide options set: a YAML file, through OptionsFromConfig, to an engine.
+TEST(FairShare, QueuesComeFromTheEngineConfiguration) {
+  UseQueues({});
+  auto v = model::ValidateText("engine.yaml",
+                               "kind: engine\n"
+                               "scheduler: {order: fair-share, algorithm: first-fit}\n"
+                               "queues:\n"
+                               "  - {name: capped, quota: 8, borrow: false}\n"
+                               "  - {name: open}\n");
+  ASSERT_TRUE(v.document) << (v.diagnostics.empty() ? "" : v.diagnostics[0].message);
+  const auto& config = std::get<model::EngineConfig>(v.document->value);
+  ASSERT_EQ(config.queues.size(), 2u);
+  auto o = engine::OptionsFromConfig(config);
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->policies.preemption, "queue-reclaim");
+  auto topo = Tree(4);
+  auto e = MakeEngine(topo, *o);
+  ASSERT_TRUE(e);
+  Submit(*e, 1, Job(8, 1000, 0, "capped"), 0);
+  Submit(*e, 2, Job(8, 1000, 0, "capped"), 0);
+  Submit(*e, 3, Job(8, 1000, 0, "open"), 0);
+  auto r = e->Cycle(0);
+  EXPECT_EQ(Count<StartJob>(r), 2);  // capped stops at its 8 GPUs, open borrows
+  EXPECT_EQ(e->Find(2)->state, JobState::kPending);
+  EXPECT_EQ(e->Find(3)->state, JobState::kRunning);
+}
+
 TEST(Builtin, RegistersOnceAndNamesResolve) {
   ASSERT_TRUE(RegisterBuiltinPolicies());
   ASSERT_TRUE(RegisterBuiltinPolicies());
   engine::EngineOptions o;
   EXPECT_TRUE(engine::MakeOrderPolicy("fair-share", o));
   EXPECT_TRUE(engine::MakeOrderPolicy("srtf", o));
+  EXPECT_TRUE(engine::MakePreemptionPolicy("srtf", o));
   EXPECT_TRUE(engine::MakePreemptionPolicy("queue-reclaim", o));
   EXPECT_TRUE(engine::MakeElasticPolicy("elastic", o));
   EXPECT_TRUE(engine::MakeMigrationPolicy("defrag", o));

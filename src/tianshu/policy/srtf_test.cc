@@ -55,5 +55,33 @@ TEST(Srtf, RemainingTimeCountsProgress) {
   EXPECT_DOUBLE_EQ(RemainingS(*e->Find(3)), 200);
 }
 
+// "srtf" preemption: a job evicts a same-class job only when that one has far more time left
+// (more than twice, and 30 minutes more); the victim cannot evict back; a lower class always
+// yields.
+TEST(Srtf, PreemptsOnlyMuchLongerJobsAndNeverBack) {
+  auto topo = Tree(2);  // 16 GPUs
+  auto e = MakeEngine(topo, Options("srtf", "srtf"));
+  ASSERT_TRUE(e);
+  Submit(*e, 1, Job(16, 10000), 0);
+  ASSERT_EQ(Started(e->Cycle(0)), 1);
+  Submit(*e, 2, Job(16, 6000), 100);  // 9,900 s left vs 6,000: not twice
+  auto r = e->Cycle(100);
+  EXPECT_EQ(Count<engine::StopJob>(r), 0);
+  Submit(*e, 3, Job(16, 600), 200);  // 9,800 s left vs 600: evicts job 1
+  r = e->Cycle(200);
+  EXPECT_EQ(Count<engine::StopJob>(r), 1);
+  EXPECT_EQ(Started(r), 3);
+  ASSERT_EQ(e->Find(1)->state, JobState::kPending);
+  // Job 1 (9,800 s left) cannot take the GPUs back from job 3.
+  r = e->Cycle(300);
+  EXPECT_EQ(Count<engine::StopJob>(r), 0);
+  EXPECT_EQ(e->Find(3)->state, JobState::kRunning);
+  // A higher class evicts whatever its remaining time.
+  Submit(*e, 4, Job(16, 100000, 1), 400);
+  r = e->Cycle(400);
+  EXPECT_EQ(Started(r), 4);
+  EXPECT_EQ(e->Find(3)->state, JobState::kPending);
+}
+
 }  // namespace
 }  // namespace tianshu::policy

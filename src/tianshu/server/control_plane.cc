@@ -8,6 +8,7 @@
 #include "tianshu/engine/engine.h"
 #include "tianshu/model/load.h"
 #include "tianshu/placement/strategy.h"
+#include "tianshu/policy/builtin.h"
 
 namespace tianshu::server {
 
@@ -119,6 +120,19 @@ ControlPlane::~ControlPlane() {
 Result<std::unique_ptr<ControlPlane>> ControlPlane::Open(std::unique_ptr<Store> store,
                                                          ControlPlaneOptions options,
                                                          int64_t now_ms) {
+  if (auto st = policy::RegisterBuiltinPolicies(); !st) return std::unexpected(st.error());
+  // The cycle below carries out starts, preemptions and rejections; resizes and migrations
+  // (ResizeJob, MigrateJob) need a checkpoint-stop-relaunch the agents do not do yet.
+  if (options.config.elastic_scaling) {
+    return Fail(
+        "task_scheduler.elastic_scaling: the server does not carry out resizes yet "
+        "(tianshu simulate does); set elastic_scaling: false");
+  }
+  if (options.config.migration) {
+    return Fail(
+        "scheduler.migration: the server does not carry out migrations yet (tianshu "
+        "simulate does); set migration: false");
+  }
   auto engine_options = engine::OptionsFromConfig(options.config);
   if (!engine_options) return std::unexpected(engine_options.error());
   if (!options.placement.empty()) engine_options->placement = options.placement;

@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "tianshu/policy/builtin.h"
 #include "tianshu/sim/perf.h"
 
 namespace tianshu::sim {
@@ -38,8 +39,9 @@ struct Ev {
 
 struct Run {
   model::JobSpec spec;
-  double need = 0;  // ideal seconds of work
-  double done = 0;  // ideal seconds completed
+  double need = 0;   // ideal seconds of work (at its current size)
+  double need0 = 0;  // ideal seconds of work at its submitted size (for the metrics)
+  double done = 0;   // ideal seconds completed
   double ideal_step = 0;
   bool running = false;
   bool paused = false;  // restarting: holds its GPUs, makes no progress
@@ -81,6 +83,8 @@ class Sim {
   void Resolve(double t);
   void StartJob(const engine::StartJob& s, double t);
   void StopJob(int j, double t, bool keep_progress);
+  // Checkpoint, leave, restart on `ranks` (a migration, or a resize when the count changes).
+  void Move(int j, const std::vector<placement::RankSlot>& ranks, double t);
   void Handle(const std::vector<Decision>& ds, double t);
   void Sample(double t);
   Status Finish(int j, double t);
@@ -98,6 +102,7 @@ class Sim {
   std::set<int> networked_;
   double now_ = 0;
   double wakeup_at_ = -1;
+  double reshape_wakeup_at_ = -1;
   // Piecewise-constant sums and their integrals.
   double alloc_ = 0, eff_ = 0, comm_ = 0, extra_w_ = 0, base_w_ = 0;
   double alloc_int_ = 0, eff_int_ = 0, comm_int_ = 0, energy_j_ = 0;
@@ -283,6 +288,30 @@ void Sim::Leave(int j, double t) {
   if (networked_.erase(j)) contention_dirty_ = true;
 }
 
+void Sim::Move(int j, const std::vector<placement::RankSlot>& ranks, double t) {
+  struct Run& r = runs_[j];
+  StopJob(j, t, /*keep_progress=*/true);
+  const int before = r.spec.gpus > 0 ? r.spec.gpus : r.spec.nodes * r.spec.gpus_per_node;
+  const int after = static_cast<int>(ranks.size());
+  if (after != before && before > 0 && after > 0) {
+    // Same total work at the new size: what is left takes ideal-step(new) / ideal-step(old) as
+    // long (opaque jobs: linear scaling); need and done scale together, so the fraction done
+    // is kept.
+    const double old_step = r.ideal_step;
+    r.spec.gpus = after;
+    if (r.spec.gpus_per_node > 0 && after % r.spec.gpus_per_node == 0) {
+      r.spec.nodes = after / r.spec.gpus_per_node;
+    }
+    r.ideal_step = pm_.IdealStepSeconds(r.spec);
+    const double scale = old_step > 0 && r.ideal_step > 0 ? r.ideal_step / old_step
+                                                          : static_cast<double>(before) / after;
+    r.need *= scale;
+    r.done *= scale;
+  }
+  engine::StartJob s{.id = j, .ranks = ranks, .env = {}, .resume_progress = 0, .restart = true};
+  StartJob(s, t);
+}
+
 void Sim::Handle(const std::vector<Decision>& ds, double t) {
   // Stops first: the starts were planned on the capacity they free.
   for (const Decision& d : ds) {
@@ -300,6 +329,10 @@ void Sim::Handle(const std::vector<Decision>& ds, double t) {
   for (const Decision& d : ds) {
     if (const auto* s = std::get_if<engine::StartJob>(&d)) {
       StartJob(*s, t);
+    } else if (const auto* m = std::get_if<engine::MigrateJob>(&d)) {
+      Move(static_cast<int>(m->id), m->ranks, t);
+    } else if (const auto* z = std::get_if<engine::ResizeJob>(&d)) {
+      Move(static_cast<int>(z->id), z->ranks, t);
     } else if (std::holds_alternative<engine::RejectJob>(d)) {
       ++terminal_;
     }
@@ -341,6 +374,16 @@ uint64_t Mix(uint64_t x) {
 
 Result<SimResult> Sim::Run() {
   auto wall0 = std::chrono::steady_clock::now();
+  if (!eo_.placement_slowdown) {
+    // The engine's consolidation test asks the same performance model the run is priced with.
+    eo_.placement_slowdown = [this](const model::JobSpec& spec,
+                                    std::span<const placement::RankSlot> ranks) {
+      JobPerf p = pm_.Evaluate(spec, ranks);
+      double ideal = pm_.IdealStepSeconds(spec);
+      if (p.opaque || ideal <= 0) return 1.0;
+      return p.StepSeconds(pm_.AloneFraction(p), 1) / ideal;
+    };
+  }
   auto e = engine::Engine::Create(topo_, eo_);
   if (!e) return std::unexpected(e.error());
   engine_ = std::move(*e);
@@ -361,6 +404,7 @@ Result<SimResult> Sim::Run() {
       r.need = static_cast<double>(r.spec.iterations) * r.ideal_step;
     }
     if (r.need <= 0) r.need = 1;
+    r.need0 = r.need;
     r.spec.duration_s = r.need;  // the engine's runtime estimate (backfill)
   }
   // Node failures: the first failure of every node, from the seed.
@@ -382,7 +426,7 @@ Result<SimResult> Sim::Run() {
     double t_arr = next_arrival < n ? w_.jobs[next_arrival].submit_s : 1e300;
     double t = std::min(t_heap, t_arr);
     if (t >= 1e300) break;
-    // Only failures left, nothing pending can ever start: stop.
+    // Only failures (or wakeups) left, nothing pending can ever start: stop.
     if (t_arr >= 1e300 && engine_->Running().empty() && alloc_ == 0 && !heap_.empty() &&
         heap_.top().kind >= EvKind::kNodeFail && engine_->Pending().empty()) {
       break;
@@ -441,12 +485,21 @@ Result<SimResult> Sim::Run() {
           break;
       }
     }
-    if (changed && !engine_->Pending().empty()) {
+    if (changed && (!engine_->Pending().empty() || engine_->Reshapes())) {
       engine::CycleResult cr = engine_->Cycle(t);
       Handle(cr.decisions, t);
+      // Moves and resizes make room the waiting job gets in a cycle of its own, at once.
+      bool reshaped = std::any_of(cr.decisions.begin(), cr.decisions.end(), [](const auto& d) {
+        return std::holds_alternative<engine::MigrateJob>(d) ||
+               std::holds_alternative<engine::ResizeJob>(d);
+      });
+      if (reshaped && t != reshape_wakeup_at_) {  // once per instant: never a loop
+        reshape_wakeup_at_ = t;
+        Push(t, EvKind::kWakeup, -1);
+      }
     }
     Resolve(t);
-    if (auto wk = engine_->NextWakeup(t); wk && !engine_->Pending().empty()) {
+    if (auto wk = engine_->NextWakeup(t)) {
       if (wakeup_at_ < 0 || *wk < wakeup_at_) {
         wakeup_at_ = *wk;
         Push(*wk, EvKind::kWakeup, -1);
@@ -485,7 +538,7 @@ Result<SimResult> Sim::Run() {
     jr.submit_s = rec->submit_s;
     jr.start_s = rec->first_start_s;
     jr.end_s = rec->end_s;
-    jr.ideal_s = r.need;
+    jr.ideal_s = r.need0;
     jr.allocated_gpu_s = r.allocated_gpu_s;
     jr.preemptions = rec->preemptions;
     jr.retries = rec->retries;
@@ -494,8 +547,8 @@ Result<SimResult> Sim::Run() {
     jr.leaves = r.leaves;
     jr.state = std::string(engine::JobStateName(rec->state));
     double g = w_.jobs[i].gpus * w_.jobs[i].gpu_milli / 1000.0;
-    ideal_gpu_s += g * r.need;
-    lb_arrival = std::max(lb_arrival, rec->submit_s + r.need);
+    ideal_gpu_s += g * r.need0;
+    lb_arrival = std::max(lb_arrival, rec->submit_s + r.need0);
     m.preemptions += rec->preemptions;
     m.migrations += rec->migrations;
     m.retries += rec->retries;
@@ -504,10 +557,10 @@ Result<SimResult> Sim::Run() {
       jr.jct_s = rec->end_s - rec->submit_s;
       double ran = r.gpus > 0 ? r.allocated_gpu_s / r.gpus : 0;
       jr.queue_s = std::max(0.0, jr.jct_s - ran);
-      jr.slowdown = r.need > 0 ? jr.jct_s / r.need : 0;
+      jr.slowdown = r.need0 > 0 ? jr.jct_s / r.need0 : 0;
       jcts.push_back(jr.jct_s);
       queue_sum += jr.queue_s;
-      completed_ideal_gpu_s += g * r.need;
+      completed_ideal_gpu_s += g * r.need0;
       last_end = std::max(last_end, rec->end_s);
       ++m.jobs_completed;
     } else if (rec->state == engine::JobState::kFailed) {
@@ -556,6 +609,7 @@ Result<SimResult> Sim::Run() {
 
 Result<SimResult> Simulate(const model::Topology& topology, const Workload& workload,
                            const engine::EngineOptions& options, const SimOptions& sim) {
+  if (auto st = policy::RegisterBuiltinPolicies(); !st) return std::unexpected(st.error());
   Sim s(topology, workload, options, sim);
   return s.Run();
 }

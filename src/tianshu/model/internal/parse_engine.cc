@@ -1,14 +1,86 @@
 #include <cmath>
+#include <map>
 
 #include "tianshu/base/strings.h"
 #include "tianshu/model/internal/parsers.h"
 
 namespace tianshu::model::internal {
 
+namespace {
+
+// `queues:`: a list of {name, parent, weight, quota, borrow}. Checks what one file can get wrong
+// (names, parents, cycles, quotas of children above their parent's); errors point at the entry.
+void ParseQueues(YamlReader& r, const YAML::Node& list, std::vector<QueueConfig>* out) {
+  std::map<std::string, size_t> index;
+  std::vector<YAML::Node> at;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node q = list[i];
+    const std::string p = YamlReader::Index("queues", i);
+    if (!r.ExpectMap(q, p)) continue;
+    r.CheckKeys(q, p, {"name", "parent", "weight", "quota", "borrow"});
+    QueueConfig c;
+    if (!r.Require(q, p, "name") || !r.String(q, p, "name", &c.name)) continue;
+    if (c.name.empty()) {
+      r.Error(q, YamlReader::Child(p, "name"), "must not be empty");
+      continue;
+    }
+    r.String(q, p, "parent", &c.parent);
+    if (r.Double(q, p, "weight", &c.weight, 0, 1e9) && !(c.weight > 0)) {
+      r.Error(r.Get(q, "weight"), YamlReader::Child(p, "weight"), "must be more than 0");
+    }
+    r.Int(q, p, "quota", &c.quota_gpus, 0, int64_t{1} << 40);
+    r.Bool(q, p, "borrow", &c.borrow);
+    if (!index.emplace(c.name, out->size()).second) {
+      r.Error(q, YamlReader::Child(p, "name"), "duplicate queue '" + c.name + "'");
+      continue;
+    }
+    out->push_back(c);
+    at.push_back(q);
+  }
+  std::map<std::string, int64_t> child_quota;
+  for (size_t i = 0; i < out->size(); ++i) {
+    const QueueConfig& q = (*out)[i];
+    const std::string p = YamlReader::Index("queues", i);
+    if (q.parent.empty()) continue;
+    if (!index.count(q.parent)) {
+      r.Error(r.Get(at[i], "parent"), YamlReader::Child(p, "parent"),
+              "unknown queue '" + q.parent + "'");
+      continue;
+    }
+    child_quota[q.parent] += q.quota_gpus;
+    size_t steps = 0;
+    for (const QueueConfig* a = &q; !a->parent.empty() && index.count(a->parent);) {
+      a = &(*out)[index.at(a->parent)];
+      if (a == &q || ++steps > out->size()) {
+        r.Error(r.Get(at[i], "parent"), YamlReader::Child(p, "parent"),
+                "parents form a cycle through '" + q.name + "'");
+        break;
+      }
+    }
+  }
+  for (size_t i = 0; i < out->size(); ++i) {
+    const QueueConfig& q = (*out)[i];
+    const std::string p = YamlReader::Index("queues", i);
+    auto it = child_quota.find(q.name);
+    int64_t children = it == child_quota.end() ? 0 : it->second;
+    if (q.quota_gpus > 0 && children > q.quota_gpus) {
+      r.Error(at[i], YamlReader::Child(p, "quota"),
+              "its children's quotas add up to " + std::to_string(children) +
+                  " GPUs, more than its own " + std::to_string(q.quota_gpus));
+    }
+    if (!q.borrow && q.quota_gpus == 0 && children == 0) {
+      r.Error(at[i], YamlReader::Child(p, "borrow"),
+              "a queue that may not borrow needs a quota (it could never run anything)");
+    }
+  }
+}
+
+}  // namespace
+
 EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
   EngineConfig c;
   r.CheckKeys(root, "",
-              {"kind", "cluster", "scheduler", "task_scheduler", "NETWORK_BUFFER_SIZE",
+              {"kind", "cluster", "scheduler", "task_scheduler", "queues", "NETWORK_BUFFER_SIZE",
                "ALLREDUCE_ALGO", "CHECKPOINT_MODE", "SCHEDULER_BACKEND"});
 
   YAML::Node cluster = r.Get(root, "cluster");
@@ -42,8 +114,14 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
     const std::string p = "scheduler";
     r.CheckKeys(s, p,
                 {"algorithm", "topology_aware", "max_retries", "preemption", "checkpoint_interval",
-                 "allreduce_threshold"});
+                 "allreduce_threshold", "order", "backfill", "migration", "compact_wait"});
     r.Choice(s, p, "algorithm", PlacementAlgorithmNames(), &c.algorithm);
+    r.Choice(s, p, "order", OrderNames(), &c.order);
+    r.Choice(s, p, "backfill", BackfillNames(), &c.backfill);
+    r.Bool(s, p, "migration", &c.migration);
+    if (r.Seconds(s, p, "compact_wait", &c.compact_wait_s) && c.compact_wait_s < 0) {
+      r.Error(r.Get(s, "compact_wait"), "scheduler.compact_wait", "cannot be negative");
+    }
     r.Bool(s, p, "topology_aware", &c.topology_aware);
     r.Int(s, p, "max_retries", &c.max_retries, 0, 1000);
     r.Bool(s, p, "preemption", &c.preemption);
@@ -83,6 +161,9 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
                   std::to_string(c.max_nodes) + ")");
     }
   }
+
+  YAML::Node queues = r.Get(root, "queues");
+  if (queues.IsDefined() && r.ExpectSeq(queues, "queues")) ParseQueues(r, queues, &c.queues);
 
   if (r.Size(root, "", "NETWORK_BUFFER_SIZE", &c.network_buffer_size_bytes) &&
       (c.network_buffer_size_bytes < 4'000'000 || c.network_buffer_size_bytes > 16 * 1024 * 1024)) {
