@@ -545,5 +545,35 @@ TEST(ServerApi, RestartRebuildsFromTheStoreAndAgentReports) {
   EXPECT_EQ(stale, 1);
 }
 
+// The server names what it cannot carry out instead of ignoring it: resizes and migrations
+// need a relaunch at a new place the agents do not do yet. A fair-share configuration with
+// queues starts.
+TEST(ServerApi, RefusesElasticAndMigrationConfigsByName) {
+  const std::string dir = MakeTempDir("tianshu-server-config");
+  auto options = [&](auto edit) {
+    server::ServerOptions o;
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.data_dir = dir;
+    o.token = kToken;
+    edit(o.control.config);
+    return o;
+  };
+  auto elastic = server::Server::Start(options([](auto& c) { c.elastic_scaling = true; }));
+  ASSERT_FALSE(elastic);
+  EXPECT_NE(elastic.error().message.find("task_scheduler.elastic_scaling"), std::string::npos);
+  auto migration = server::Server::Start(options([](auto& c) { c.migration = true; }));
+  ASSERT_FALSE(migration);
+  EXPECT_NE(migration.error().message.find("scheduler.migration"), std::string::npos);
+  auto fair = server::Server::Start(options([](auto& c) {
+    c.order = "fair-share";
+    c.queues = {{.name = "research", .quota_gpus = 8}};
+  }));
+  ASSERT_TRUE(fair) << fair.error().message;
+  (*fair)->Stop();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
 }  // namespace
 }  // namespace tianshu::testing

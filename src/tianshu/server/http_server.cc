@@ -144,6 +144,11 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   if (*listen_fd >= 0) ::listen(*listen_fd, 4096);
   Server* self = s.get();
   s->listener_ = std::thread([self] { self->http_->listen_after_bind(); });
+  // httplib's stop() before its accept loop has started is lost (the loop then never ends):
+  // return only once it runs, so that a Stop() right after Start() cannot hang.
+  for (int i = 0; i < 5000 && !s->http_->is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   s->ticker_ = std::thread([self] {
     while (!self->stopping_) {
       self->cp_->Tick(self->options_.now_ms());
