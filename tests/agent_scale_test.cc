@@ -88,13 +88,34 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
   tianshu::server::Client client({.server = "http://" + server_addr, .token = token});
 
   std::vector<pid_t> agents;
+  // Every process goes when the test ends, also when an assertion returns early.
+  struct Reaper {
+    std::vector<pid_t>* agents;
+    pid_t server;
+    ~Reaper() {
+      for (pid_t p : *agents) ::kill(p, SIGTERM);
+      for (pid_t p : *agents) ::waitpid(p, nullptr, 0);
+      ::kill(server, SIGTERM);
+      ::waitpid(server, nullptr, 0);
+    }
+  } reaper{&agents, server};
+  // Each agent's log port: free now and distinct (fixed ports may be taken on a CI machine).
+  std::set<int> log_ports;
+  auto log_port = [&] {
+    int p = 0;
+    for (int tries = 0; tries < 100 && (p == 0 || log_ports.count(p) || p == port); ++tries) {
+      p = tianshu::testing::FreeLoopbackPort();
+    }
+    log_ports.insert(p);
+    return p;
+  };
   auto t_start_agents = Clock::now();
   for (int i = 0; i < kAgents; ++i) {
     std::string n = std::to_string(i);
     agents.push_back(Spawn(
         {"agent", "--server", server_addr, "--token-file", dir + "/server/token", "--node", "s" + n,
          "--workdir", dir + "/a" + n, "--devices", "8xA100-80GB", "--address",
-         "127.0.0.1:" + std::to_string(30000 + i), "--label",
+         "127.0.0.1:" + std::to_string(log_port()), "--label",
          "leaf=leaf-" + std::to_string(i / kNodesPerLeaf), "--cgroup-mode", "none", "--no-nvml"},
         dir + "/agents.log"));
   }
@@ -246,10 +267,6 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
       "anchor: Slurm 22.05 with 256 slurmd allocated ~80 jobs/s and took 462 s for such a "
       "burst whose ideal packing is 186 s\n");
 
-  for (pid_t p : agents) ::kill(p, SIGTERM);
-  for (pid_t p : agents) ::waitpid(p, nullptr, 0);
-  ::kill(server, SIGTERM);
-  ::waitpid(server, nullptr, 0);
   EXPECT_EQ(done, accepted.load());
   if (!HasFailure()) fs::remove_all(dir);
 }

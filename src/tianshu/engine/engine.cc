@@ -503,11 +503,11 @@ bool Engine::TooSlowToStart(const JobRecord& job,
 
 bool Engine::InCompactWait(const JobRecord& job, double now_s) const {
   if (options_.compact_wait_ratio <= 0 && options_.compact_max_wait_s <= 0) return false;
-  double limit = options_.compact_max_wait_s > 0 ? options_.compact_max_wait_s : 1e300;
+  // Without a runtime estimate a job does not wait: the wait is priced against its run time.
   const double est = job.EstimatedDurationS() * std::max(0.0, 1.0 - job.progress);
-  if (est > 0 && options_.compact_wait_ratio > 0) {
-    limit = std::min(limit, options_.compact_wait_ratio * est);
-  }
+  if (est <= 0) return false;
+  double limit = options_.compact_max_wait_s > 0 ? options_.compact_max_wait_s : 1e300;
+  if (options_.compact_wait_ratio > 0) limit = std::min(limit, options_.compact_wait_ratio * est);
   return limit < 1e300 && now_s - job.pending_since_s < limit;
 }
 

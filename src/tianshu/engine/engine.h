@@ -204,7 +204,7 @@ struct EngineOptions {
   // only placement now is predicted to run more than `compact_slowdown_tolerance` slower than
   // on a compact one waits for a better placement, for at most
   // min(compact_wait_ratio x its remaining runtime estimate, compact_max_wait_s) since it last
-  // became pending (compact_max_wait_s alone without an estimate); then it takes what fits. The
+  // became pending (a job without an estimate never waits); then it takes what fits. The
   // prediction is `placement_slowdown` when set (the simulator sets it from its performance model);
   // without it, any placement on more nodes or leaf switches than the job needs counts as too slow.
   // Both limits 0 (the default; configurations turn it on, see OptionsFromConfig): never waits.
