@@ -399,9 +399,12 @@ std::map<std::string, std::string> Engine::CommEnv(
   return plan->env;
 }
 
+bool Engine::ElasticOn() const {
+  return policies_->elastic && policies_->elastic->Name() != "none";
+}
+
 bool Engine::Reshapes() const {
-  return (policies_->elastic && policies_->elastic->Name() != "none") ||
-         (policies_->migration && policies_->migration->Name() != "none");
+  return ElasticOn() || (policies_->migration && policies_->migration->Name() != "none");
 }
 
 std::optional<double> Engine::NextWakeup(double now_s) const {
@@ -415,7 +418,7 @@ std::optional<double> Engine::NextWakeup(double now_s) const {
     }
   }
   // Elastic jobs may grow into idle capacity every scaling interval, with nothing pending.
-  if (policies_->elastic && policies_->elastic->Name() != "none") {
+  if (ElasticOn()) {
     const double interval = static_cast<double>(options_.config.scaling_interval_s);
     for (JobId id : running_) {
       if (jobs_.at(id).spec.elastic.enabled && interval > 0) {
@@ -443,24 +446,17 @@ int64_t WholeNeed(const placement::PlacementRequest& r) {
 bool Compact(const model::Topology& t, const std::vector<placement::RankSlot>& ranks,
              int64_t need_milli) {
   if (ranks.empty()) return true;
-  std::vector<int> nodes;
-  std::vector<int> leaves;
+  const placement::Span span = placement::SpanOf(t, ranks);
   size_t leaf_size = 1;
-  for (const auto& s : ranks) {
-    if (std::find(nodes.begin(), nodes.end(), s.node) != nodes.end()) continue;
-    nodes.push_back(s.node);
-    int leaf = t.nodes[s.node].leaf;
-    if (std::find(leaves.begin(), leaves.end(), leaf) == leaves.end()) {
-      leaves.push_back(leaf);
-      if (leaf >= 0) leaf_size = std::max(leaf_size, t.switches[leaf].nodes.size());
-    }
+  for (int leaf : span.leaves) {
+    if (leaf >= 0) leaf_size = std::max(leaf_size, t.switches[leaf].nodes.size());
   }
   const int64_t per_node = int64_t{t.GpusOn(ranks.front().node)} * model::kMilliPerGpu;
   const int64_t min_nodes = std::max<int64_t>(1, (need_milli + per_node - 1) / per_node);
   const int64_t min_leaves =
       (min_nodes + static_cast<int64_t>(leaf_size) - 1) / static_cast<int64_t>(leaf_size);
-  return static_cast<int64_t>(nodes.size()) <= min_nodes &&
-         static_cast<int64_t>(leaves.size()) <= min_leaves;
+  return static_cast<int64_t>(span.nodes.size()) <= min_nodes &&
+         static_cast<int64_t>(span.leaves.size()) <= min_leaves;
 }
 
 // Whether a compact placement of whole-GPU `r` could exist in `s` (a quick necessary check, so

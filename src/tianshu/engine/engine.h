@@ -315,6 +315,7 @@ class Engine {
   std::vector<const JobRecord*> AllJobs() const;
 
  private:
+  bool ElasticOn() const;  // an elastic policy other than "none" is configured
   Engine(const model::Topology& topology, const EngineOptions& options);
   void Accrue(JobRecord& job, double now_s);
   // Applying decisions: the one place that mutates placements and capacity.

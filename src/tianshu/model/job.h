@@ -121,6 +121,9 @@ struct JobSpec {
   double duration_s = 0;   // expected run time under ideal placement, optional
   InferenceSpec inference;
   RunSpec run;
+
+  // Accelerators asked for: gpus, else nodes * gpus_per_node (0 when neither is given).
+  int TotalGpus() const { return gpus > 0 ? gpus : nodes * gpus_per_node; }
 };
 
 // A named model of the catalogue (case-insensitive; "gpt3-175b", "llama2-7b", ...), or nullptr.

@@ -22,10 +22,25 @@ std::string_view OutcomeKindName(OutcomeKind k) {
   return "placed";
 }
 
+Span SpanOf(const model::Topology& topology, std::span<const RankSlot> ranks) {
+  Span span;
+  for (const RankSlot& slot : ranks) {
+    if (slot.node < 0) continue;
+    if (!span.nodes.empty() && span.nodes.back() == slot.node) continue;
+    if (std::find(span.nodes.begin(), span.nodes.end(), slot.node) != span.nodes.end()) continue;
+    span.nodes.push_back(slot.node);
+    const int leaf = topology.nodes[slot.node].leaf;
+    if (std::find(span.leaves.begin(), span.leaves.end(), leaf) == span.leaves.end()) {
+      span.leaves.push_back(leaf);
+    }
+  }
+  return span;
+}
+
 PlacementRequest RequestFromJob(const model::JobSpec& job) {
   PlacementRequest r;
   r.name = job.name;
-  r.ranks = job.gpus > 0 ? job.gpus : job.nodes * job.gpus_per_node;
+  r.ranks = job.TotalGpus();
   r.gpu_milli = job.gpu_milli;
   r.gpus_per_node = job.nodes > 0 && job.gpus_per_node > 0 ? job.gpus_per_node : 0;
   r.backend = job.backend;

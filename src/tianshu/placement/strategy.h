@@ -74,6 +74,13 @@ inline Outcome PlacedOutcome(std::vector<RankSlot> ranks) {
   return Outcome{.kind = OutcomeKind::kPlaced, .ranks = std::move(ranks)};
 }
 
+// The distinct nodes and leaf switches a placement uses, each in order of first use.
+struct Span {
+  std::vector<int> nodes;
+  std::vector<int> leaves;
+};
+Span SpanOf(const model::Topology& topology, std::span<const RankSlot> ranks);
+
 // Options of the genetic strategy (steps, not wall-clock time, so a run is reproducible).
 struct GeneticOptions {
   int population = 24;

@@ -468,7 +468,7 @@ json ControlPlane::JobJson(const Job& j, bool full) const {
   for (const auto& p : j.placement) {
     placement.push_back({{"rank", p.rank}, {"node", p.node}, {"device", p.device}});
   }
-  int gpus = j.spec.gpus > 0 ? j.spec.gpus : j.spec.nodes * j.spec.gpus_per_node;
+  int gpus = j.spec.TotalGpus();
   json out = {{"id", j.id},
               {"name", j.spec.name},
               {"kind", model::JobKindName(j.spec.kind)},

@@ -289,7 +289,7 @@ JobPerf PerfModel::Evaluate(const model::JobSpec& spec,
 }
 
 double PerfModel::IdealStepSeconds(const model::JobSpec& spec) {
-  int n = spec.gpus > 0 ? spec.gpus : spec.nodes * spec.gpus_per_node;
+  int n = spec.TotalGpus();
   n = std::min<int>(n, static_cast<int>(ideal_gpus_.size()));
   std::string key = Key(spec, n);
   auto it = ideal_cache_.find(key);

@@ -191,17 +191,9 @@ void Sim::StartJob(const engine::StartJob& s, double t) {
   r.running = true;
   r.run_start = t;
   r.last_t = t;
-  r.nodes.clear();
-  std::set<int> leaves;
-  for (const auto& slot : s.ranks) {
-    if (r.nodes.empty() || r.nodes.back() != slot.node) {
-      if (std::find(r.nodes.begin(), r.nodes.end(), slot.node) == r.nodes.end()) {
-        r.nodes.push_back(slot.node);
-        leaves.insert(topo_.nodes[slot.node].leaf);
-      }
-    }
-  }
-  r.leaves = static_cast<int>(leaves.size());
+  placement::Span span = placement::SpanOf(topo_, s.ranks);
+  r.nodes = std::move(span.nodes);
+  r.leaves = static_cast<int>(span.leaves.size());
   const auto& acc = topo_.TypeOf(r.nodes.front()).accelerator;
   r.busy_w = acc.busy_watts;
   r.idle_w = acc.idle_watts;
@@ -291,7 +283,7 @@ void Sim::Leave(int j, double t) {
 void Sim::Move(int j, const std::vector<placement::RankSlot>& ranks, double t) {
   struct Run& r = runs_[j];
   StopJob(j, t, /*keep_progress=*/true);
-  const int before = r.spec.gpus > 0 ? r.spec.gpus : r.spec.nodes * r.spec.gpus_per_node;
+  const int before = r.spec.TotalGpus();
   const int after = static_cast<int>(ranks.size());
   if (after != before && before > 0 && after > 0) {
     // Same total work at the new size: what is left takes ideal-step(new) / ideal-step(old) as

@@ -391,7 +391,7 @@ Result<Workload> LoadYamlWorkload(const std::string& path) {
       }
       if (item["count"]) count = item["count"].as<int>();
       if (count < 1) return Fail(where, ".count: must be at least 1");
-      int gpus = spec->gpus > 0 ? spec->gpus : spec->nodes * spec->gpus_per_node;
+      int gpus = spec->TotalGpus();
       if (gpus <= 0) return Fail(where, ": the job asks for no GPUs");
       for (int c = 0; c < count; ++c) {
         TraceJob j;
