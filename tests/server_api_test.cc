@@ -296,6 +296,70 @@ TEST(ServerApi, WorkOrdersAreIdempotentAndFailuresRetryUpToMaxRetries) {
   EXPECT_EQ(f.Post("/v1/jobs/" + id + "/cancel", "").status, 409);
 }
 
+// Gang admission: a two-node gang whose second node never starts its ranks is released after
+// scheduler.gang_timeout (the started node is told to stop, the devices are freed) and retried
+// as a failed attempt; the retry starts once both nodes start their ranks.
+TEST(ServerApi, GangNotStartedInTimeIsReleasedAndRetried) {
+  ServerFixture f;
+  f.config.gang_timeout_s = 1;
+  f.Start();
+  FakeAgent a(f, "node-a", 2);
+  FakeAgent b(f, "node-b", 2);
+  ASSERT_EQ(a.Register().status, 200);
+  ASSERT_EQ(b.Register().status, 200);
+  auto r = f.Post("/v1/jobs",
+                  "kind: training\nname: gang\nmodel: llama2-7b\nnodes: 2\ngpus_per_node: 2\n"
+                  "max_retries: 3\nrun:\n  command: [python3, train.py]\n");
+  ASSERT_EQ(r.status, 201) << r.text;
+  std::string id = r.body["id"];
+  std::vector<wire::WorkOrder> oa, ob;
+  ASSERT_TRUE(WaitFor([&] {
+    a.Heartbeat();
+    b.Heartbeat();
+    if (oa.empty()) oa = a.Work(50);
+    if (ob.empty()) ob = b.Work(50);
+    return !oa.empty() && !ob.empty();
+  }));
+  ASSERT_EQ(oa[0].kind, wire::OrderKind::kLaunch);
+  a.AcceptAndStart(oa[0]);  // node-b accepts nothing: the gang is partial
+  EXPECT_EQ(f.JobState(id), "starting");
+  // Within the timeout nothing happens; after it, node-a gets a stop order for attempt 1.
+  std::vector<wire::WorkOrder> stop;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        a.Heartbeat();
+        b.Heartbeat();
+        for (const auto& o : a.Work(50)) {
+          if (o.kind == wire::OrderKind::kStop) stop.push_back(o);
+        }
+        return !stop.empty();
+      },
+      5000));
+  EXPECT_EQ(stop[0].id, id + ".a1.stop.node-a");
+  auto job = f.Get("/v1/jobs/" + id);
+  EXPECT_NE(job.body["message"].get<std::string>().find("gang admission timed out: 2 of 4 ranks"),
+            std::string::npos)
+      << job.body["message"];
+  // Both nodes report the attempt stopped: the job is pending again with one retry used.
+  for (FakeAgent* ag : {&a, &b}) {
+    ag->Report({{.order_id = id + ".a1.stop." + ag->node(),
+                 .kind = wire::ReportKind::kStopped,
+                 .job_id = id}});
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        a.Heartbeat();
+        b.Heartbeat();
+        auto j = f.Get("/v1/jobs/" + id);
+        return j.body["retries"] == 1 && j.body["state"] != "stopping";
+      },
+      5000))
+      << f.Get("/v1/jobs/" + id).body.dump();
+  auto metrics = f.client().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->text.find("tianshu_gang_timeouts_total 1"), std::string::npos);
+}
+
 TEST(ServerApi, CancelRunningJobStopsItsRanks) {
   ServerFixture f;
   f.Start();
@@ -565,6 +629,9 @@ TEST(ServerApi, RefusesElasticAndMigrationConfigsByName) {
   auto migration = server::Server::Start(options([](auto& c) { c.migration = true; }));
   ASSERT_FALSE(migration);
   EXPECT_NE(migration.error().message.find("scheduler.migration"), std::string::npos);
+  auto colocation = server::Server::Start(options([](auto& c) { c.colocation = "priority"; }));
+  ASSERT_FALSE(colocation);
+  EXPECT_NE(colocation.error().message.find("scheduler.colocation"), std::string::npos);
   auto fair = server::Server::Start(options([](auto& c) {
     c.order = "fair-share";
     c.queues = {{.name = "research", .quota_gpus = 8}};

@@ -62,6 +62,7 @@ class ServerFixture {
   void Start(int64_t lost_after_ms = 10000, size_t commit_batch = 512, bool preemption = true,
              std::vector<std::string> static_nodes = {}) {
     server::ServerOptions o;
+    o.control.config = config;
     o.control.config.preemption = preemption;
     o.control.static_nodes = std::move(static_nodes);
     o.control.static_source = "cluster.yaml";
@@ -79,6 +80,9 @@ class ServerFixture {
     server_ = std::move(*s);
     client_ = NewClient();
   }
+  // The engine configuration Start uses (its preemption comes from Start's argument).
+  model::EngineConfig config;
+
   void Stop() {
     client_.reset();
     if (server_) server_->Stop();

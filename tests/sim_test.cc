@@ -11,6 +11,7 @@
 #include "tianshu/model/load.h"
 #include "tianshu/sim/perf.h"
 #include "tianshu/sim/report.h"
+#include "tianshu/sim/serving.h"
 #include "tianshu/sim/simulator.h"
 #include "tianshu/sim/trace.h"
 
@@ -369,11 +370,106 @@ TEST(SimReport, WritesCsvAndSelfContainedHtml) {
   std::getline(in, header);
   EXPECT_EQ(header,
             "config,job_id,num_gpu,submit_time,start_time,end_time,jct,queue_time,slowdown,"
-            "preemptions,nodes,leaves_spanned");
+            "preemptions,nodes,leaves_spanned,slo_attainment,p99_latency_ms,colocated");
   std::string html = RenderHtml("test", topo, rs);
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org"));  // only the SVG namespace
   EXPECT_EQ(html.find("<script"), std::string::npos);
+}
+
+// The queueing model of a replica (serving.h) against closed forms: M/M/1 waits with
+// probability rho; Erlang C for 2 servers at load 1 is 1/3.
+TEST(SimServing, QueueingMatchesClosedForms) {
+  EXPECT_NEAR(ErlangC(1, 0.5), 0.5, 1e-12);
+  EXPECT_NEAR(ErlangC(2, 1.0), 1.0 / 3.0, 1e-12);
+  // M/M/1, service 1 s, 0.5 requests/s, objective 3 s: 1 - 0.5 e^{-(1 - 0.5)(3 - 1)}.
+  Latency l = MmcLatency(0.5, 1.0, 1, 3.0);
+  EXPECT_TRUE(l.stable);
+  EXPECT_NEAR(l.attainment, 1 - 0.5 * std::exp(-1.0), 1e-12);
+  EXPECT_NEAR(l.utilization, 0.5, 1e-12);
+  EXPECT_LT(MmcLatency(0.5, 1.0, 1, 0.9).attainment, 1e-12);  // slower than the objective
+  EXPECT_FALSE(MmcLatency(2.0, 1.0, 1, 10).stable);           // arrivals above capacity
+}
+
+// Two nodes fully held by a 16-GPU training job (10 h); an LLaMA-2 7B service (one GPU, 8
+// sequences at a time, 0.3 requests/s, 8 s objective) arrives an hour later for 4 hours.
+// scheduler.colocation decides what happens:
+//   priority:   the service overlays training's GPUs at once and keeps its objective (about
+//               6.6 s a request with prefill on half the compute); training runs a little slower
+//               and is never stopped;
+//   time-slice: alternate slices would double the request to about 12 s, past the objective,
+//               so the engine does not overlay it; like `none`, 2D-LAS then preempts the
+//               training (which has the most attained service), which waits 4 hours.
+TEST(SimPolicies, InferenceKeepsItsObjectiveNextToTraining) {
+  model::Topology topo = Tree(2, 2);
+  Workload w;
+  w.name = "colocation";
+  TraceJob train;
+  train.id = 0;
+  train.name = "train";
+  model::JobSpec ts;
+  ts.name = "train";
+  ts.model = *model::FindModelProfile("llama2-7b");
+  ts.gpus = 16;
+  train.spec = ts;
+  train.gpus = 16;
+  train.duration_s = 10 * 3600;
+  w.jobs.push_back(train);
+  TraceJob serve;
+  serve.id = 1;
+  serve.name = "serve";
+  serve.submit_s = 3600;
+  model::JobSpec ss;
+  ss.name = "serve";
+  ss.kind = model::JobKind::kInference;
+  ss.model = *model::FindModelProfile("llama2-7b");
+  ss.gpus = 1;
+  ss.inference = {.request_rate = 0.3, .latency_slo_ms = 8000, .batch = 8, .max_seq_len = 1024};
+  serve.spec = ss;
+  serve.gpus = 1;
+  serve.duration_s = 4 * 3600;
+  w.jobs.push_back(serve);
+
+  std::map<std::string, SimResult> out;
+  for (std::string mode : {"none", "time-slice", "priority"}) {
+    engine::EngineOptions o = Preset("tianshu");
+    o.config.colocation = mode;
+    auto r = Simulate(topo, w, o);
+    ASSERT_TRUE(r) << mode << ": " << r.error().message;
+    ASSERT_EQ(r->metrics.jobs_completed, 2) << mode;
+    ASSERT_EQ(r->jobs.size(), 2u);
+    EXPECT_EQ(r->metrics.inference_services, 1) << mode;
+    // An overlaid service holds no GPU share: never over capacity, GPU-time adds up.
+    for (const auto& smp : r->samples) ASSERT_LE(smp.allocated_gpus, 16 + 1e-3) << mode;
+    EXPECT_NEAR(r->jobs[0].allocated_gpu_s + r->jobs[1].allocated_gpu_s, r->allocated_gpu_s,
+                1e-6 * r->allocated_gpu_s)
+        << mode;
+    out[mode] = std::move(*r);
+  }
+  const SimResult& p = out["priority"];
+  EXPECT_TRUE(p.jobs[1].colocated);
+  EXPECT_DOUBLE_EQ(p.jobs[1].start_s, 3600);  // no wait
+  EXPECT_GE(p.jobs[1].slo_attainment, 0.99);
+  EXPECT_GE(p.metrics.slo_attainment, 0.99);
+  EXPECT_LT(p.metrics.inference_p99_ms, 8000);
+  EXPECT_EQ(p.metrics.preemptions, 0);
+  EXPECT_EQ(p.metrics.inference_colocated, 1);
+  // Training lost part of its GPUs for 4 hours: slower than alone, never stopped, and done
+  // sooner than when it made way for the service.
+  EXPECT_GT(p.metrics.colocation_training_loss, 0);
+  EXPECT_LT(p.metrics.colocation_training_loss, 0.25);
+  EXPECT_NEAR(p.metrics.colocated_training_gpu_h, 16 * 4, 0.5);
+  EXPECT_GT(p.jobs[0].jct_s, 10 * 3600 + 60);
+  EXPECT_LT(p.jobs[0].jct_s, 10 * 3600 * 1.25);
+  for (std::string mode : {"none", "time-slice"}) {
+    const SimResult& r = out[mode];
+    EXPECT_FALSE(r.jobs[1].colocated) << mode;
+    EXPECT_EQ(r.metrics.inference_colocated, 0) << mode;
+    EXPECT_EQ(r.jobs[0].preemptions, 1) << mode;        // made way for the service
+    EXPECT_GE(r.jobs[1].slo_attainment, 0.99) << mode;  // alone on its GPU
+    EXPECT_LT(p.jobs[0].jct_s, r.jobs[0].jct_s) << mode;
+    EXPECT_DOUBLE_EQ(r.metrics.colocated_training_gpu_h, 0) << mode;
+  }
 }
 
 }  // namespace

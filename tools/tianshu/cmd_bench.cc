@@ -20,6 +20,12 @@ struct FragFlags {
   std::string seeds;
   double inflate = 1.3;
   bool paper_fgd = false;
+  bool paper_typical = false;
+  bool paper_score = false;
+  bool paper_order = false;
+  bool faithful = false;
+  std::string paper_ties;
+  double popularity = 0.95;
   OutputFlag output;
 };
 
@@ -63,13 +69,22 @@ int RunFragmentationCommand(const FragFlags& f) {
     return kExitInvalid;
   }
   nlohmann::json runs = nlohmann::json::array();
-  double alloc = 0, alloc100 = 0, arrived = 0, placed = 0, failed = 0;
+  double alloc = 0, alloc100 = 0, window = 0, arrived = 0, placed = 0, failed = 0;
   for (uint64_t seed : seeds) {
-    auto r = placement::RunFragmentation(
-        *nodes, *pods, f.strategy,
-        {.inflate = f.inflate,
-         .seed = seed,
-         .workload = {.with_memory = !f.paper_fgd, .weight_by_gpu_share = !f.paper_fgd}});
+    auto r =
+        placement::RunFragmentation(*nodes, *pods, f.strategy,
+                                    {.inflate = f.inflate,
+                                     .seed = seed,
+                                     .workload = {.with_memory = !f.paper_fgd,
+                                                  .weight_by_gpu_share = !f.paper_fgd,
+                                                  .paper_typical = f.paper_typical || f.faithful,
+                                                  .popularity = f.popularity},
+                                     .paper_score = f.paper_score || f.faithful,
+                                     .paper_ties = f.paper_ties == "random"                   ? 0
+                                                   : f.paper_ties == "first"                  ? 1
+                                                   : f.paper_ties == "shuffled" || f.faithful ? 2
+                                                                                              : 0,
+                                     .paper_order = f.paper_order || f.faithful});
     if (!r) {
       std::cerr << "tianshu bench fragmentation: " << r.error().message << "\n";
       return kExitInvalid;
@@ -77,11 +92,13 @@ int RunFragmentationCommand(const FragFlags& f) {
     runs.push_back({{"seed", seed},
                     {"allocation_ratio", r->allocation_ratio},
                     {"allocation_ratio_at_100", r->allocation_ratio_at_100},
+                    {"allocation_ratio_window", r->allocation_ratio_window},
                     {"arrived_ratio", r->arrived_ratio},
                     {"pods_placed", r->pods_placed},
                     {"pods_failed", r->pods_failed}});
     alloc += r->allocation_ratio;
     alloc100 += r->allocation_ratio_at_100;
+    window += r->allocation_ratio_window;
     arrived += r->arrived_ratio;
     placed += r->pods_placed;
     failed += r->pods_failed;
@@ -95,11 +112,23 @@ int RunFragmentationCommand(const FragFlags& f) {
   }
   const double k = static_cast<double>(seeds.size());
   if (f.output.Json()) {
-    nlohmann::json j = {{"strategy", f.strategy},        {"paper_fgd", f.paper_fgd},
-                        {"inflate", f.inflate},          {"seeds", seeds},
-                        {"allocation_ratio", alloc / k}, {"allocation_ratio_at_100", alloc100 / k},
-                        {"arrived_ratio", arrived / k},  {"pods_placed", placed / k},
-                        {"pods_failed", failed / k},     {"runs", runs}};
+    nlohmann::json j = {{"strategy", f.strategy},
+                        {"paper_fgd", f.paper_fgd},
+                        {"inflate", f.inflate},
+                        {"seeds", seeds},
+                        {"allocation_ratio", alloc / k},
+                        {"allocation_ratio_at_100", alloc100 / k},
+                        {"allocation_ratio_window", window / k},
+                        {"paper_typical", f.paper_typical || f.faithful},
+                        {"paper_score", f.paper_score || f.faithful},
+                        {"paper_order", f.paper_order || f.faithful},
+                        {"paper_ties", f.faithful && f.paper_ties.empty() ? "shuffled"
+                                       : f.paper_ties.empty()             ? "random"
+                                                                          : f.paper_ties},
+                        {"arrived_ratio", arrived / k},
+                        {"pods_placed", placed / k},
+                        {"pods_failed", failed / k},
+                        {"runs", runs}};
     std::cout << j.dump(2) << "\n";
   } else if (seeds.size() > 1) {
     std::cout << fmt::format("{:<10} mean of {} seeds: allocation {:6.2f}%  at 100%: {:6.2f}%\n",
@@ -127,6 +156,21 @@ Runner RegisterBench(CLI::App& app) {
   frag->add_option("--inflate", flags->inflate, "workload / GPU capacity")->capture_default_str();
   frag->add_flag("--paper-fgd", flags->paper_fgd,
                  "FGD's target workload as in the paper (task counts, no memory check)");
+  frag->add_flag("--paper-typical", flags->paper_typical,
+                 "FGD's target workload as the paper's simulator builds it (most popular kinds "
+                 "covering --popularity of the tasks, CPU-only ones included, by count)");
+  frag->add_option("--popularity", flags->popularity, "with --paper-typical")
+      ->capture_default_str();
+  frag->add_flag("--paper-score", flags->paper_score,
+                 "FGD's integer score and random ties, as the paper's simulator");
+  frag->add_flag("--paper-order", flags->paper_order,
+                 "original pods shuffled, copies appended after them (the paper's simulator)");
+  frag->add_option("--paper-ties", flags->paper_ties,
+                   "with --paper-score, which tied node: random (default), first (lowest id), "
+                   "shuffled (first in a node order shuffled per seed)")
+      ->check(CLI::IsMember({"random", "first", "shuffled"}));
+  frag->add_flag("--faithful", flags->faithful,
+                 "--paper-typical --paper-score --paper-ties shuffled --paper-order together");
   AddOutputFlag(frag, &flags->output);
   return [flags, frag] {
     if (frag->parsed()) return RunFragmentationCommand(*flags);

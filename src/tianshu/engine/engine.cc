@@ -46,7 +46,79 @@ JobId DecisionJob(const Decision& d) {
 }
 
 Engine::Engine(const model::Topology& topology, const EngineOptions& options)
-    : topology_(&topology), options_(options), state_(topology), idle_(topology) {}
+    : topology_(&topology),
+      options_(options),
+      state_(topology),
+      overlay_(static_cast<size_t>(topology.NumGpus()), 0),
+      idle_(topology) {}
+
+void Engine::Occupy(JobRecord& r, const std::vector<placement::RankSlot>& ranks, bool colocated) {
+  r.colocated = colocated;
+  if (colocated) {
+    for (const auto& s : ranks) {
+      if (s.gpu >= 0) overlay_[s.gpu] += r.request.gpu_milli;
+    }
+    return;
+  }
+  auto st = placement::Apply(&state_, r.request, placement::PlacedOutcome(ranks));
+  assert(st.has_value() && "a start must fit the state it was planned on");
+  (void)st;
+}
+
+void Engine::Vacate(JobRecord& r) {
+  if (r.colocated) {
+    for (const auto& s : r.placement) {
+      if (s.gpu >= 0) overlay_[s.gpu] = std::max(0, overlay_[s.gpu] - r.request.gpu_milli);
+    }
+    r.colocated = false;
+    return;
+  }
+  auto st = placement::Release(&state_, r.request, placement::PlacedOutcome(r.placement));
+  (void)st;  // the placement was applied by Occupy, so it releases
+}
+
+std::optional<std::vector<placement::RankSlot>> Engine::PlaceOverlay(
+    const model::ClusterState& work, const JobRecord& job, const std::vector<int>& overlay,
+    const std::vector<char>& trained) const {
+  const placement::PlacementRequest& rq = job.request;
+  if (rq.ranks <= 0 || rq.gpu_milli <= 0) return std::nullopt;
+  struct Candidate {
+    int load = 0;  // overlay milli already on the chosen GPUs
+    int node = 0;
+    std::vector<int> gpus;
+  };
+  std::vector<Candidate> candidates;
+  for (const auto& node : topology_->nodes) {
+    if (placement::StaticCheck(work, node.id, rq) != placement::Reject::kNone) continue;
+    std::vector<std::pair<int, int>> room;  // (overlay milli, gpu)
+    const int first = node.first_gpu, count = topology_->GpusOn(node.id);
+    for (int g = first; g < first + count; ++g) {
+      if (trained[g] && overlay[g] + rq.gpu_milli <= model::kMilliPerGpu) {
+        room.emplace_back(overlay[g], g);
+      }
+    }
+    if (static_cast<int>(room.size()) < rq.ranks) continue;
+    // The least-loaded GPUs of the node: the interference is spread over its training GPUs.
+    std::sort(room.begin(), room.end());
+    Candidate c{.load = 0, .node = node.id, .gpus = {}};
+    for (int i = 0; i < rq.ranks; ++i) {
+      c.load += room[i].first;
+      c.gpus.push_back(room[i].second);
+    }
+    std::sort(c.gpus.begin(), c.gpus.end());
+    candidates.push_back(std::move(c));
+  }
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return std::tie(a.load, a.node) < std::tie(b.load, b.node);
+  });
+  constexpr size_t kMaxTried = 32;  // candidates the objective check sees per cycle and job
+  for (size_t i = 0; i < candidates.size() && i < kMaxTried; ++i) {
+    std::vector<placement::RankSlot> ranks;
+    for (int g : candidates[i].gpus) ranks.push_back({.node = candidates[i].node, .gpu = g});
+    if (!options_.colocation_fits || options_.colocation_fits(job.spec, ranks)) return ranks;
+  }
+  return std::nullopt;
+}
 
 Engine::~Engine() = default;
 
@@ -261,8 +333,7 @@ Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
     }
     Accrue(r, now_s);
     if (e->success) {
-      auto st = placement::Release(&state_, r.request, placement::PlacedOutcome(r.placement));
-      (void)st;  // the placement was applied by Commit, so it releases
+      Vacate(r);
       RemoveFrom(running_, r.id);
       r.placement.clear();
       r.state = JobState::kCompleted;
@@ -305,6 +376,7 @@ Status Engine::Restore(JobId id, const std::vector<placement::RankSlot>& ranks, 
   if (auto st = placement::Apply(&state_, r.request, placement::PlacedOutcome(ranks)); !st) {
     return Fail("restore: job ", std::to_string(id), ": ", st.error().message);
   }
+  r.colocated = false;
   MarkRunning(r, ranks, start_s);
   return Ok();
 }
@@ -312,18 +384,14 @@ Status Engine::Restore(JobId id, const std::vector<placement::RankSlot>& ranks, 
 void Engine::Commit(const Decision& d, double now_s) {
   if (const auto* s = std::get_if<StartJob>(&d)) {
     JobRecord& r = jobs_.at(s->id);
-    placement::Outcome o = placement::PlacedOutcome(s->ranks);
-    auto st = placement::Apply(&state_, r.request, o);
-    assert(st.has_value() && "a cycle's start must fit the state it was planned on");
-    (void)st;
+    Occupy(r, s->ranks, s->colocated);
     MarkRunning(r, s->ranks, now_s);
     return;
   }
   if (const auto* s = std::get_if<StopJob>(&d)) {
     JobRecord& r = jobs_.at(s->id);
     if (r.state != JobState::kRunning) return;
-    auto st = placement::Release(&state_, r.request, placement::PlacedOutcome(r.placement));
-    (void)st;
+    Vacate(r);
     RemoveFrom(running_, r.id);
     if (s->reason == StopReason::kPreempted) ++r.preemptions;
     if (s->requeued) {
@@ -538,6 +606,23 @@ CycleResult Engine::Cycle(double now_s) {
   int64_t free_whole = FreeWholeGpus(work);
   int64_t free_milli = work.TotalGpuMilli() - work.AllocatedGpuMilli();
   const bool can_preempt = policies_->preemption && policies_->preemption->Name() != "none";
+  // Co-location: GPUs held whole by training (running or started in this cycle), and the
+  // overlay budget as this cycle changes it.
+  const bool colocate = options_.config.colocation != "none";
+  std::vector<char> trained;
+  std::vector<int> overlay_work;
+  if (colocate) {
+    trained.assign(overlay_.size(), 0);
+    overlay_work = overlay_;
+    for (JobId id : running_) {
+      const JobRecord& r = jobs_.at(id);
+      if (r.spec.kind != model::JobKind::kTraining || r.request.gpu_milli < model::kMilliPerGpu)
+        continue;
+      for (const auto& s : r.placement) {
+        if (s.gpu >= 0) trained[s.gpu] = 1;
+      }
+    }
+  }
 
   auto start = [&](JobRecord& job, placement::Outcome& o, bool backfilled) {
     auto st = placement::Apply(&work, job.request, o);
@@ -548,6 +633,12 @@ CycleResult Engine::Cycle(double now_s) {
                .resume_progress = job.progress,
                .restart = job.first_start_s >= 0};
     s.env = CommEnv(job, s.ranks);
+    if (colocate && job.spec.kind == model::JobKind::kTraining &&
+        job.request.gpu_milli >= model::kMilliPerGpu) {
+      for (const auto& slot : s.ranks) {
+        if (slot.gpu >= 0) trained[slot.gpu] = 1;
+      }
+    }
     result.decisions.emplace_back(std::in_place_type<StartJob>, std::move(s));
     ++result.stats.started;
     if (backfilled) ++result.stats.backfilled;
@@ -571,6 +662,24 @@ CycleResult Engine::Cycle(double now_s) {
       never_fits_.erase(nf);
       ++result.stats.rejected;
       continue;
+    }
+    // An inference service first tries to overlay training's GPUs (no free share needed).
+    if (colocate && job.spec.kind == model::JobKind::kInference) {
+      if (auto ranks = PlaceOverlay(work, job, overlay_work, trained)) {
+        for (const auto& slot : *ranks) overlay_work[slot.gpu] += job.request.gpu_milli;
+        StartJob s{.id = job.id,
+                   .ranks = std::move(*ranks),
+                   .env = {},
+                   .resume_progress = job.progress,
+                   .restart = job.first_start_s >= 0,
+                   .colocated = true};
+        s.env = CommEnv(job, s.ranks);
+        s.env["TIANSHU_COLOCATION"] = options_.config.colocation;
+        result.decisions.emplace_back(std::in_place_type<StartJob>, std::move(s));
+        ++result.stats.started;
+        ++result.stats.colocated;
+        continue;
+      }
     }
     const int64_t need_milli = int64_t{job.request.ranks} * job.request.gpu_milli;
     bool count_fits = WholeNeed(job.request) <= free_whole && need_milli <= free_milli;
@@ -617,8 +726,10 @@ CycleResult Engine::Cycle(double now_s) {
     if (can_preempt && !blocked) {
       std::vector<JobId> victims = policies_->preemption->Victims(view, job);
       // Victims of this cycle are already gone; starts of this cycle are never victims.
+      // Co-located services free no GPU share: never victims.
       std::erase_if(victims, [&](JobId v) {
-        return std::find(evicted.begin(), evicted.end(), v) != evicted.end();
+        return jobs_.at(v).colocated ||
+               std::find(evicted.begin(), evicted.end(), v) != evicted.end();
       });
       if (!victims.empty()) {
         // Take victims until the count fits, then simulate the eviction and place.
@@ -666,12 +777,14 @@ CycleResult Engine::Cycle(double now_s) {
     if (free_whole == 0 && free_milli == 0) break;
   }
 
-  if (policies_->elastic) {
-    for (auto& d : policies_->elastic->Propose(view, work)) result.decisions.push_back(d);
-  }
-  if (policies_->migration) {
-    for (auto& d : policies_->migration->Propose(view, work)) result.decisions.push_back(d);
-  }
+  // Resizes and moves are for jobs that hold GPU shares (co-located services hold none).
+  auto reshape = [&](std::vector<Decision> proposed) {
+    for (auto& d : proposed) {
+      if (!jobs_.at(DecisionJob(d)).colocated) result.decisions.push_back(std::move(d));
+    }
+  };
+  if (policies_->elastic) reshape(policies_->elastic->Propose(view, work));
+  if (policies_->migration) reshape(policies_->migration->Propose(view, work));
 
   // Apply in one place: stops first (they free what the starts were planned on).
   for (const Decision& d : result.decisions) {

@@ -70,6 +70,9 @@ struct JobRecord {
   // A placement that spread it over more nodes than it needs was predicted too slow (cleared
   // when it starts): while it may wait for a compact one, it is not placed spread again.
   bool spread_too_slow = false;
+  // An inference service overlaid on GPUs that training holds (scheduler.colocation): its
+  // shares are counted against the overlay budget of those GPUs, not their free share.
+  bool colocated = false;
   std::string reason;  // why it failed or was cancelled; last note of the scheduler
 
   int Gpus() const { return request.ranks; }
@@ -135,6 +138,7 @@ struct StartJob {
   std::map<std::string, std::string> env;  // communicator environment (NCCL_*, HCCL_*, ...)
   double resume_progress = 0;              // restart from this checkpointed fraction
   bool restart = false;                    // not its first start
+  bool colocated = false;                  // overlaid on GPUs training holds (time slicing)
 };
 enum class StopReason {
   kPreempted,  // to make room for a job that outranks it; requeued
@@ -215,6 +219,14 @@ struct EngineOptions {
   // (>= 1); empty: unknown.
   std::function<double(const model::JobSpec& job, std::span<const placement::RankSlot> ranks)>
       placement_slowdown;
+  // Co-location (config.colocation other than "none"): an inference service may overlay GPUs
+  // that running training jobs hold whole, up to one GPU's worth (kMilliPerGpu) of inference
+  // shares per GPU, all its ranks on one node. `colocation_fits` (the simulator sets it from
+  // its serving model) says whether the service keeps its latency objective on `ranks` next to
+  // what runs there; empty: any overlay with room is taken. Where no overlay fits, the service
+  // takes GPU shares of its own like any job.
+  std::function<bool(const model::JobSpec& job, std::span<const placement::RankSlot> ranks)>
+      colocation_fits;
   int max_placements_per_cycle = 0;  // 0: no limit
   // Jobs examined behind a blocked head in one cycle (Slurm's bf_max_job_test); 0: all.
   int max_queue_scan = 1000;
@@ -234,7 +246,8 @@ struct EngineOptions {
 //   tianshu:    the EngineConfig defaults: 2D-LAS order with LAS preemption (priority classes
 //               first), time-based backfill, genetic topology-aware placement, and a job waits
 //               up to 12 h (at most half its runtime) for a placement not predicted >10% slower
-//               than a compact one (scheduler.compact_wait).
+//               than a compact one (scheduler.compact_wait); and scheduler.colocation: priority
+//               (inference services overlay training's GPUs).
 [[nodiscard]] Result<EngineOptions> PresetOptions(std::string_view name);
 std::vector<std::string> PresetNames();
 // Options from a user's engine configuration: placement from scheduler.algorithm (network
@@ -254,6 +267,7 @@ struct CycleStats {
   int preempted = 0;
   int rejected = 0;
   int held_for_compact = 0;  // placed, but waiting for a compact placement
+  int colocated = 0;         // inference services started on training's GPUs
   bool head_blocked = false;
 };
 struct CycleResult {
@@ -303,6 +317,8 @@ class Engine {
 
   // Reads.
   const JobRecord* Find(JobId id) const;
+  // Per GPU: thousandths of co-located inference shares overlaid on it.
+  int OverlayMilli(int gpu) const { return overlay_[gpu]; }
   const model::ClusterState& State() const { return state_; }
   const model::Topology& Topology() const { return *topology_; }
   const EngineOptions& Options() const { return options_; }
@@ -316,6 +332,15 @@ class Engine {
 
  private:
   bool ElasticOn() const;  // an elastic policy other than "none" is configured
+  // Takes or gives back what a placement holds: GPU shares of state_, or overlay budget for
+  // a co-located service.
+  void Occupy(JobRecord& r, const std::vector<placement::RankSlot>& ranks, bool colocated);
+  void Vacate(JobRecord& r);
+  // An overlay placement for inference `job` on GPUs training holds (`trained`), with room in
+  // `overlay`; nullopt when none fits.
+  std::optional<std::vector<placement::RankSlot>> PlaceOverlay(
+      const model::ClusterState& work, const JobRecord& job, const std::vector<int>& overlay,
+      const std::vector<char>& trained) const;
   Engine(const model::Topology& topology, const EngineOptions& options);
   void Accrue(JobRecord& job, double now_s);
   // Applying decisions: the one place that mutates placements and capacity.
@@ -337,6 +362,7 @@ class Engine {
   EngineOptions options_;
   std::unique_ptr<Policies> policies_;
   model::ClusterState state_;
+  std::vector<int> overlay_;  // per GPU: milli of co-located inference
   model::ClusterState idle_;  // the empty, healthy cluster (for "can never fit")
   std::unordered_map<JobId, JobRecord> jobs_;
   std::vector<JobId> order_of_submission_;

@@ -111,6 +111,60 @@ TEST(Engine, CanNeverFitIsRejected) {
   EXPECT_EQ((*e)->Find(1)->state, JobState::kFailed);
 }
 
+// scheduler.colocation: an inference service overlays the GPUs a training job holds whole
+// (an overlay budget of one GPU's worth per GPU, least-loaded GPUs first), takes no free
+// share, is never a preemption victim, and gives its overlay back when it ends. With
+// colocation none the same service needs a GPU of its own.
+TEST(Engine, InferenceOverlaysTrainingGpusWithinTheBudget) {
+  auto topo = Tree(1);  // 8 GPUs
+  auto service = [](int milli) {
+    model::JobSpec j = Job(1);
+    j.kind = model::JobKind::kInference;
+    j.gpu_milli = milli;
+    j.inference = {.request_rate = 1, .latency_slo_ms = 1000};
+    return j;
+  };
+  for (std::string mode : {"none", "priority"}) {
+    EngineOptions o = *PresetOptions("slurm");
+    o.config.colocation = mode;
+    auto e = Engine::Create(topo, o);
+    ASSERT_TRUE(e) << e.error().message;
+    ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(8, 1000)}, 0));
+    (void)(*e)->Cycle(0);
+    ASSERT_TRUE((*e)->Apply(SubmitJob{2, service(600)}, 1));
+    ASSERT_TRUE((*e)->Apply(SubmitJob{3, service(600)}, 1));
+    ASSERT_TRUE((*e)->Apply(SubmitJob{4, service(300)}, 1));
+    CycleResult r = (*e)->Cycle(1);
+    if (mode == "none") {
+      EXPECT_EQ(Starts(r), 0) << "no free share and no overlay";
+      EXPECT_EQ((*e)->Find(2)->state, JobState::kPending);
+      continue;
+    }
+    ASSERT_EQ(Starts(r), 3);
+    EXPECT_EQ(r.stats.colocated, 3);
+    for (const auto& d : r.decisions) {
+      ASSERT_TRUE(std::get<StartJob>(d).colocated);
+    }
+    EXPECT_EQ((*e)->State().AllocatedGpuMilli(), 8000);  // training's only
+    const int g2 = (*e)->Find(2)->placement[0].gpu, g3 = (*e)->Find(3)->placement[0].gpu;
+    const int g4 = (*e)->Find(4)->placement[0].gpu;
+    EXPECT_NE(g2, g3);  // 600 + 600 is over one GPU's worth
+    EXPECT_NE(g4, g2);  // the least-loaded GPU first
+    EXPECT_NE(g4, g3);
+    EXPECT_EQ((*e)->OverlayMilli(g2), 600);
+    EXPECT_EQ((*e)->OverlayMilli(g4), 300);
+    // A service ends: its overlay is free again; the training job's GPUs never were.
+    ASSERT_TRUE((*e)->Apply(JobFinished{2, true, ""}, 10));
+    EXPECT_EQ((*e)->OverlayMilli(g2), 0);
+    EXPECT_EQ((*e)->State().AllocatedGpuMilli(), 8000);
+    // Training ends: the services stay where they are, and the GPUs are free for others.
+    ASSERT_TRUE((*e)->Apply(JobFinished{1, true, ""}, 20));
+    EXPECT_EQ((*e)->State().AllocatedGpuMilli(), 0);
+    EXPECT_EQ((*e)->OverlayMilli(g3), 600);
+    EXPECT_EQ((*e)->Find(3)->state, JobState::kRunning);
+  }
+}
+
 TEST(Policies, PlannedNamesAreRefusedByName) {
   // This test does not link the policy library: its names are known, and refused with the
   // reason, never replaced by another policy.

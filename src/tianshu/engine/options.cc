@@ -8,6 +8,10 @@ namespace tianshu::engine {
 Status EngineOptions::Validate() const {
   if (auto st = strategy.Validate(); !st) return st;
   if (large_queue_threshold < 0) return Fail("large_queue_threshold cannot be negative");
+  if (config.colocation != "none" && config.colocation != "time-slice" &&
+      config.colocation != "priority") {
+    return Fail("unknown colocation '", config.colocation, "'; known: none, time-slice, priority");
+  }
   if (max_placements_per_cycle < 0) return Fail("max_placements_per_cycle cannot be negative");
   if (max_queue_scan < 0) return Fail("max_queue_scan cannot be negative");
   if (compact_wait_ratio < 0 || compact_max_wait_s < 0 || compact_slowdown_tolerance < 0) {
@@ -60,7 +64,9 @@ Result<EngineOptions> OptionsFromConfig(const model::EngineConfig& config) {
 Result<EngineOptions> PresetOptions(std::string_view name) {
   std::string n = ToLower(name);
   if (n == "tianshu") {
-    auto o = OptionsFromConfig(model::EngineConfig{});
+    model::EngineConfig config;
+    config.colocation = "priority";  // inference services overlay training's GPUs
+    auto o = OptionsFromConfig(config);
     if (o) o->preset = "tianshu";
     return o;
   }

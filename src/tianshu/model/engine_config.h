@@ -5,9 +5,9 @@
 //               checkpoint_interval: 1800, allreduce_threshold: 8MB}
 //   task_scheduler: {elastic_scaling: false, min_nodes: 1, max_nodes: 0, scaling_interval: 300}
 //   scheduler.order: priority | fifo | las | srtf | fair-share; scheduler.backfill: time | greedy
-//   | none; scheduler.migration: false; scheduler.compact_wait: 12h; queues: [{name, parent,
-//   weight, quota, borrow}] NETWORK_BUFFER_SIZE, ALLREDUCE_ALGO, CHECKPOINT_MODE, SCHEDULER_BACKEND
-//   (also from env).
+//   | none; scheduler.migration: false; scheduler.colocation: none | time-slice | priority;
+//   scheduler.compact_wait: 12h; queues: [{name, parent, weight, quota, borrow}]
+//   NETWORK_BUFFER_SIZE, ALLREDUCE_ALGO, CHECKPOINT_MODE, SCHEDULER_BACKEND (also from env).
 #pragma once
 
 #include <cstdint>
@@ -65,6 +65,16 @@ struct EngineConfig {
   // leaf switches, or one predicted no more than 10% slower) before it takes what fits; also
   // capped at half its runtime estimate. 0: never waits.
   int64_t compact_wait_s = 12 * 3600;
+  // scheduler.colocation: how inference services share GPUs with training. none: an inference
+  // service holds GPU shares of its own; time-slice: it may overlay GPUs training holds, and
+  // the device alternates between them (CUDA's default time slicing); priority: it may overlay
+  // them with inference first on memory bandwidth and training first on compute (MPS client
+  // priorities, as REEF / Orion schedule kernels).
+  std::string colocation = "none";
+  // scheduler.gang_timeout: a gang whose ranks have not all started this long after its
+  // launch orders went out is released (its started ranks stopped, its devices freed) and
+  // retried, as a failed attempt. 0: wait for ever.
+  int64_t gang_timeout_s = 600;
   std::vector<QueueConfig> queues;  // queues: [] (then every job runs in "default")
   // Tuning knobs, also read from environment variables of the same names.
   int64_t network_buffer_size_bytes = 4 * 1024 * 1024;      // NETWORK_BUFFER_SIZE, 4-16 MB

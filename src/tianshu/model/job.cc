@@ -4,6 +4,18 @@
 
 namespace tianshu::model {
 
+std::string_view GroupScopeName(GroupScope s) {
+  switch (s) {
+    case GroupScope::kNvlink:
+      return "nvlink";
+    case GroupScope::kNode:
+      return "node";
+    case GroupScope::kLeaf:
+      return "leaf";
+  }
+  return "node";
+}
+
 std::string_view JobKindName(JobKind k) {
   return k == JobKind::kTraining ? "training" : "inference";
 }

@@ -34,6 +34,21 @@ enum class CheckpointMode {
   kSync,   // training stops while the checkpoint is written
 };
 
+// Nested gang groups: every consecutive block of `size` ranks (in rank order) sits inside one
+// domain of `within`: a tensor-parallel group inside one NVLink domain, a pipeline stage
+// inside one leaf switch.
+//   groups: [{size: 8, within: nvlink}, {size: 64, within: leaf}]
+enum class GroupScope {
+  kNvlink,  // one NVLink island (a whole node with NVSwitch; one GPU with PCIe only)
+  kNode,
+  kLeaf,  // one leaf switch
+};
+struct RankGroup {
+  int size = 1;
+  GroupScope within = GroupScope::kNode;
+};
+std::string_view GroupScopeName(GroupScope s);
+
 std::string_view JobKindName(JobKind k);
 std::string_view RecomputeName(Recompute r);
 std::string_view CheckpointModeName(CheckpointMode m);
@@ -120,6 +135,7 @@ struct JobSpec {
   int64_t iterations = 0;  // training length, optional
   double duration_s = 0;   // expected run time under ideal placement, optional
   InferenceSpec inference;
+  std::vector<RankGroup> groups;  // nested gang groups, innermost first (checked to nest)
   RunSpec run;
 
   // Accelerators asked for: gpus, else nodes * gpus_per_node (0 when neither is given).

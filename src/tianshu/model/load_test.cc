@@ -124,11 +124,14 @@ TEST(EngineConfig, DefaultsAndKeys) {
   EXPECT_EQ(d.backfill, "time");
   EXPECT_FALSE(d.migration);
   EXPECT_EQ(d.compact_wait_s, 12 * 3600);
+  EXPECT_EQ(d.colocation, "none");
+  EXPECT_EQ(d.gang_timeout_s, 600);
   EXPECT_TRUE(d.queues.empty());
   auto policies =
       ValidateText("p.yaml",
                    "scheduler: {order: SRTF, backfill: none, migration: true, "
-                   "compact_wait: 2h}\n"
+                   "compact_wait: 2h, colocation: priority, "
+                   "gang_timeout: 90s}\n"
                    "queues:\n"
                    "  - {name: org, quota: 32}\n"
                    "  - {name: team, parent: org, weight: 2, quota: 16, borrow: false}\n");
@@ -138,6 +141,8 @@ TEST(EngineConfig, DefaultsAndKeys) {
   EXPECT_EQ(pc.backfill, "none");
   EXPECT_TRUE(pc.migration);
   EXPECT_EQ(pc.compact_wait_s, 7200);
+  EXPECT_EQ(pc.colocation, "priority");
+  EXPECT_EQ(pc.gang_timeout_s, 90);
   ASSERT_EQ(pc.queues.size(), 2u);
   EXPECT_EQ(pc.queues[1].parent, "org");
   EXPECT_DOUBLE_EQ(pc.queues[1].weight, 2);

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "tianshu/placement/fit.h"
+#include "tianshu/placement/groups.h"
 #include "tianshu/placement/internal/testing.h"
 #include "tianshu/placement/strategy.h"
 
@@ -75,6 +76,56 @@ TEST_P(Contract, CapacityNeverExceededAndGangsWhole) {
     ASSERT_TRUE(Apply(&state, r, o));
   }
   EXPECT_GT(placed, 20);
+}
+
+// Nested gang groups: a 16-rank job whose 8-rank groups must each sit on one node and whose
+// whole gang must sit under one leaf. Only leaf 3 (nodes 6 and 7, both idle) can hold it;
+// nodes 0-3 have 4 free GPUs each, which a group-blind first fit would take.
+TEST_P(Contract, NestedGroupsAreHonoured) {
+  model::FatTreeOptions fo;
+  fo.nodes = 8;
+  fo.nodes_per_leaf = 2;
+  model::Topology t = *model::GenerateFatTree(fo);
+  ClusterState state(t);
+  auto take = [&](int node, int count) {
+    for (int i = 0; i < count; ++i) ASSERT_TRUE(state.TakeGpu(t.nodes[node].first_gpu + i, 1000));
+  };
+  for (int n = 0; n < 4; ++n) take(n, 4);
+  take(5, 8);
+  PlacementRequest r;
+  r.name = "grouped";
+  r.ranks = 16;
+  r.cpu_milli_per_rank = 1000;
+  r.groups = {{.size = 8, .within = model::GroupScope::kNode},
+              {.size = 16, .within = model::GroupScope::kLeaf}};
+  auto s = Make();
+  Outcome o = s->Place(state, r);
+  ASSERT_TRUE(o.placed()) << GetParam() << ": " << o.reason;
+  EXPECT_TRUE(GroupsHold(t, r.groups, o.ranks)) << GetParam();
+  std::set<int> nodes;
+  for (const RankSlot& slot : o.ranks) nodes.insert(slot.node);
+  EXPECT_EQ(nodes, (std::set<int>{6, 7})) << GetParam();
+  EXPECT_TRUE(ContiguousDomains(t, o)) << GetParam();
+  if (GetParam() == "first-fit") {  // the case is not trivial: without groups it spreads
+    PlacementRequest blind = r;
+    blind.groups.clear();
+    Outcome b = s->Place(state, blind);
+    ASSERT_TRUE(b.placed());
+    EXPECT_FALSE(GroupsHold(t, r.groups, b.ranks));
+  }
+  std::vector<Outcome> batch = s->PlaceBatch(state, std::vector<PlacementRequest>{r});
+  ASSERT_EQ(batch.size(), 1u);
+  ASSERT_TRUE(batch[0].placed()) << GetParam() << ": " << batch[0].reason;
+  EXPECT_TRUE(GroupsHold(t, r.groups, batch[0].ranks)) << GetParam();
+  // One GPU of node 7 taken: 39 GPUs are free but no leaf holds two idle nodes.
+  take(7, 1);
+  Outcome none = s->Place(state, r);
+  EXPECT_EQ(none.kind, OutcomeKind::kDoesNotFitNow) << GetParam() << ": " << none.reason;
+  EXPECT_FALSE(none.reason.empty());
+  // A 16-rank group within one 8-GPU node can never fit.
+  PlacementRequest never = r;
+  never.groups = {{.size = 16, .within = model::GroupScope::kNode}};
+  EXPECT_EQ(s->Place(state, never).kind, OutcomeKind::kCanNeverFit) << GetParam();
 }
 
 TEST_P(Contract, OutcomesForTooLargeAndFull) {

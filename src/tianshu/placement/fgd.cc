@@ -1,12 +1,14 @@
 #include "tianshu/placement/fgd.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <tuple>
 
 #include "tianshu/base/strings.h"
 #include "tianshu/placement/fit.h"
 #include "tianshu/placement/internal/builtin.h"
+#include "tianshu/placement/internal/random.h"
 #include "tianshu/placement/internal/tree_search.h"
 
 namespace tianshu::placement {
@@ -14,12 +16,19 @@ namespace tianshu::placement {
 using model::kMilliPerGpu;
 
 FragmentationModel::FragmentationModel(const std::vector<TypicalTask>& workload,
-                                       const model::Topology& topology) {
+                                       const model::Topology& topology, bool count_cpu_only) {
   double total = 0;
+  double cpu_only = 0;
   for (const TypicalTask& t : workload) {
-    if (t.gpus > 0 && t.gpu_milli > 0) total += t.weight;
+    if (t.gpus > 0 && t.gpu_milli > 0) {
+      total += t.weight;
+    } else if (count_cpu_only && t.weight > 0) {
+      cpu_only += t.weight;
+    }
   }
   if (total <= 0) return;
+  total += cpu_only;
+  cpu_only_weight_ = cpu_only / total;
   std::map<std::tuple<int, int, std::vector<std::string>>,
            std::vector<std::tuple<int64_t, int64_t, double>>>
       by_kind;
@@ -67,7 +76,7 @@ double FragmentationModel::Fragmentation(int type, int64_t cpu_free, std::span<c
   }
   if (total == 0) return 0;
   std::sort(sorted, sorted + n);
-  double frag = 0;
+  double frag = cpu_only_weight_ * static_cast<double>(total);
   for (const Group& g : groups_) {
     if (!g.access[type]) {
       frag += g.weight * static_cast<double>(total);
@@ -106,6 +115,40 @@ double FragmentationModel::NodeFragmentation(const ClusterState& s, int node) co
 
 std::vector<TypicalTask> TypicalWorkload(std::span<const PlacementRequest> pods,
                                          const WorkloadOptions& options) {
+  if (options.paper_typical) {
+    std::map<std::tuple<int64_t, int, int, std::vector<std::string>>, double> count;
+    for (const PlacementRequest& p : pods) {
+      const bool gpu = p.gpu_milli > 0;
+      count[{p.cpu_milli_per_rank * p.ranks, gpu ? p.ranks : 0, p.gpu_milli,
+             gpu ? p.accelerators : std::vector<std::string>{}}] += 1;
+    }
+    std::vector<std::pair<double, std::tuple<int64_t, int, int, std::vector<std::string>>>> kinds;
+    double all = 0;
+    for (const auto& [k, w] : count) {
+      kinds.push_back({w, k});
+      all += w;
+    }
+    // Most popular first; equal counts: the larger (CPU, share, GPUs, models) first.
+    std::sort(kinds.begin(), kinds.end(), [](const auto& a, const auto& b) {
+      if (a.first != b.first) return a.first > b.first;
+      const auto& [ca, ga, ma, ta] = a.second;
+      const auto& [cb, gb, mb, tb] = b.second;
+      return std::tie(ca, ma, ga, ta) > std::tie(cb, mb, gb, tb);
+    });
+    std::vector<TypicalTask> out;
+    double cum = 0;
+    for (const auto& [w, k] : kinds) {
+      if (cum >= options.popularity * all) break;
+      cum += w;
+      out.push_back({.cpu_milli = std::get<0>(k),
+                     .gpus = std::get<1>(k),
+                     .gpu_milli = std::get<2>(k),
+                     .models = std::get<3>(k),
+                     .weight = w,
+                     .memory_bytes = 0});
+    }
+    return out;
+  }
   const bool with_memory = options.with_memory;
   std::map<std::tuple<int64_t, int, int, std::vector<std::string>, int64_t>, double> count;
   for (const PlacementRequest& p : pods) {
@@ -133,7 +176,8 @@ namespace {
 
 class Fgd final : public Strategy {
  public:
-  explicit Fgd(std::vector<TypicalTask> workload) : workload_(std::move(workload)) {}
+  Fgd(std::vector<TypicalTask> workload, bool paper_score, int ties, uint64_t seed)
+      : workload_(std::move(workload)), paper_score_(paper_score), ties_(ties), seed_(seed) {}
   std::string_view Name() const override { return "fgd"; }
 
   Outcome Place(const ClusterState& s, const PlacementRequest& r) const override {
@@ -146,14 +190,34 @@ class Fgd final : public Strategy {
                      .models = r.accelerators,
                      .weight = 1});
     }
-    FragmentationModel fm(workload_.empty() ? own : workload_, topo);
+    FragmentationModel fm(workload_.empty() ? own : workload_, topo, paper_score_);
     int best_node = -1;
     double best_delta = 0;
     int best_gpu = -1;
     const int n_nodes = topo.NumNodes();
     int free[64];
+    // paper_score_: the best integer score of the node being scored, and the tied best nodes.
+    int node_in_hand = -1;
+    int64_t hand_score = -1;
+    int hand_gpu = -1;
+    int64_t top_score = -1;
+    std::vector<std::pair<int, int>> top;  // (node, gpu)
+    uint64_t state_hash = internal::MixSeed(seed_, r.name) ^
+                          static_cast<uint64_t>(s.AllocatedGpuMilli()) * 0x9e3779b97f4a7c15ULL;
+    auto settle = [&] {
+      if (node_in_hand < 0) return;
+      if (hand_score > top_score) {
+        top_score = hand_score;
+        top.clear();
+      }
+      if (hand_score == top_score) top.push_back({node_in_hand, hand_gpu});
+      node_in_hand = -1;
+    };
     for (int n = 0; n < n_nodes; ++n) {
+      if (paper_score_) settle();
       if (NodeCapacity(s, n, r) < r.ranks) continue;
+      if (paper_score_)
+        state_hash = (state_hash ^ static_cast<uint64_t>(s.CpuFreeMilli(n))) * 0x100000001b3ULL;
       const int first = topo.nodes[n].first_gpu;
       const int g_count = std::min(topo.GpusOn(n), 64);
       for (int i = 0; i < g_count; ++i) free[i] = s.GpuFreeMilli(first + i);
@@ -164,6 +228,23 @@ class Fgd final : public Strategy {
       const int64_t mem_before = s.MemoryFreeBytes(n);
       const int64_t mem_after = mem_before - r.memory_bytes_per_rank * r.ranks;
       auto consider = [&](double delta, int gpu) {
+        if (paper_score_) {
+          // The simulator's integer score; a GPU of this node only replaces an earlier one
+          // when its score is higher (the first index wins), nodes tie on equal scores.
+          const double x = -delta / 1000.0;
+          const auto score = static_cast<int64_t>(100.0 / (1.0 + std::exp(-x)));
+          if (n != node_in_hand || score > hand_score) {
+            if (n != node_in_hand) {
+              node_in_hand = n;
+              hand_score = score;
+              hand_gpu = gpu;
+            } else {
+              hand_score = score;
+              hand_gpu = gpu;
+            }
+          }
+          return;
+        }
         bool better = best_node < 0 || delta < best_delta - 1e-9;
         if (!better && delta <= best_delta + 1e-9) {
           // Ties: the node with less free GPU share, then the lower id.
@@ -196,6 +277,27 @@ class Fgd final : public Strategy {
         consider(fm.Fragmentation(type, cpu_after, view, mem_after) - before, -1);
       }
     }
+    if (paper_score_) {
+      settle();
+      if (!top.empty()) {
+        size_t k = 0;
+        if (ties_ == 0) {
+          internal::Rng rng(state_hash);
+          k = static_cast<size_t>(rng.Below(static_cast<int>(top.size())));
+        } else if (ties_ == 2) {
+          auto rank = [&](int node) {
+            internal::Rng h(seed_ * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(node));
+            return h.Next();
+          };
+          for (size_t i = 1; i < top.size(); ++i) {
+            if (rank(top[i].first) < rank(top[k].first)) k = i;
+          }
+        }
+        const auto& pick = top[k];
+        best_node = pick.first;
+        best_gpu = pick.second;
+      }
+    }
     if (best_node >= 0) {
       if (best_gpu >= 0) {
         Outcome o;
@@ -216,12 +318,15 @@ class Fgd final : public Strategy {
 
  private:
   std::vector<TypicalTask> workload_;
+  bool paper_score_ = false;
+  int ties_ = 0;
+  uint64_t seed_ = 42;
 };
 
 }  // namespace
 
 std::unique_ptr<Strategy> NewFgd(const StrategyOptions& o) {
-  return std::make_unique<Fgd>(o.workload);
+  return std::make_unique<Fgd>(o.workload, o.fgd_paper_score, o.fgd_paper_ties, o.seed);
 }
 
 }  // namespace internal

@@ -24,7 +24,8 @@ namespace tianshu::placement {
 class FragmentationModel {
  public:
   // Tasks without GPUs are ignored (they fragment no GPU); weights are normalised to sum 1.
-  FragmentationModel(const std::vector<TypicalTask>& workload, const model::Topology& topology);
+  FragmentationModel(const std::vector<TypicalTask>& workload, const model::Topology& topology,
+                     bool count_cpu_only = false);
 
   // F_n(M) in milli-GPUs for a node of server type `type` with `cpu_free` and the given free
   // share per GPU (any order).
@@ -48,6 +49,9 @@ class FragmentationModel {
     double weight = 0;  // total weight
   };
   std::vector<Group> groups_;
+  // With count_cpu_only: the weight of tasks without GPUs, which (as in the paper's simulator)
+  // count all free GPU share of a node as fragment.
+  double cpu_only_weight_ = 0;
 };
 
 // How a pod list becomes a target workload. The paper's FGD counts tasks (both false); ours
@@ -56,6 +60,11 @@ class FragmentationModel {
 struct WorkloadOptions {
   bool with_memory = true;
   bool weight_by_gpu_share = true;
+  // As the paper's simulator (utils.GetTypicalPods with its experiment's settings): tasks keyed
+  // by (CPU, GPUs, share, models), counted, CPU-only tasks included, and only the most popular
+  // kinds kept until they cover `popularity` of all tasks (ties: the larger kind first).
+  bool paper_typical = false;
+  double popularity = 0.95;
 };
 
 // The typical tasks of a pod list: one per distinct (CPU, GPUs, share, models[, memory]),

@@ -1,6 +1,7 @@
 #include "tianshu/placement/openb.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -197,6 +198,8 @@ Result<FragmentationResult> RunFragmentation(const std::vector<OpenbNode>& nodes
   StrategyOptions so;
   so.seed = options.seed;
   so.workload = TypicalWorkload(originals, options.workload);  // FGD's target: the original pods
+  so.fgd_paper_score = options.paper_score;
+  so.fgd_paper_ties = options.paper_ties;
   auto s = MakeStrategy(strategy, so);
   if (!s) return std::unexpected(s.error());
 
@@ -214,18 +217,32 @@ Result<FragmentationResult> RunFragmentation(const std::vector<OpenbNode>& nodes
     asked += gpu_of(pods[i]);
   }
   internal::Rng rng(options.seed);
-  while (asked < options.inflate * capacity) {
-    int i = rng.Below(static_cast<int>(pods.size()));
-    order.push_back(i);
-    asked += gpu_of(pods[i]);
+  if (options.paper_order) {
+    rng.Shuffle(&order);
+    while (true) {
+      int i = rng.Below(static_cast<int>(pods.size()));
+      const double per_gpu = pods[i].num_gpu > 0 ? pods[i].gpu_milli : 0;
+      if (asked + per_gpu > options.inflate * capacity) break;
+      order.push_back(i);
+      asked += gpu_of(pods[i]);
+    }
+  } else {
+    while (asked < options.inflate * capacity) {
+      int i = rng.Below(static_cast<int>(pods.size()));
+      order.push_back(i);
+      asked += gpu_of(pods[i]);
+    }
+    rng.Shuffle(&order);
   }
-  rng.Shuffle(&order);
 
   FragmentationResult res;
   res.strategy = strategy;
   res.seed = options.seed;
   double arrived = 0;
   bool seen_100 = false;
+  const long target_pct = std::lround(100 * options.inflate);
+  double window_sum = 0, near_sum = 0;
+  int window_n = 0, near_n = 0;
   for (int i : order) {
     const PlacementRequest& r = originals[i];
     arrived += gpu_of(pods[i]);
@@ -235,6 +252,18 @@ Result<FragmentationResult> RunFragmentation(const std::vector<OpenbNode>& nodes
     } else {
       ++res.pods_failed;
     }
+    {
+      const long pct = std::lround(100 * arrived / capacity);
+      const double a = static_cast<double>(state.AllocatedGpuMilli()) / capacity;
+      if (pct == target_pct) {
+        window_sum += a;
+        ++window_n;
+      }
+      if (pct >= target_pct - 1 && pct <= target_pct + 1) {
+        near_sum += a;
+        ++near_n;
+      }
+    }
     if (!seen_100 && arrived >= capacity) {
       seen_100 = true;
       res.allocation_ratio_at_100 = static_cast<double>(state.AllocatedGpuMilli()) / capacity;
@@ -243,6 +272,9 @@ Result<FragmentationResult> RunFragmentation(const std::vector<OpenbNode>& nodes
   res.allocation_ratio = static_cast<double>(state.AllocatedGpuMilli()) / capacity;
   if (!seen_100) res.allocation_ratio_at_100 = res.allocation_ratio;
   res.arrived_ratio = arrived / capacity;
+  res.allocation_ratio_window = window_n > 0 ? window_sum / window_n
+                                : near_n > 0 ? near_sum / near_n
+                                             : res.allocation_ratio;
   return res;
 }
 

@@ -52,6 +52,12 @@ struct FragmentationOptions {
   double inflate = 1.3;
   uint64_t seed = 42;
   WorkloadOptions workload;  // how FGD's target workload is drawn from the pod list
+  bool paper_score = false;  // StrategyOptions.fgd_paper_score
+  int paper_ties = 0;        // StrategyOptions.fgd_paper_ties
+  // The order of the paper's simulator (TunePodsByNodeTotalResource with shufflePod): the
+  // original pods shuffled, then copies drawn with replacement appended (not shuffled in) until
+  // the next copy's per-GPU share would pass `inflate` x capacity.
+  bool paper_order = false;
 };
 
 struct FragmentationResult {
@@ -60,6 +66,9 @@ struct FragmentationResult {
   double allocation_ratio = 0;         // allocated GPU share / total, at the end
   double allocation_ratio_at_100 = 0;  // when 100% of the capacity had arrived
   double arrived_ratio = 0;            // GPU share asked for by all pods / total
+  // The paper's figure: the mean allocation over the placements after which the arrived share,
+  // rounded to a whole percent, equals round(100 x inflate) (merge_alloc_discrete.py).
+  double allocation_ratio_window = 0;
   int pods_placed = 0;
   int pods_failed = 0;
 };

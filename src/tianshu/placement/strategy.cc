@@ -6,6 +6,7 @@
 
 #include "tianshu/base/strings.h"
 #include "tianshu/placement/fit.h"
+#include "tianshu/placement/groups.h"
 #include "tianshu/placement/internal/builtin.h"
 
 namespace tianshu::placement {
@@ -46,6 +47,7 @@ PlacementRequest RequestFromJob(const model::JobSpec& job) {
   r.backend = job.backend;
   r.accelerators = job.accelerators;
   r.node_selector = job.node_selector;
+  r.groups = job.groups;
   // Gradients all-reduced per iteration: 2 bytes (BF16) per parameter.
   if (job.model.parameters > 0) r.comm_bytes = 2 * job.model.parameters;
   return r;
@@ -54,6 +56,9 @@ PlacementRequest RequestFromJob(const model::JobSpec& job) {
 Status StrategyOptions::Validate() const {
   if (weights.compute < 0 || weights.network < 0 || weights.memory < 0) {
     return Fail("resource_weight: weights cannot be negative");
+  }
+  if (fgd_paper_ties < 0 || fgd_paper_ties > 2) {
+    return Fail("fgd_paper_ties must be 0 (random), 1 (first) or 2 (shuffled)");
   }
   const GeneticOptions& g = genetic;
   if (g.population < 2) return Fail("genetic.population must be at least 2");
@@ -149,7 +154,9 @@ Result<std::unique_ptr<Strategy>> MakeStrategy(std::string_view name,
     }
     factory = it->second;
   }
-  return factory(options);
+  auto built = factory(options);
+  if (!built) return built;
+  return HonourGroups(std::move(*built));  // nested gang groups, for every strategy
 }
 
 Status RegisterStrategy(const std::string& name, StrategyFactory factory) {

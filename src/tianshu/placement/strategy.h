@@ -43,6 +43,8 @@ struct PlacementRequest {
   std::vector<std::string> accelerators;  // acceptable models (case-insensitive); empty = any
   std::map<std::string, std::string> node_selector;
   int64_t comm_bytes = 1 << 30;  // bytes all-reduced per iteration, for the network term
+  // Nested gang groups, innermost first (see groups.h); every strategy honours them.
+  std::vector<model::RankGroup> groups;
 };
 
 // The request for a job as users describe it.
@@ -114,6 +116,14 @@ struct StrategyOptions {
   GeneticOptions genetic;
   ExactOptions exact;
   std::vector<TypicalTask> workload;  // FGD's target workload; empty = the request itself
+  // FGD scored as the paper's simulator does (hkust-adsl/kubernetes-scheduler-simulator,
+  // fgd_score.go): int(100 * sigmoid((F_before - F_after) / 1000)), ties among the best nodes
+  // broken at random (kube-scheduler's selectHost), CPU-only typical tasks counted.
+  bool fgd_paper_score = false;
+  // Which of the tied best nodes: 0 at random (kube-scheduler's selectHost), 1 the first (lowest
+  // id), 2 the first in a node order shuffled once per seed (the simulator renames its nodes
+  // with a random prefix).
+  int fgd_paper_ties = 0;
 
   [[nodiscard]] Status Validate() const;
 };

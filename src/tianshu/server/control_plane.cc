@@ -133,6 +133,12 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Open(std::unique_ptr<Store> 
         "scheduler.migration: the server does not carry out migrations yet (tianshu "
         "simulate does); set migration: false");
   }
+  if (options.config.colocation != "none") {
+    return Fail("scheduler.colocation: ", options.config.colocation,
+                ": the server does not co-locate inference with training yet (the agents set up "
+                "no MPS priorities or time slices; tianshu simulate models it); set colocation: "
+                "none");
+  }
   auto engine_options = engine::OptionsFromConfig(options.config);
   if (!engine_options) return std::unexpected(engine_options.error());
   if (!options.placement.empty()) engine_options->placement = options.placement;
@@ -162,6 +168,7 @@ Status ControlPlane::Load(int64_t now_ms) {
     j.spec = std::get<model::JobSpec>(v.document->value);
     j.run = RunFromJson(d.value("run", json::object()));
     j.state = ParseJobState(d.value("state", "pending")).value_or(JobState::kPending);
+    j.starting_since_ms = now_ms;  // a starting gang gets its whole timeout again
     j.attempt = d.value("attempt", 0);
     j.retries = d.value("retries", 0);
     j.max_retries = d.value("max_retries", 0);
@@ -745,6 +752,10 @@ std::string ControlPlane::Metrics() const {
   out +=
       MetricHeader("tianshu_job_retries_total", "counter", "Attempts restarted after a failure.");
   out += "tianshu_job_retries_total " + std::to_string(metrics_.retries) + "\n";
+  out += MetricHeader("tianshu_gang_timeouts_total", "counter",
+                      "Gangs released because not every rank started within "
+                      "scheduler.gang_timeout.");
+  out += "tianshu_gang_timeouts_total " + std::to_string(metrics_.gang_timeouts) + "\n";
   out += MetricHeader("tianshu_job_preemptions_total", "counter",
                       "Running jobs stopped (with a checkpoint) for a higher-priority job.");
   out += "tianshu_job_preemptions_total " + std::to_string(metrics_.preemptions) + "\n";
@@ -895,6 +906,7 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
     o.launch = std::move(l);
     AddOrder(t, node.name, std::move(o));
   }
+  j.starting_since_ms = now_ms;
   SetState(t, j, JobState::kStarting,
            "placed on " + Join(nodes, ",") + " (attempt " + std::to_string(j.attempt) + ")",
            now_ms);
@@ -1261,6 +1273,22 @@ void ControlPlane::Tick(int64_t now_ms) {
                  "no heartbeat for " + std::to_string((now_ms - n.last_heartbeat_ms) / 1000) + " s",
                  now_ms);
       }
+    }
+    // Gang admission: a gang not entirely started within scheduler.gang_timeout releases what
+    // it holds and goes to the retry path.
+    const int64_t gang_timeout_ms = options_.config.gang_timeout_s * 1000;
+    for (auto& [seq, j] : jobs_) {
+      if (j.state != JobState::kStarting || gang_timeout_ms <= 0 ||
+          now_ms - j.starting_since_ms < gang_timeout_ms) {
+        continue;
+      }
+      metrics_.gang_timeouts++;
+      FailAttempt(t, j,
+                  "gang admission timed out: " + std::to_string(j.started.size()) + " of " +
+                      std::to_string(j.placement.size()) + " ranks started within " +
+                      std::to_string(options_.config.gang_timeout_s) +
+                      " s; the partial gang is released",
+                  "", now_ms);
     }
     for (auto& [seq, j] : jobs_) {
       if (j.state != JobState::kRunning) continue;

@@ -83,8 +83,11 @@ struct Job {
   std::set<int> started;
   std::map<int, std::pair<int, int>> exited;  // rank -> (exit code, signal)
   std::set<std::string> launch_accepted;      // nodes that journaled the launch order
-  std::set<std::string> stop_pending;         // nodes yet to report `stopped`
-  std::string after_stop;                     // state to reach once stopped
+  // When the launch orders of this attempt went out (not persisted: a restarted server counts
+  // the gang timeout from its start).
+  int64_t starting_since_ms = 0;
+  std::set<std::string> stop_pending;  // nodes yet to report `stopped`
+  std::string after_stop;              // state to reach once stopped
   bool cancel_requested = false;
   std::set<std::string> seen_reports;  // (order, kind, rank) already applied
   uint64_t created_ticket = 0;         // not persisted: visible once durable

@@ -31,6 +31,7 @@ struct Metrics {
   std::map<std::string, int64_t> placement_outcomes;  // by OutcomeKindName
   int64_t cycles = 0;
   int64_t retries = 0;
+  int64_t gang_timeouts = 0;  // gangs released because not every rank started in time
   int64_t preemptions = 0;
   int64_t nodes_lost = 0;
   std::atomic<int64_t> submissions_accepted{0};

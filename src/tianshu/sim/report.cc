@@ -206,11 +206,15 @@ std::string FormatTable(const std::vector<SimResult>& results) {
       "utilization",  "effective util", "avg JCT",     "p50 JCT",    "p99 JCT",
       "avg queue",    "makespan",       "makespan LB", "comm share", "throughput (GPU-h/h)",
       "energy (kWh)", "preemptions",    "migrations",  "completed",  "unfinished",
-      "wall (s)"};
+      "wall (s)",     "SLO attainment", "colocated"};
   o << fmt::format("{:<22}", "");
   for (const auto& r : results) o << fmt::format("{:>14}", r.config);
   o << "\n";
+  const bool serving = std::any_of(results.begin(), results.end(), [](const SimResult& r) {
+    return r.metrics.inference_services > 0;
+  });
   for (size_t k = 0; k < rows.size(); ++k) {
+    if (k >= 16 && !serving) continue;  // the inference rows, only where there are services
     o << fmt::format("{:<22}", rows[k]);
     for (const auto& r : results) {
       const Metrics& m = r.metrics;
@@ -264,6 +268,12 @@ std::string FormatTable(const std::vector<SimResult>& results) {
         case 15:
           v = fmt::format("{:.2f}", m.wall_seconds);
           break;
+        case 16:
+          v = m.slo_attainment < 0 ? "-" : fmt::format("{:.2f}%", m.slo_attainment * 100);
+          break;
+        case 17:
+          v = fmt::format("{}/{}", m.inference_colocated, m.inference_services);
+          break;
       }
       o << fmt::format("{:>14}", v);
     }
@@ -300,6 +310,12 @@ std::string FormatJson(const std::string& workload, const std::string& cluster,
     c["jobs_unfinished"] = m.jobs_unfinished;
     c["jobs_failed"] = m.jobs_failed;
     c["gpu_hours_lost"] = m.gpu_hours_lost;
+    c["inference_services"] = m.inference_services;
+    c["inference_colocated"] = m.inference_colocated;
+    c["slo_attainment"] = m.slo_attainment;
+    c["inference_p99_ms"] = m.inference_p99_ms;
+    c["colocated_training_gpu_h"] = m.colocated_training_gpu_h;
+    c["colocation_training_loss"] = m.colocation_training_loss;
     c["wall_seconds"] = m.wall_seconds;
     c["events"] = m.events;
     c["cycles"] = m.cycles;
@@ -315,13 +331,20 @@ Status WriteJobsCsv(const std::string& path, const std::vector<SimResult>& resul
   bool many = results.size() > 1;
   if (many) out << "config,";
   out << "job_id,num_gpu,submit_time,start_time,end_time,jct,queue_time,slowdown,preemptions,"
-         "nodes,leaves_spanned\n";
+         "nodes,leaves_spanned,slo_attainment,p99_latency_ms,colocated\n";
   for (const auto& r : results) {
     for (const auto& j : r.jobs) {
       if (many) out << r.config << ",";
-      out << fmt::format("{},{},{:.0f},{:.0f},{:.0f},{:.0f},{:.0f},{:.4f},{},{},{}\n", j.name,
+      out << fmt::format("{},{},{:.0f},{:.0f},{:.0f},{:.0f},{:.0f},{:.4f},{},{},{},", j.name,
                          j.gpus, j.submit_s, j.start_s, j.end_s, j.jct_s, j.queue_s, j.slowdown,
                          j.preemptions, j.nodes, j.leaves);
+      // Inference figures only for priced services (empty otherwise).
+      if (j.slo_attainment >= 0) {
+        out << fmt::format("{:.4f},{:.0f},{}\n", j.slo_attainment, j.p99_latency_ms,
+                           j.colocated ? 1 : 0);
+      } else {
+        out << ",,\n";
+      }
     }
   }
   if (!out) return Fail("cannot write ", path);

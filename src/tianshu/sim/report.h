@@ -20,7 +20,8 @@ std::string FormatTable(const std::vector<SimResult>& results);
 std::string FormatJson(const std::string& workload, const std::string& cluster,
                        const std::vector<SimResult>& results);
 // job_id,num_gpu,submit_time,start_time,end_time,jct,queue_time,slowdown,preemptions,nodes,
-// leaves_spanned (with a leading `config` column when several configurations ran).
+// leaves_spanned,slo_attainment,p99_latency_ms,colocated (the last three for inference services
+// only), with a leading `config` column when several configurations ran.
 [[nodiscard]] Status WriteJobsCsv(const std::string& path, const std::vector<SimResult>& results);
 std::string RenderHtml(const std::string& title, const model::Topology& topology,
                        const std::vector<SimResult>& results);

@@ -3,12 +3,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <queue>
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
 
+#include "tianshu/comm/cost_model.h"
+#include "tianshu/estimate/plan.h"
 #include "tianshu/policy/builtin.h"
 #include "tianshu/sim/perf.h"
+#include "tianshu/sim/serving.h"
 
 namespace tianshu::sim {
 namespace {
@@ -55,13 +60,35 @@ struct Run {
   std::vector<int> nodes;
   double gpus = 0;  // GPU-equivalents held
   int64_t version = 0;
-  double run_start = 0;  // start of the current placement
-  double allocated_gpu_s = 0;
+  double run_start = 0;           // start of the current placement
+  double allocated_gpu_s = 0;     // GPU shares held (none while overlaid on training's GPUs)
+  double ran_s = 0;               // time placed
   double busy_w = 0, idle_w = 0;  // board power per GPU of its type
   int leaves = 0;
   int retries = 0;
-  double lost_s = 0;  // ideal seconds redone after failures
+  double lost_s = 0;         // ideal seconds redone after failures
+  std::vector<int> gpu_ids;  // GPUs of the current placement
+  // Training: share of the device lost to co-located inference (its rate is scaled by 1 - it).
+  double coloc_loss = 0;
+  // Inference (serving.h): one request alone on its GPUs, per phase; its queue now.
+  bool serving = false;
+  bool colocated = false;
+  bool ever_colocated = false;
+  double pre_s = 0, dec_s = 0;
+  int servers = 1, replicas = 1;
+  double lambda = 0, slo_s = 0;
+  Latency lat;
+  double busy_pre = 0, busy_dec = 0;  // busy share of its GPUs in each phase
+  double served_to = 0;               // requests are counted up to this time
+  double req_total = 0, req_ok = 0, p99_sum = 0;
   bool networked() const { return !perf.uplink_bytes.empty(); }
+};
+
+// One request of an inference service alone on `gpus` (estimate::EstimateInference), or
+// false when it has no model to price or does not fit.
+struct ServicePrice {
+  double pre_s = 0, dec_s = 0;
+  int servers = 1, replicas = 1;
 };
 
 class Sim {
@@ -88,6 +115,14 @@ class Sim {
   void Handle(const std::vector<Decision>& ds, double t);
   void Sample(double t);
   Status Finish(int j, double t);
+  // Co-location (serving.h).
+  std::optional<ServicePrice> Price(const model::JobSpec& spec, std::span<const int> gpus);
+  Latency ServiceLatency(const struct Run& r, bool contended, double* pre, double* dec) const;
+  bool Contended(const struct Run& r) const;
+  void UpdateService(int j, double t);
+  void UpdateTrainingLoss(int j, double t);
+  void JoinGpus(int j, double t);
+  void LeaveGpus(int j, double t);
 
   const model::Topology& topo_;
   const Workload& w_;
@@ -108,6 +143,13 @@ class Sim {
   double alloc_int_ = 0, eff_int_ = 0, comm_int_ = 0, energy_j_ = 0;
   double peak_alloc_ = -1;
   SimResult out_;
+  // Co-location: per GPU the training job holding it whole (-1) and the services on it.
+  Colocation mode_ = Colocation::kNone;
+  Interference interference_;
+  std::vector<int> gpu_train_;
+  std::vector<std::vector<int>> gpu_inf_;
+  std::unordered_map<std::string, std::optional<ServicePrice>> price_cache_;
+  double coloc_gpus_ = 0, coloc_loss_ = 0, coloc_gpu_int_ = 0, coloc_loss_int_ = 0;
   int terminal_ = 0;
   bool contention_dirty_ = false;
 };
@@ -119,11 +161,14 @@ void Sim::Advance(double t) {
     eff_int_ += eff_ * dt;
     comm_int_ += comm_ * dt;
     energy_j_ += (base_w_ + extra_w_) * dt;
+    coloc_gpu_int_ += coloc_gpus_ * dt;
+    coloc_loss_int_ += coloc_loss_ * dt;
   }
   now_ = t;
 }
 
 void Sim::Contribute(struct Run& r, double sign) {
+  if (r.colocated) return;  // an overlaid service holds no GPU share: training's count
   double g = r.gpus;
   alloc_ += sign * g;
   if (!r.paused) {
@@ -142,12 +187,12 @@ void Sim::Reprice(int j, double t) {
   r.last_t = t;
   Contribute(r, -1);
   if (r.perf.opaque || r.ideal_step <= 0) {
-    r.rate = 1;
+    r.rate = 1 - r.coloc_loss;
     r.comm_frac = 0;
     r.compute_frac = 1;
   } else {
     double step = r.perf.StepSeconds(r.x, r.nvme);
-    r.rate = so_.fixed_durations ? 1.0 : std::min(1.0, r.ideal_step / step);
+    r.rate = (so_.fixed_durations ? 1.0 : std::min(1.0, r.ideal_step / step)) * (1 - r.coloc_loss);
     r.comm_frac = step > 0 ? r.perf.CommSeconds(r.x) / step : 0;
     r.compute_frac = step > 0 ? std::min(1.0, r.perf.compute_s / step) : 1;
   }
@@ -194,6 +239,12 @@ void Sim::StartJob(const engine::StartJob& s, double t) {
   placement::Span span = placement::SpanOf(topo_, s.ranks);
   r.nodes = std::move(span.nodes);
   r.leaves = static_cast<int>(span.leaves.size());
+  r.gpu_ids.clear();
+  for (const auto& slot : s.ranks) {
+    if (slot.gpu >= 0) r.gpu_ids.push_back(slot.gpu);
+  }
+  r.colocated = s.colocated;
+  r.ever_colocated = r.ever_colocated || s.colocated;
   const auto& acc = topo_.TypeOf(r.nodes.front()).accelerator;
   r.busy_w = acc.busy_watts;
   r.idle_w = acc.idle_watts;
@@ -228,6 +279,7 @@ void Sim::StartJob(const engine::StartJob& s, double t) {
     networked_.insert(j);
     contention_dirty_ = true;
   }
+  JoinGpus(j, t);
   double milli = static_cast<double>(engine_->State().AllocatedGpuMilli());
   if (milli > peak_alloc_) {
     peak_alloc_ = milli;
@@ -262,8 +314,10 @@ void Sim::StopJob(int j, double t, bool keep_progress) {
 // that shared their NVMe with it are repriced.
 void Sim::Leave(int j, double t) {
   struct Run& r = runs_[j];
+  LeaveGpus(j, t);
   Contribute(r, -1);
-  r.allocated_gpu_s += r.gpus * (t - r.run_start);
+  if (!r.colocated) r.allocated_gpu_s += r.gpus * (t - r.run_start);
+  r.ran_s += t - r.run_start;
   r.running = false;
   ++r.version;
   for (int n : r.nodes) std::erase(node_jobs_[n], j);
@@ -357,6 +411,157 @@ void Sim::Sample(double t) {
   }
 }
 
+std::optional<ServicePrice> Sim::Price(const model::JobSpec& spec, std::span<const int> gpus) {
+  if (gpus.empty()) return std::nullopt;
+  std::string key = spec.name + "|" + spec.model.profile + "|" + std::to_string(gpus.size()) + "|" +
+                    std::to_string(topo_.nodes[comm::NodeOfGpu(topo_, gpus[0])].type) + "|" +
+                    std::to_string(spec.gpu_milli);
+  if (auto it = price_cache_.find(key); it != price_cache_.end()) return it->second;
+  std::optional<ServicePrice> out;
+  const model::ModelSpec& m = spec.model;
+  if (spec.kind == model::JobKind::kInference && m.layers > 0 && m.hidden > 0 &&
+      spec.inference.request_rate > 0) {
+    auto e = estimate::EstimateInference(topo_, spec, gpus, estimate::EstimateOptions{}, nullptr);
+    if (e && e->fits && e->request_latency_ms > 0) {
+      ServicePrice p;
+      // A share of a device (a MIG slice, an exclusive fraction) has that share of its SMs and
+      // memory bandwidth.
+      const double share = 1000.0 / std::clamp(spec.gpu_milli, 1, 1000);
+      p.pre_s = e->prefill_seconds * share;
+      p.dec_s = std::max(0.0, e->request_latency_ms / 1000.0 - e->prefill_seconds) * share;
+      p.servers = std::max(1, spec.inference.batch);
+      p.replicas = std::max(1, e->replicas);
+      out = p;
+    }
+  }
+  price_cache_.emplace(std::move(key), out);
+  return out;
+}
+
+Latency Sim::ServiceLatency(const struct Run& r, bool contended, double* pre, double* dec) const {
+  *pre = r.pre_s;
+  *dec = r.dec_s;
+  if (contended) {
+    *pre *= interference_.prefill_stretch;
+    *dec *= interference_.decode_stretch;
+  }
+  return MmcLatency(r.lambda, *pre + *dec, r.servers, r.slo_s);
+}
+
+// A co-located service shares its GPUs with training while one holds any of them.
+bool Sim::Contended(const struct Run& r) const {
+  if (!r.colocated) return false;
+  return std::any_of(r.gpu_ids.begin(), r.gpu_ids.end(), [&](int g) { return gpu_train_[g] >= 0; });
+}
+
+// Counts the service's requests up to t at its old latency, then takes its new one.
+void Sim::UpdateService(int j, double t) {
+  struct Run& r = runs_[j];
+  if (!r.serving) return;
+  const double dt = std::max(0.0, t - r.served_to);
+  const double reqs = r.lambda * r.replicas * dt;
+  r.req_total += reqs;
+  r.req_ok += reqs * r.lat.attainment;
+  r.p99_sum += reqs * std::min(r.lat.p99_s, 3600.0);
+  r.served_to = t;
+  if (!r.running) return;
+  double pre = 0, dec = 0;
+  r.lat = ServiceLatency(r, Contended(r), &pre, &dec);
+  const double busy = std::min(1.0, r.lat.utilization);
+  r.busy_pre = pre + dec > 0 ? busy * pre / (pre + dec) : 0;
+  r.busy_dec = busy - r.busy_pre;
+}
+
+// A training job loses, on each GPU, what the services overlaid there take; the gang runs at
+// the pace of its worst GPU.
+void Sim::UpdateTrainingLoss(int j, double t) {
+  struct Run& r = runs_[j];
+  double loss = 0;
+  if (r.running) {
+    for (int g : r.gpu_ids) {
+      double l = 0;
+      for (int i : gpu_inf_[g]) {
+        const struct Run& s = runs_[i];
+        if (!s.colocated) continue;
+        l += s.busy_pre * interference_.training_loss_prefill +
+             s.busy_dec * interference_.training_loss_decode;
+      }
+      loss = std::max(loss, l);
+    }
+  }
+  loss = std::min(loss, 0.9);
+  if (std::abs(loss - r.coloc_loss) < 1e-12) return;
+  coloc_gpus_ -= (r.coloc_loss > 0 ? r.gpus : 0);
+  coloc_loss_ -= r.coloc_loss * r.gpus;
+  r.coloc_loss = loss;
+  coloc_gpus_ += (loss > 0 ? r.gpus : 0);
+  coloc_loss_ += loss * r.gpus;
+  if (r.running) Reprice(j, t);
+}
+
+void Sim::JoinGpus(int j, double t) {
+  struct Run& r = runs_[j];
+  if (mode_ == Colocation::kNone && r.spec.kind != model::JobKind::kInference) return;
+  if (r.spec.kind == model::JobKind::kInference) {
+    for (int g : r.gpu_ids) gpu_inf_[g].push_back(j);
+    auto price = Price(r.spec, r.gpu_ids);
+    r.serving = price.has_value();
+    if (r.serving) {
+      r.pre_s = price->pre_s;
+      r.dec_s = price->dec_s;
+      r.servers = price->servers;
+      r.replicas = price->replicas;
+      r.lambda = r.spec.inference.request_rate / r.replicas;
+      r.slo_s = r.spec.inference.latency_slo_ms / 1000.0;
+      r.served_to = t;
+      UpdateService(j, t);
+    }
+    std::set<int> trainers;
+    for (int g : r.gpu_ids) {
+      if (gpu_train_[g] >= 0) trainers.insert(gpu_train_[g]);
+    }
+    for (int tj : trainers) UpdateTrainingLoss(tj, t);
+    return;
+  }
+  if (r.spec.gpu_milli < model::kMilliPerGpu) return;
+  std::set<int> services;
+  for (int g : r.gpu_ids) {
+    gpu_train_[g] = j;
+    for (int i : gpu_inf_[g]) services.insert(i);
+  }
+  for (int i : services) UpdateService(i, t);
+  if (!services.empty()) UpdateTrainingLoss(j, t);
+}
+
+void Sim::LeaveGpus(int j, double t) {
+  struct Run& r = runs_[j];
+  if (r.spec.kind == model::JobKind::kInference) {
+    UpdateService(j, t);  // its requests up to now
+    std::set<int> trainers;
+    for (int g : r.gpu_ids) {
+      std::erase(gpu_inf_[g], j);
+      if (gpu_train_[g] >= 0) trainers.insert(gpu_train_[g]);
+    }
+    r.busy_pre = r.busy_dec = 0;
+    if (r.colocated) {
+      for (int tj : trainers) UpdateTrainingLoss(tj, t);
+    }
+    return;
+  }
+  std::set<int> services;
+  for (int g : r.gpu_ids) {
+    if (gpu_train_[g] != j) continue;
+    gpu_train_[g] = -1;
+    for (int i : gpu_inf_[g]) services.insert(i);
+  }
+  if (r.coloc_loss > 0) {
+    coloc_gpus_ -= r.gpus;
+    coloc_loss_ -= r.coloc_loss * r.gpus;
+    r.coloc_loss = 0;
+  }
+  for (int i : services) UpdateService(i, t);
+}
+
 uint64_t Mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -374,6 +579,47 @@ Result<SimResult> Sim::Run() {
       double ideal = pm_.IdealStepSeconds(spec);
       if (p.opaque || ideal <= 0) return 1.0;
       return p.StepSeconds(pm_.AloneFraction(p), 1) / ideal;
+    };
+  }
+  mode_ = ColocationFrom(eo_.config.colocation);
+  interference_ = InterferenceOf(mode_);
+  gpu_train_.assign(static_cast<size_t>(topo_.NumGpus()), -1);
+  gpu_inf_.assign(static_cast<size_t>(topo_.NumGpus()), {});
+  if (mode_ != Colocation::kNone && !eo_.colocation_fits) {
+    // The engine overlays a service only where this model predicts it keeps its objective
+    // (kSloTarget of requests) and costs the training there at most kMaxTrainingLoss.
+    eo_.colocation_fits = [this](const model::JobSpec& spec,
+                                 std::span<const placement::RankSlot> ranks) {
+      constexpr double kSloTarget = 0.99, kMaxTrainingLoss = 0.25;
+      std::vector<int> gpus;
+      for (const auto& s : ranks) gpus.push_back(s.gpu);
+      auto price = Price(spec, gpus);
+      if (!price) return true;  // nothing to price: the overlay budget decides
+      struct Run probe;
+      probe.pre_s = price->pre_s;
+      probe.dec_s = price->dec_s;
+      probe.servers = price->servers;
+      probe.lambda = spec.inference.request_rate / price->replicas;
+      probe.slo_s = spec.inference.latency_slo_ms / 1000.0;
+      double pre = 0, dec = 0;
+      Latency l = ServiceLatency(probe, true, &pre, &dec);
+      if (l.attainment < kSloTarget) return false;
+      const double busy = std::min(1.0, l.utilization);
+      const double bp = pre + dec > 0 ? busy * pre / (pre + dec) : 0;
+      const double add = bp * interference_.training_loss_prefill +
+                         (busy - bp) * interference_.training_loss_decode;
+      for (int g : gpus) {
+        double have = 0;
+        for (int i : gpu_inf_[g]) {
+          const struct Run& s = runs_[i];
+          if (s.colocated) {
+            have += s.busy_pre * interference_.training_loss_prefill +
+                    s.busy_dec * interference_.training_loss_decode;
+          }
+        }
+        if (have + add > kMaxTrainingLoss) return false;
+      }
+      return true;
     };
   }
   auto e = engine::Engine::Create(topo_, eo_);
@@ -509,7 +755,10 @@ Result<SimResult> Sim::Run() {
   double end = now_;
   // Jobs still running (the loop stopped early): close their accounting.
   for (int i = 0; i < n; ++i) {
-    if (runs_[i].running) runs_[i].allocated_gpu_s += runs_[i].gpus * (end - runs_[i].run_start);
+    if (runs_[i].running && !runs_[i].colocated) {
+      runs_[i].allocated_gpu_s += runs_[i].gpus * (end - runs_[i].run_start);
+    }
+    if (runs_[i].running) UpdateService(i, end);
   }
 
   // Results.
@@ -517,6 +766,7 @@ Result<SimResult> Sim::Run() {
   std::vector<double> jcts;
   double queue_sum = 0, ideal_gpu_s = 0, completed_ideal_gpu_s = 0, lb_arrival = 0;
   double last_end = 0;
+  double req_total = 0, req_ok = 0, p99_sum = 0;
   auto records = engine_->AllJobs();
   out_.jobs.reserve(n);
   for (const engine::JobRecord* rec : records) {
@@ -538,6 +788,16 @@ Result<SimResult> Sim::Run() {
     jr.nodes = static_cast<int>(r.nodes.size());
     jr.leaves = r.leaves;
     jr.state = std::string(engine::JobStateName(rec->state));
+    if (r.serving && r.req_total > 0) {
+      jr.slo_attainment = r.req_ok / r.req_total;
+      jr.p99_latency_ms = 1000.0 * r.p99_sum / r.req_total;
+      m.inference_services += 1;
+      req_total += r.req_total;
+      req_ok += r.req_ok;
+      p99_sum += r.p99_sum;
+    }
+    jr.colocated = r.ever_colocated;
+    if (r.ever_colocated) ++m.inference_colocated;
     double g = w_.jobs[i].gpus * w_.jobs[i].gpu_milli / 1000.0;
     ideal_gpu_s += g * r.need0;
     lb_arrival = std::max(lb_arrival, rec->submit_s + r.need0);
@@ -547,8 +807,7 @@ Result<SimResult> Sim::Run() {
     m.gpu_hours_lost += g * r.lost_s / 3600.0;
     if (rec->state == engine::JobState::kCompleted) {
       jr.jct_s = rec->end_s - rec->submit_s;
-      double ran = r.gpus > 0 ? r.allocated_gpu_s / r.gpus : 0;
-      jr.queue_s = std::max(0.0, jr.jct_s - ran);
+      jr.queue_s = std::max(0.0, jr.jct_s - r.ran_s);
       jr.slowdown = r.need0 > 0 ? jr.jct_s / r.need0 : 0;
       jcts.push_back(jr.jct_s);
       queue_sum += jr.queue_s;
@@ -572,6 +831,12 @@ Result<SimResult> Sim::Run() {
   m.effective_utilization = cap > 0 ? eff_int_ / cap : 0;
   m.comm_share = alloc_int_ > 0 ? comm_int_ / alloc_int_ : 0;
   m.energy_kwh = energy_j_ / 3.6e6;
+  if (req_total > 0) {
+    m.slo_attainment = req_ok / req_total;
+    m.inference_p99_ms = 1000.0 * p99_sum / req_total;
+  }
+  m.colocated_training_gpu_h = coloc_gpu_int_ / 3600.0;
+  m.colocation_training_loss = coloc_gpu_int_ > 0 ? coloc_loss_int_ / coloc_gpu_int_ : 0;
   m.throughput = m.makespan_s > 0 ? completed_ideal_gpu_s / m.makespan_s : 0;
   m.makespan_lower_bound_s = std::max(gpus > 0 ? ideal_gpu_s / gpus : 0, lb_arrival - t0);
   if (!jcts.empty()) {

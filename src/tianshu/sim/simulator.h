@@ -45,6 +45,15 @@ struct Metrics {
   double wall_seconds = 0;
   int64_t events = 0, cycles = 0;
   double gpu_hours_lost = 0;  // work redone after failures
+  // Inference services (sim/serving.h), weighted by requests: the share served within the
+  // latency objective (-1 without priced services) and the mean 99th-percentile latency.
+  int64_t inference_services = 0, inference_colocated = 0;
+  double slo_attainment = -1;
+  double inference_p99_ms = 0;
+  // Training next to co-located services: GPU-hours that shared a GPU with one, and the
+  // share of those GPUs' time training lost (its slowdown there is 1 / (1 - loss)).
+  double colocated_training_gpu_h = 0;
+  double colocation_training_loss = 0;
 };
 
 struct JobResult {
@@ -59,6 +68,10 @@ struct JobResult {
   int preemptions = 0, retries = 0, migrations = 0;
   int nodes = 0, leaves = 0;  // of its last placement
   std::string state;          // completed | failed | cancelled | pending | running
+  // Inference services: requests served within the objective, mean p99 latency (-1: not a
+  // priced service) and whether it overlaid training's GPUs.
+  double slo_attainment = -1, p99_latency_ms = -1;
+  bool colocated = false;
 };
 
 // One point of the time series (after the events of one instant were handled).

@@ -114,11 +114,16 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
     const std::string p = "scheduler";
     r.CheckKeys(s, p,
                 {"algorithm", "topology_aware", "max_retries", "preemption", "checkpoint_interval",
-                 "allreduce_threshold", "order", "backfill", "migration", "compact_wait"});
+                 "allreduce_threshold", "order", "backfill", "migration", "compact_wait",
+                 "colocation", "gang_timeout"});
     r.Choice(s, p, "algorithm", PlacementAlgorithmNames(), &c.algorithm);
     r.Choice(s, p, "order", OrderNames(), &c.order);
     r.Choice(s, p, "backfill", BackfillNames(), &c.backfill);
     r.Bool(s, p, "migration", &c.migration);
+    r.Choice(s, p, "colocation", {"none", "time-slice", "priority"}, &c.colocation);
+    if (r.Seconds(s, p, "gang_timeout", &c.gang_timeout_s) && c.gang_timeout_s < 0) {
+      r.Error(r.Get(s, "gang_timeout"), "scheduler.gang_timeout", "cannot be negative");
+    }
     if (r.Seconds(s, p, "compact_wait", &c.compact_wait_s) && c.compact_wait_s < 0) {
       r.Error(r.Get(s, "compact_wait"), "scheduler.compact_wait", "cannot be negative");
     }

@@ -161,11 +161,12 @@ void ParseRun(YamlReader& r, const YAML::Node& n, RunSpec* out) {
 
 JobSpec ParseJob(YamlReader& r, const YAML::Node& root) {
   JobSpec j;
-  r.CheckKeys(root, "",
-              {"kind",        "name",          "model",         "parallelism",  "gpus",
-               "nodes",       "gpus_per_node", "gpu_milli",     "elastic",      "priority",
-               "queue",       "backend",       "node_selector", "accelerators", "checkpoint",
-               "max_retries", "iterations",    "duration",      "inference",    "run"});
+  r.CheckKeys(
+      root, "",
+      {"kind",          "name",         "model",      "parallelism", "gpus",       "nodes",
+       "gpus_per_node", "gpu_milli",    "elastic",    "priority",    "queue",      "backend",
+       "node_selector", "accelerators", "checkpoint", "max_retries", "iterations", "duration",
+       "inference",     "run",          "groups"});
   std::string kind = "training";
   YAML::Node k = r.Get(root, "kind");
   if (k.IsDefined() && k.IsScalar() && ToLower(k.Scalar()) != "job") {
@@ -322,6 +323,51 @@ JobSpec ParseJob(YamlReader& r, const YAML::Node& root) {
     }
   } else if (inf.IsDefined()) {
     r.Error(inf, "inference", "is only for jobs of kind: inference");
+  }
+
+  // groups: [{size, within}], innermost first; each size divides the next and the job's ranks,
+  // and an outer group's scope is at least as wide as an inner one's.
+  YAML::Node groups = r.Get(root, "groups");
+  if (groups.IsDefined() && r.ExpectSeq(groups, "groups")) {
+    const int total = j.TotalGpus();
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const YAML::Node g = groups[i];
+      const std::string p = YamlReader::Index("groups", i);
+      if (!r.ExpectMap(g, p)) continue;
+      r.CheckKeys(g, p, {"size", "within"});
+      RankGroup rg;
+      std::string within = "node";
+      if (!r.Require(g, p, "size") || !r.Int(g, p, "size", &rg.size, 1, 1 << 24)) continue;
+      if (!r.Require(g, p, "within") ||
+          !r.Choice(g, p, "within", {"nvlink", "node", "leaf"}, &within)) {
+        continue;
+      }
+      rg.within = within == "nvlink" ? GroupScope::kNvlink
+                  : within == "leaf" ? GroupScope::kLeaf
+                                     : GroupScope::kNode;
+      if (total > 0 && total % rg.size != 0) {
+        r.Error(r.Get(g, "size"), YamlReader::Child(p, "size"),
+                std::to_string(rg.size) + " does not divide the job's " + std::to_string(total) +
+                    " ranks");
+        continue;
+      }
+      if (!j.groups.empty()) {
+        const RankGroup& inner = j.groups.back();
+        if (rg.size % inner.size != 0) {
+          r.Error(r.Get(g, "size"), YamlReader::Child(p, "size"),
+                  std::to_string(rg.size) + " is not a multiple of the previous group's " +
+                      std::to_string(inner.size) + " (list groups innermost first)");
+          continue;
+        }
+        if (rg.within < inner.within) {
+          r.Error(r.Get(g, "within"), YamlReader::Child(p, "within"),
+                  std::string(GroupScopeName(rg.within)) + " is narrower than the previous " +
+                      "group's " + std::string(GroupScopeName(inner.within)));
+          continue;
+        }
+      }
+      j.groups.push_back(rg);
+    }
   }
   return j;
 }
