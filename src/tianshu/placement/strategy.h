@@ -60,6 +60,7 @@ std::string_view OutcomeKindName(OutcomeKind k);
 struct RankSlot {
   int node = -1;
   int gpu = -1;  // global GPU index; -1 for a CPU-only rank
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads the defaulted <=>
   auto operator<=>(const RankSlot&) const = default;
 };
 
