@@ -120,6 +120,14 @@ class Sim {
   Latency ServiceLatency(const struct Run& r, bool contended, double* pre, double* dec) const;
   bool Contended(const struct Run& r) const;
   void UpdateService(int j, double t);
+  static void SplitBusy(const Latency& l, double pre, double dec, double* busy_pre,
+                        double* busy_dec);
+  // Share of the device training loses next to a service busy this much in each phase.
+  double ServiceLoss(double busy_pre, double busy_dec) const {
+    return busy_pre * interference_.training_loss_prefill +
+           busy_dec * interference_.training_loss_decode;
+  }
+  double GpuLoss(int g) const;
   void UpdateTrainingLoss(int j, double t);
   void JoinGpus(int j, double t);
   void LeaveGpus(int j, double t);
@@ -467,9 +475,24 @@ void Sim::UpdateService(int j, double t) {
   if (!r.running) return;
   double pre = 0, dec = 0;
   r.lat = ServiceLatency(r, Contended(r), &pre, &dec);
-  const double busy = std::min(1.0, r.lat.utilization);
-  r.busy_pre = pre + dec > 0 ? busy * pre / (pre + dec) : 0;
-  r.busy_dec = busy - r.busy_pre;
+  SplitBusy(r.lat, pre, dec, &r.busy_pre, &r.busy_dec);
+}
+
+// The replica's busy share, split over its phases by their shares of a request.
+void Sim::SplitBusy(const Latency& l, double pre, double dec, double* busy_pre, double* busy_dec) {
+  const double busy = std::min(1.0, l.utilization);
+  *busy_pre = pre + dec > 0 ? busy * pre / (pre + dec) : 0;
+  *busy_dec = busy - *busy_pre;
+}
+
+// Share of GPU g's time that training loses to the services overlaid on it.
+double Sim::GpuLoss(int g) const {
+  double l = 0;
+  for (int i : gpu_inf_[g]) {
+    const struct Run& s = runs_[i];
+    if (s.colocated) l += ServiceLoss(s.busy_pre, s.busy_dec);
+  }
+  return l;
 }
 
 // A training job loses, on each GPU, what the services overlaid there take; the gang runs at
@@ -478,16 +501,7 @@ void Sim::UpdateTrainingLoss(int j, double t) {
   struct Run& r = runs_[j];
   double loss = 0;
   if (r.running) {
-    for (int g : r.gpu_ids) {
-      double l = 0;
-      for (int i : gpu_inf_[g]) {
-        const struct Run& s = runs_[i];
-        if (!s.colocated) continue;
-        l += s.busy_pre * interference_.training_loss_prefill +
-             s.busy_dec * interference_.training_loss_decode;
-      }
-      loss = std::max(loss, l);
-    }
+    for (int g : r.gpu_ids) loss = std::max(loss, GpuLoss(g));
   }
   loss = std::min(loss, 0.9);
   if (std::abs(loss - r.coloc_loss) < 1e-12) return;
@@ -604,22 +618,11 @@ Result<SimResult> Sim::Run() {
       double pre = 0, dec = 0;
       Latency l = ServiceLatency(probe, true, &pre, &dec);
       if (l.attainment < kSloTarget) return false;
-      const double busy = std::min(1.0, l.utilization);
-      const double bp = pre + dec > 0 ? busy * pre / (pre + dec) : 0;
-      const double add = bp * interference_.training_loss_prefill +
-                         (busy - bp) * interference_.training_loss_decode;
-      for (int g : gpus) {
-        double have = 0;
-        for (int i : gpu_inf_[g]) {
-          const struct Run& s = runs_[i];
-          if (s.colocated) {
-            have += s.busy_pre * interference_.training_loss_prefill +
-                    s.busy_dec * interference_.training_loss_decode;
-          }
-        }
-        if (have + add > kMaxTrainingLoss) return false;
-      }
-      return true;
+      double busy_pre = 0, busy_dec = 0;
+      SplitBusy(l, pre, dec, &busy_pre, &busy_dec);
+      const double add = ServiceLoss(busy_pre, busy_dec);
+      return std::none_of(gpus.begin(), gpus.end(),
+                          [&](int g) { return GpuLoss(g) + add > kMaxTrainingLoss; });
     };
   }
   auto e = engine::Engine::Create(topo_, eo_);
