@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <numeric>
+#include <set>
 #include <utility>
 
 #include "tianshu/comm/comm_plan.h"
@@ -364,6 +365,7 @@ void Engine::MarkRunning(JobRecord& r, const std::vector<placement::RankSlot>& r
   r.start_s = now_s;
   r.accrued_to_s = now_s;
   r.spread_too_slow = false;
+  r.run_slowdown = RunSlowdown(r, ranks);
   if (r.first_start_s < 0) r.first_start_s = now_s;
 }
 
@@ -432,7 +434,15 @@ void Engine::Commit(const Decision& d, double now_s) {
     (void)st;
     st = placement::Apply(&state_, r.request, placement::PlacedOutcome(s->ranks));
     (void)st;
+    // The run so far, at its old speed, counts as progress; the new run starts now.
+    const double est = r.EstimatedDurationS();
+    if (est > 0 && r.start_s >= 0) {
+      r.progress =
+          std::min(1.0, r.progress + (now_s - r.start_s) / (std::max(1.0, r.run_slowdown) * est));
+    }
+    r.start_s = now_s;
     r.placement = s->ranks;
+    r.run_slowdown = RunSlowdown(r, s->ranks);
     ++r.migrations;
     return;
   }
@@ -471,8 +481,14 @@ bool Engine::ElasticOn() const {
   return policies_->elastic && policies_->elastic->Name() != "none";
 }
 
+bool Engine::UpgradesOn() const {
+  return options_.placement_slowdown && options_.compact_max_wait_s > 0 &&
+         options_.upgrade_tries_per_cycle > 0;
+}
+
 bool Engine::Reshapes() const {
-  return ElasticOn() || (policies_->migration && policies_->migration->Name() != "none");
+  return ElasticOn() || UpgradesOn() ||
+         (policies_->migration && policies_->migration->Name() != "none");
 }
 
 std::optional<double> Engine::NextWakeup(double now_s) const {
@@ -563,6 +579,13 @@ bool Engine::TooSlowToStart(const JobRecord& job,
   if (Compact(*topology_, ranks, int64_t{job.request.ranks} * job.request.gpu_milli)) return false;
   if (!options_.placement_slowdown) return true;
   return options_.placement_slowdown(job.spec, ranks) > 1 + options_.compact_slowdown_tolerance;
+}
+
+double Engine::RunSlowdown(const JobRecord& job,
+                           const std::vector<placement::RankSlot>& ranks) const {
+  if (!options_.placement_slowdown || job.colocated || ranks.empty()) return 1;
+  if (Compact(*topology_, ranks, int64_t{job.request.ranks} * job.request.gpu_milli)) return 1;
+  return std::max(1.0, options_.placement_slowdown(job.spec, ranks));
 }
 
 bool Engine::InCompactWait(const JobRecord& job, double now_s) const {
@@ -744,7 +767,8 @@ CycleResult Engine::Cycle(double now_s) {
           if (WholeNeed(job.request) > FreeWholeGpus(trial)) continue;
           ++result.stats.placement_calls;
           placement::Outcome po = use->Place(trial, job.request);
-          if (po.placed()) {
+          // A job that would still wait for a compact placement evicts only for one.
+          if (po.placed() && !(compact_wait && TooSlowToStart(job, po.ranks))) {
             o = std::move(po);
             placed = true;
             break;
@@ -777,10 +801,51 @@ CycleResult Engine::Cycle(double now_s) {
     if (free_whole == 0 && free_milli == 0) break;
   }
 
+  // Topology upgrades: a job running on a placement predicted too slow moves to a compact one
+  // of the free capacity when the time it saves outweighs the restart.
+  if (UpgradesOn() && !result.stats.head_blocked) {
+    std::set<JobId> decided;
+    for (const Decision& d : result.decisions) decided.insert(DecisionJob(d));
+    int tries = 0;
+    for (JobId id : running_) {
+      if (tries >= options_.upgrade_tries_per_cycle) break;
+      JobRecord& r = jobs_.at(id);
+      if (r.run_slowdown <= 1 + options_.compact_slowdown_tolerance || r.colocated ||
+          decided.count(id)) {
+        continue;
+      }
+      const double est = r.EstimatedDurationS();
+      const double remaining =
+          est * (1 - r.progress) - (now_s - r.start_s) / std::max(1.0, r.run_slowdown);
+      if (est <= 0 || remaining * (r.run_slowdown - 1) < options_.upgrade_min_saving_s) continue;
+      model::ClusterState trial = work;
+      if (!placement::Release(&trial, r.request, placement::PlacedOutcome(r.placement))) continue;
+      if (!CompactMayExist(trial, r.request)) continue;
+      ++tries;
+      const placement::Strategy* use =
+          policies_->placement_small && r.request.ranks <= options_.small_job_max_gpus
+              ? policies_->placement_small.get()
+              : policies_->placement.get();
+      ++result.stats.placement_calls;
+      placement::Outcome po = use->Place(trial, r.request);
+      if (!po.placed() || TooSlowToStart(r, po.ranks)) continue;
+      const double saved = remaining * (r.run_slowdown - RunSlowdown(r, po.ranks));
+      if (saved < options_.upgrade_min_saving_s) continue;
+      if (!placement::Apply(&trial, r.request, po)) continue;
+      work = std::move(trial);
+      result.decisions.emplace_back(std::in_place_type<MigrateJob>,
+                                    MigrateJob{.id = id, .ranks = std::move(po.ranks)});
+      ++result.stats.upgraded;
+    }
+  }
+
   // Resizes and moves are for jobs that hold GPU shares (co-located services hold none).
   auto reshape = [&](std::vector<Decision> proposed) {
     for (auto& d : proposed) {
-      if (!jobs_.at(DecisionJob(d)).colocated) result.decisions.push_back(std::move(d));
+      const JobId id = DecisionJob(d);
+      const bool moved = std::any_of(result.decisions.begin(), result.decisions.end(),
+                                     [&](const Decision& e) { return DecisionJob(e) == id; });
+      if (!jobs_.at(id).colocated && !moved) result.decisions.push_back(std::move(d));
     }
   };
   if (policies_->elastic) reshape(policies_->elastic->Propose(view, work));

@@ -70,6 +70,10 @@ struct JobRecord {
   // A placement that spread it over more nodes than it needs was predicted too slow (cleared
   // when it starts): while it may wait for a compact one, it is not placed spread again.
   bool spread_too_slow = false;
+  // Predicted step time of the current placement over a compact one's (placement_slowdown;
+  // 1 when compact or unknown). A job running above the tolerance moves to a compact placement
+  // when one frees and the time it saves outweighs the restart (see EngineOptions).
+  double run_slowdown = 1;
   // An inference service overlaid on GPUs that training holds (scheduler.colocation): its
   // shares are counted against the overlay budget of those GPUs, not their free share.
   bool colocated = false;
@@ -219,6 +223,14 @@ struct EngineOptions {
   // (>= 1); empty: unknown.
   std::function<double(const model::JobSpec& job, std::span<const placement::RankSlot> ranks)>
       placement_slowdown;
+  // With the consolidation wait on and placement_slowdown set: a running job whose placement
+  // is predicted more than the tolerance slower than a compact one is moved (checkpoint,
+  // restart; a MigrateJob) to a compact placement of the free capacity when the run time it
+  // is predicted to save exceeds `upgrade_min_saving_s` (the restart and the re-warming it
+  // costs). At most `upgrade_tries_per_cycle` placement searches per cycle; never while the
+  // queue's head is blocked (the free capacity is the head's).
+  double upgrade_min_saving_s = 1800;
+  int upgrade_tries_per_cycle = 8;
   // Co-location (config.colocation other than "none"): an inference service may overlay GPUs
   // that running training jobs hold whole, up to one GPU's worth (kMilliPerGpu) of inference
   // shares per GPU, all its ranks on one node. `colocation_fits` (the simulator sets it from
@@ -268,6 +280,7 @@ struct CycleStats {
   int rejected = 0;
   int held_for_compact = 0;  // placed, but waiting for a compact placement
   int colocated = 0;         // inference services started on training's GPUs
+  int upgraded = 0;          // running jobs moved to a compact placement
   bool head_blocked = false;
 };
 struct CycleResult {
@@ -331,7 +344,10 @@ class Engine {
   std::vector<const JobRecord*> AllJobs() const;
 
  private:
-  bool ElasticOn() const;  // an elastic policy other than "none" is configured
+  bool ElasticOn() const;   // an elastic policy other than "none" is configured
+  bool UpgradesOn() const;  // spread jobs move to compact placements (see EngineOptions)
+  // The predicted slowdown of `ranks` for `job` (1 when compact or without a prediction).
+  double RunSlowdown(const JobRecord& job, const std::vector<placement::RankSlot>& ranks) const;
   // Takes or gives back what a placement holds: GPU shares of state_, or overlay budget for
   // a co-located service.
   void Occupy(JobRecord& r, const std::vector<placement::RankSlot>& ranks, bool colocated);

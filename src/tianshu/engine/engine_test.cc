@@ -165,6 +165,56 @@ TEST(Engine, InferenceOverlaysTrainingGpusWithinTheBudget) {
   }
 }
 
+// Topology upgrade: a job that had to take a split placement (two half nodes) moves to a
+// whole node by checkpoint and restart once one frees, because the predicted time it saves
+// (its remaining run at half speed) is far above the restart.
+TEST(Engine, SplitJobMovesToACompactPlacementWhenOneFrees) {
+  auto topo = Tree(2);  // 2 nodes x 8 GPUs
+  EngineOptions o = *PresetOptions("slurm");
+  o.placement_small = "spread";  // the two small jobs land on different nodes
+  o.small_job_max_gpus = 4;
+  o.compact_max_wait_s = 1;  // wait one second for a compact placement, then take a split one
+  o.compact_wait_ratio = 0;
+  o.placement_slowdown = [&](const model::JobSpec&, std::span<const placement::RankSlot> ranks) {
+    return ranks.front().node == ranks.back().node ? 1.0 : 2.0;
+  };
+  auto e = Engine::Create(topo, o);
+  ASSERT_TRUE(e) << e.error().message;
+  auto half = [](double duration_s) {  // one node, four GPUs
+    model::JobSpec j = Job(0, duration_s);
+    j.nodes = 1;
+    j.gpus_per_node = 4;
+    return j;
+  };
+  ASSERT_TRUE((*e)->Apply(SubmitJob{1, half(10)}, 0));
+  ASSERT_TRUE((*e)->Apply(SubmitJob{2, half(1000)}, 0));
+  ASSERT_EQ(Starts((*e)->Cycle(0)), 2);
+  ASSERT_NE((*e)->Find(1)->placement[0].node, (*e)->Find(2)->placement[0].node);
+  ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(8, 100000)}, 0));
+  CycleResult r = (*e)->Cycle(0);
+  EXPECT_EQ(r.stats.held_for_compact, 1);  // waits for a whole node first
+  r = (*e)->Cycle(2);
+  ASSERT_EQ(Starts(r), 1);
+  const JobRecord* j3 = (*e)->Find(3);
+  EXPECT_DOUBLE_EQ(j3->run_slowdown, 2.0);
+  // Job 1 ends: its node has 8 free GPUs once job 3 leaves its half: job 3 moves there.
+  ASSERT_TRUE((*e)->Apply(JobFinished{1, true, ""}, 10));
+  r = (*e)->Cycle(10);
+  ASSERT_EQ(r.stats.upgraded, 1);
+  ASSERT_EQ(r.decisions.size(), 1u);
+  const auto* m = std::get_if<MigrateJob>(&r.decisions[0]);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->id, 3);
+  ASSERT_EQ(m->ranks.size(), 8u);
+  EXPECT_EQ(m->ranks.front().node, m->ranks.back().node);
+  EXPECT_EQ(j3->migrations, 1);
+  EXPECT_DOUBLE_EQ(j3->run_slowdown, 1.0);
+  EXPECT_NEAR(j3->progress, 8.0 / (2 * 100000), 1e-12);  // 8 s at half speed
+  EXPECT_EQ((*e)->State().AllocatedGpuMilli(), 12000);   // jobs 2 and 3, nothing held twice
+  // Already compact: nothing more to do.
+  EXPECT_EQ((*e)->Cycle(11).stats.upgraded, 0);
+}
+
 TEST(Policies, PlannedNamesAreRefusedByName) {
   // This test does not link the policy library: its names are known, and refused with the
   // reason, never replaced by another policy.
