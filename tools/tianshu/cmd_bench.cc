@@ -48,7 +48,13 @@ Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
   return out;
 }
 
-int RunFragmentationCommand(const FragFlags& f) {
+int RunFragmentationCommand(FragFlags f) {
+  // --faithful is the four paper options together, ties shuffled unless --paper-ties says.
+  if (f.faithful) {
+    f.paper_typical = f.paper_score = f.paper_order = true;
+    if (f.paper_ties.empty()) f.paper_ties = "shuffled";
+  }
+  if (f.paper_ties.empty()) f.paper_ties = "random";
   std::vector<uint64_t> seeds = {f.seed};
   if (!f.seeds.empty()) {
     auto parsed = ParseSeeds(f.seeds);
@@ -71,20 +77,18 @@ int RunFragmentationCommand(const FragFlags& f) {
   nlohmann::json runs = nlohmann::json::array();
   double alloc = 0, alloc100 = 0, window = 0, arrived = 0, placed = 0, failed = 0;
   for (uint64_t seed : seeds) {
-    auto r =
-        placement::RunFragmentation(*nodes, *pods, f.strategy,
-                                    {.inflate = f.inflate,
-                                     .seed = seed,
-                                     .workload = {.with_memory = !f.paper_fgd,
-                                                  .weight_by_gpu_share = !f.paper_fgd,
-                                                  .paper_typical = f.paper_typical || f.faithful,
-                                                  .popularity = f.popularity},
-                                     .paper_score = f.paper_score || f.faithful,
-                                     .paper_ties = f.paper_ties == "random"                   ? 0
-                                                   : f.paper_ties == "first"                  ? 1
-                                                   : f.paper_ties == "shuffled" || f.faithful ? 2
-                                                                                              : 0,
-                                     .paper_order = f.paper_order || f.faithful});
+    auto r = placement::RunFragmentation(*nodes, *pods, f.strategy,
+                                         {.inflate = f.inflate,
+                                          .seed = seed,
+                                          .workload = {.with_memory = !f.paper_fgd,
+                                                       .weight_by_gpu_share = !f.paper_fgd,
+                                                       .paper_typical = f.paper_typical,
+                                                       .popularity = f.popularity},
+                                          .paper_score = f.paper_score,
+                                          .paper_ties = f.paper_ties == "first"      ? 1
+                                                        : f.paper_ties == "shuffled" ? 2
+                                                                                     : 0,
+                                          .paper_order = f.paper_order});
     if (!r) {
       std::cerr << "tianshu bench fragmentation: " << r.error().message << "\n";
       return kExitInvalid;
@@ -119,12 +123,10 @@ int RunFragmentationCommand(const FragFlags& f) {
                         {"allocation_ratio", alloc / k},
                         {"allocation_ratio_at_100", alloc100 / k},
                         {"allocation_ratio_window", window / k},
-                        {"paper_typical", f.paper_typical || f.faithful},
-                        {"paper_score", f.paper_score || f.faithful},
-                        {"paper_order", f.paper_order || f.faithful},
-                        {"paper_ties", f.faithful && f.paper_ties.empty() ? "shuffled"
-                                       : f.paper_ties.empty()             ? "random"
-                                                                          : f.paper_ties},
+                        {"paper_typical", f.paper_typical},
+                        {"paper_score", f.paper_score},
+                        {"paper_order", f.paper_order},
+                        {"paper_ties", f.paper_ties},
                         {"arrived_ratio", arrived / k},
                         {"pods_placed", placed / k},
                         {"pods_failed", failed / k},

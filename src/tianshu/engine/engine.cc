@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cassert>
 #include <numeric>
-#include <set>
 #include <utility>
 
 #include "tianshu/comm/comm_plan.h"
@@ -45,6 +44,16 @@ std::string_view StopReasonName(StopReason r) {
 JobId DecisionJob(const Decision& d) {
   return std::visit([](const auto& x) { return x.id; }, d);
 }
+
+namespace {
+
+// Progress of a running job at `now_s`: the last known progress plus the run since its start
+// at the speed of its placement (as a fraction of its runtime estimate `est` > 0).
+double ProgressNow(const JobRecord& r, double est, double now_s) {
+  return r.progress + (now_s - r.start_s) / (std::max(1.0, r.run_slowdown) * est);
+}
+
+}  // namespace
 
 Engine::Engine(const model::Topology& topology, const EngineOptions& options)
     : topology_(&topology),
@@ -436,10 +445,7 @@ void Engine::Commit(const Decision& d, double now_s) {
     (void)st;
     // The run so far, at its old speed, counts as progress; the new run starts now.
     const double est = r.EstimatedDurationS();
-    if (est > 0 && r.start_s >= 0) {
-      r.progress =
-          std::min(1.0, r.progress + (now_s - r.start_s) / (std::max(1.0, r.run_slowdown) * est));
-    }
+    if (est > 0 && r.start_s >= 0) r.progress = std::min(1.0, ProgressNow(r, est, now_s));
     r.start_s = now_s;
     r.placement = s->ranks;
     r.run_slowdown = RunSlowdown(r, s->ranks);
@@ -634,17 +640,18 @@ CycleResult Engine::Cycle(double now_s) {
   const bool colocate = options_.config.colocation != "none";
   std::vector<char> trained;
   std::vector<int> overlay_work;
+  auto mark_trained = [&](const JobRecord& r, const std::vector<placement::RankSlot>& ranks) {
+    if (r.spec.kind != model::JobKind::kTraining || r.request.gpu_milli < model::kMilliPerGpu) {
+      return;
+    }
+    for (const auto& s : ranks) {
+      if (s.gpu >= 0) trained[s.gpu] = 1;
+    }
+  };
   if (colocate) {
     trained.assign(overlay_.size(), 0);
     overlay_work = overlay_;
-    for (JobId id : running_) {
-      const JobRecord& r = jobs_.at(id);
-      if (r.spec.kind != model::JobKind::kTraining || r.request.gpu_milli < model::kMilliPerGpu)
-        continue;
-      for (const auto& s : r.placement) {
-        if (s.gpu >= 0) trained[s.gpu] = 1;
-      }
-    }
+    for (JobId id : running_) mark_trained(jobs_.at(id), jobs_.at(id).placement);
   }
 
   auto start = [&](JobRecord& job, placement::Outcome& o, bool backfilled) {
@@ -656,12 +663,7 @@ CycleResult Engine::Cycle(double now_s) {
                .resume_progress = job.progress,
                .restart = job.first_start_s >= 0};
     s.env = CommEnv(job, s.ranks);
-    if (colocate && job.spec.kind == model::JobKind::kTraining &&
-        job.request.gpu_milli >= model::kMilliPerGpu) {
-      for (const auto& slot : s.ranks) {
-        if (slot.gpu >= 0) trained[slot.gpu] = 1;
-      }
-    }
+    if (colocate) mark_trained(job, s.ranks);
     result.decisions.emplace_back(std::in_place_type<StartJob>, std::move(s));
     ++result.stats.started;
     if (backfilled) ++result.stats.backfilled;
@@ -803,20 +805,20 @@ CycleResult Engine::Cycle(double now_s) {
 
   // Topology upgrades: a job running on a placement predicted too slow moves to a compact one
   // of the free capacity when the time it saves outweighs the restart.
+  auto decided = [&](JobId id) {
+    return std::any_of(result.decisions.begin(), result.decisions.end(),
+                       [&](const Decision& d) { return DecisionJob(d) == id; });
+  };
   if (UpgradesOn() && !result.stats.head_blocked) {
-    std::set<JobId> decided;
-    for (const Decision& d : result.decisions) decided.insert(DecisionJob(d));
     int tries = 0;
     for (JobId id : running_) {
       if (tries >= options_.upgrade_tries_per_cycle) break;
       JobRecord& r = jobs_.at(id);
-      if (r.run_slowdown <= 1 + options_.compact_slowdown_tolerance || r.colocated ||
-          decided.count(id)) {
+      if (r.run_slowdown <= 1 + options_.compact_slowdown_tolerance || r.colocated || decided(id)) {
         continue;
       }
       const double est = r.EstimatedDurationS();
-      const double remaining =
-          est * (1 - r.progress) - (now_s - r.start_s) / std::max(1.0, r.run_slowdown);
+      const double remaining = est > 0 ? est * (1 - ProgressNow(r, est, now_s)) : 0;
       if (est <= 0 || remaining * (r.run_slowdown - 1) < options_.upgrade_min_saving_s) continue;
       model::ClusterState trial = work;
       if (!placement::Release(&trial, r.request, placement::PlacedOutcome(r.placement))) continue;
@@ -843,9 +845,7 @@ CycleResult Engine::Cycle(double now_s) {
   auto reshape = [&](std::vector<Decision> proposed) {
     for (auto& d : proposed) {
       const JobId id = DecisionJob(d);
-      const bool moved = std::any_of(result.decisions.begin(), result.decisions.end(),
-                                     [&](const Decision& e) { return DecisionJob(e) == id; });
-      if (!jobs_.at(id).colocated && !moved) result.decisions.push_back(std::move(d));
+      if (!jobs_.at(id).colocated && !decided(id)) result.decisions.push_back(std::move(d));
     }
   };
   if (policies_->elastic) reshape(policies_->elastic->Propose(view, work));

@@ -234,14 +234,9 @@ class Fgd final : public Strategy {
           const double x = -delta / 1000.0;
           const auto score = static_cast<int64_t>(100.0 / (1.0 + std::exp(-x)));
           if (n != node_in_hand || score > hand_score) {
-            if (n != node_in_hand) {
-              node_in_hand = n;
-              hand_score = score;
-              hand_gpu = gpu;
-            } else {
-              hand_score = score;
-              hand_gpu = gpu;
-            }
+            node_in_hand = n;
+            hand_score = score;
+            hand_gpu = gpu;
           }
           return;
         }

@@ -59,12 +59,9 @@ int MaxDomainGpus(const model::Topology& t, GroupScope scope) {
   int best = 0;
   switch (scope) {
     case GroupScope::kNvlink:
+      // The islands DomainOf counts (ServerType::NvlinkIsland: nvlink_domain_size GPUs).
       for (const auto& ty : t.types) {
-        int island = ty.intra_kind == model::IntraNodeKind::kNvSwitch ? ty.gpus_per_node
-                     : ty.intra_kind == model::IntraNodeKind::kNvLink
-                         ? std::max(1, ty.nvlink_domain_size)
-                         : 1;
-        best = std::max(best, std::min(island, ty.gpus_per_node));
+        best = std::max(best, std::min(std::max(1, ty.nvlink_domain_size), ty.gpus_per_node));
       }
       break;
     case GroupScope::kNode:

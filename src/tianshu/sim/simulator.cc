@@ -89,6 +89,16 @@ struct Run {
 struct ServicePrice {
   double pre_s = 0, dec_s = 0;
   int servers = 1, replicas = 1;
+
+  // The queue of a service of `spec` priced so.
+  void ApplyTo(const model::JobSpec& spec, struct Run* r) const {
+    r->pre_s = pre_s;
+    r->dec_s = dec_s;
+    r->servers = servers;
+    r->replicas = replicas;
+    r->lambda = spec.inference.request_rate / replicas;
+    r->slo_s = spec.inference.latency_slo_ms / 1000.0;
+  }
 };
 
 class Sim {
@@ -129,6 +139,8 @@ class Sim {
   }
   double GpuLoss(int g) const;
   void UpdateTrainingLoss(int j, double t);
+  void SetColocLoss(struct Run& r, double loss);
+  std::set<int> TrainersOn(const std::vector<int>& gpus) const;
   void JoinGpus(int j, double t);
   void LeaveGpus(int j, double t);
 
@@ -505,12 +517,24 @@ void Sim::UpdateTrainingLoss(int j, double t) {
   }
   loss = std::min(loss, 0.9);
   if (std::abs(loss - r.coloc_loss) < 1e-12) return;
-  coloc_gpus_ -= (r.coloc_loss > 0 ? r.gpus : 0);
-  coloc_loss_ -= r.coloc_loss * r.gpus;
-  r.coloc_loss = loss;
-  coloc_gpus_ += (loss > 0 ? r.gpus : 0);
-  coloc_loss_ += loss * r.gpus;
+  SetColocLoss(r, loss);
   if (r.running) Reprice(j, t);
+}
+
+// A training job's loss and the run's sums of co-located GPUs and their loss, together.
+void Sim::SetColocLoss(struct Run& r, double loss) {
+  coloc_gpus_ += ((loss > 0 ? r.gpus : 0) - (r.coloc_loss > 0 ? r.gpus : 0));
+  coloc_loss_ += (loss - r.coloc_loss) * r.gpus;
+  r.coloc_loss = loss;
+}
+
+// The training jobs holding any of `gpus`.
+std::set<int> Sim::TrainersOn(const std::vector<int>& gpus) const {
+  std::set<int> trainers;
+  for (int g : gpus) {
+    if (gpu_train_[g] >= 0) trainers.insert(gpu_train_[g]);
+  }
+  return trainers;
 }
 
 void Sim::JoinGpus(int j, double t) {
@@ -521,20 +545,11 @@ void Sim::JoinGpus(int j, double t) {
     auto price = Price(r.spec, r.gpu_ids);
     r.serving = price.has_value();
     if (r.serving) {
-      r.pre_s = price->pre_s;
-      r.dec_s = price->dec_s;
-      r.servers = price->servers;
-      r.replicas = price->replicas;
-      r.lambda = r.spec.inference.request_rate / r.replicas;
-      r.slo_s = r.spec.inference.latency_slo_ms / 1000.0;
+      price->ApplyTo(r.spec, &r);
       r.served_to = t;
       UpdateService(j, t);
     }
-    std::set<int> trainers;
-    for (int g : r.gpu_ids) {
-      if (gpu_train_[g] >= 0) trainers.insert(gpu_train_[g]);
-    }
-    for (int tj : trainers) UpdateTrainingLoss(tj, t);
+    for (int tj : TrainersOn(r.gpu_ids)) UpdateTrainingLoss(tj, t);
     return;
   }
   if (r.spec.gpu_milli < model::kMilliPerGpu) return;
@@ -551,14 +566,10 @@ void Sim::LeaveGpus(int j, double t) {
   struct Run& r = runs_[j];
   if (r.spec.kind == model::JobKind::kInference) {
     UpdateService(j, t);  // its requests up to now
-    std::set<int> trainers;
-    for (int g : r.gpu_ids) {
-      std::erase(gpu_inf_[g], j);
-      if (gpu_train_[g] >= 0) trainers.insert(gpu_train_[g]);
-    }
+    for (int g : r.gpu_ids) std::erase(gpu_inf_[g], j);
     r.busy_pre = r.busy_dec = 0;
     if (r.colocated) {
-      for (int tj : trainers) UpdateTrainingLoss(tj, t);
+      for (int tj : TrainersOn(r.gpu_ids)) UpdateTrainingLoss(tj, t);
     }
     return;
   }
@@ -568,11 +579,7 @@ void Sim::LeaveGpus(int j, double t) {
     gpu_train_[g] = -1;
     for (int i : gpu_inf_[g]) services.insert(i);
   }
-  if (r.coloc_loss > 0) {
-    coloc_gpus_ -= r.gpus;
-    coloc_loss_ -= r.coloc_loss * r.gpus;
-    r.coloc_loss = 0;
-  }
+  SetColocLoss(r, 0);
   for (int i : services) UpdateService(i, t);
 }
 
@@ -610,11 +617,7 @@ Result<SimResult> Sim::Run() {
       auto price = Price(spec, gpus);
       if (!price) return true;  // nothing to price: the overlay budget decides
       struct Run probe;
-      probe.pre_s = price->pre_s;
-      probe.dec_s = price->dec_s;
-      probe.servers = price->servers;
-      probe.lambda = spec.inference.request_rate / price->replicas;
-      probe.slo_s = spec.inference.latency_slo_ms / 1000.0;
+      price->ApplyTo(spec, &probe);
       double pre = 0, dec = 0;
       Latency l = ServiceLatency(probe, true, &pre, &dec);
       if (l.attainment < kSloTarget) return false;
