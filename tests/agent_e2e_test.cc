@@ -51,9 +51,20 @@ class Cluster : public ::testing::Test {
     char tmpl[] = "/tmp/tianshu-e2e-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     port_ = tianshu::testing::FreeLoopbackPort();
-    server_ = Spawn({"serve", "--listen", "127.0.0.1:" + std::to_string(port_), "--data",
-                     dir_ + "/server", "--lost-after", "4s", "--heartbeat-interval", "500ms"},
-                    dir_ + "/server.log");
+    std::vector<std::string> serve = {"serve",
+                                      "--listen",
+                                      "127.0.0.1:" + std::to_string(port_),
+                                      "--data",
+                                      dir_ + "/server",
+                                      "--lost-after",
+                                      "4s",
+                                      "--heartbeat-interval",
+                                      "500ms"};
+    if (const std::string config = ServeConfig(); !config.empty()) {
+      std::ofstream(dir_ + "/engine.yaml") << config;
+      serve.insert(serve.end(), {"--config", dir_ + "/engine.yaml"});
+    }
+    server_ = Spawn(serve, dir_ + "/server.log");
     ASSERT_TRUE(WaitFor([&] { return fs::exists(dir_ + "/server/token"); }, 30));
     token_ = Slurp(dir_ + "/server/token");
     while (!token_.empty() && (token_.back() == '\n' || token_.back() == ' ')) token_.pop_back();
@@ -61,6 +72,9 @@ class Cluster : public ::testing::Test {
     for (int i = 0; i < 3; ++i) StartAgent(i);
     ASSERT_TRUE(WaitFor([&] { return ReadyNodes() == 3; }, 60)) << Cli("nodes").out;
   }
+
+  // The engine configuration `tianshu serve` runs with ("": its defaults).
+  virtual std::string ServeConfig() const { return ""; }
 
   void TearDown() override {
     for (int i = 0; i < static_cast<int>(agents_.size()); ++i) KillAgent(i, SIGTERM);
@@ -137,7 +151,8 @@ class Cluster : public ::testing::Test {
   // examples/workloads/ddp-gpt-2x2.yaml as shipped, with its name, length, checkpoint period
   // and priority set for the test; submitted from the repository root, whose path becomes the
   // ranks' working directory (the example names none, like an sbatch script).
-  std::string Submit(const std::string& name, int steps, int priority) {
+  std::string Submit(const std::string& name, int steps, int priority,
+                     const std::string& shape = "") {
     std::string text =
         Slurp(std::string(TIANSHU_SOURCE_DIR) + "/examples/workloads/ddp-gpt-2x2.yaml");
     auto replace = [&](const std::string& from, const std::string& to) {
@@ -149,6 +164,10 @@ class Cluster : public ::testing::Test {
     replace("--steps, \"400\"", "--steps, \"" + std::to_string(steps) + "\"");
     replace("--checkpoint-every, \"25\"", "--checkpoint-every, \"10\"");
     text += "priority: " + std::to_string(priority) + "\n";
+    if (!shape.empty()) {  // another size: drop the example's nodes / gpus_per_node / gpus
+      for (const char* key : {"nodes: 2\n", "gpus_per_node: 2\n", "gpus: 4\n"}) replace(key, "");
+      text += shape;
+    }
     std::string path = dir_ + "/" + name + ".yaml";
     std::ofstream(path) << text;
     auto r = Cli("submit " + path + " --output json", TIANSHU_SOURCE_DIR);
@@ -254,6 +273,46 @@ TEST_F(Cluster, HigherPriorityJobPreemptsAndTheVictimResumes) {
       << Job(low).dump(2);
   EXPECT_NE(RankLog(low, 1).find("(requested)"), std::string::npos);  // SIGUSR1 checkpoint
   EXPECT_EQ(Cli("cancel " + low).exit_code, 0);
+}
+
+// task_scheduler.elastic_scaling end to end: a DDP job asks for one node and may use two. With
+// the third node idle, one scaling interval after it starts it is stopped with a checkpoint and
+// relaunched on two nodes at world size 4, resuming from that checkpoint.
+class ElasticCluster : public Cluster {
+ protected:
+  std::string ServeConfig() const override {
+    return "task_scheduler:\n  elastic_scaling: true\n  scaling_interval: 15\n";
+  }
+};
+
+TEST_F(ElasticCluster, ElasticJobGrowsOntoAnIdleNodeAndResumesAtTheNewSize) {
+  std::string id = Submit("elastic", 100000, 0,
+                          "nodes: 1\ngpus_per_node: 2\nelastic: {min_nodes: 1, max_nodes: 2}\n");
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(
+      WaitFor([&] { return RankLog(id, 1).find("checkpoint step 10") != std::string::npos; }, 900))
+      << Job(id).dump(2);
+  EXPECT_NE(RankLog(id, 1).find("world 2"), std::string::npos) << RankLog(id, 1);
+  ASSERT_TRUE(WaitFor([&] { return Job(id).value("attempt", 0) >= 2; }, 300)) << Job(id).dump(2);
+  ASSERT_TRUE(
+      WaitFor([&] { return RankLog(id, 2).find("resumed from step") != std::string::npos; }, 600))
+      << Job(id).dump(2) << RankLog(id, 2);
+  const std::string log2 = RankLog(id, 2);
+  EXPECT_NE(log2.find("world 4"), std::string::npos) << log2;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log2, m, std::regex(R"(resumed from step (\d+))")));
+  EXPECT_GE(std::stoi(m[1]), 10);  // from the checkpoint taken on the way out, not from zero
+  EXPECT_NE(RankLog(id, 1).find("(requested)"), std::string::npos);  // SIGUSR1 checkpoint
+  json j = Job(id);
+  EXPECT_EQ(j.value("resizes", 0), 1) << j.dump(2);
+  EXPECT_EQ(j.value("retries", -1), 0);
+  EXPECT_EQ(j.value("gpus", 0), 4);
+  int nodes_with_ranks = 0;
+  for (int i = 0; i < 3; ++i) {
+    nodes_with_ranks += fs::exists(dir_ + "/agent" + std::to_string(i) + "/jobs/job-" + id + "-a2");
+  }
+  EXPECT_EQ(nodes_with_ranks, 2);
+  EXPECT_EQ(Cli("cancel " + id).exit_code, 0);
 }
 
 }  // namespace

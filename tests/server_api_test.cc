@@ -415,6 +415,9 @@ TEST(ServerApi, HigherPriorityJobPreemptsWithACheckpoint) {
   auto lj = f.Get("/v1/jobs/" + low).body;
   EXPECT_EQ(lj.value("state", ""), "pending");
   EXPECT_EQ(lj.value("retries", -1), 0);  // a preemption is not a failure
+  // Its run counts as 2D-LAS service (2 GPUs for at least the 200 ms it ran), kept across
+  // the server's cycles and stores.
+  EXPECT_GE(lj.value("attained_gpu_s", 0.0), 0.4);
   EXPECT_NE(f.Get("/metrics").text.find("tianshu_job_preemptions_total 1"), std::string::npos);
 
   // The high job ends; the low one is placed again.
@@ -609,10 +612,280 @@ TEST(ServerApi, RestartRebuildsFromTheStoreAndAgentReports) {
   EXPECT_EQ(stale, 1);
 }
 
-// The server names what it cannot carry out instead of ignoring it: resizes and migrations
-// need a relaunch at a new place the agents do not do yet. A fair-share configuration with
-// queues starts.
-TEST(ServerApi, RefusesElasticAndMigrationConfigsByName) {
+// Waits for the node's next orders.
+std::vector<wire::WorkOrder> NextOrders(FakeAgent& a, int timeout_ms = 8000) {
+  std::vector<wire::WorkOrder> o;
+  WaitFor([&] { return !(o = a.Work(50)).empty(); }, timeout_ms);
+  return o;
+}
+
+// A rank's environment as a launch order sets it ("" when unset).
+std::string EnvOf(const wire::WorkOrder& o, const std::string& key) {
+  if (!o.launch || o.launch->ranks.empty()) return "";
+  auto it = o.launch->ranks.front().env.find(key);
+  return it == o.launch->ranks.front().env.end() ? "" : it->second;
+}
+
+// The stop order of a resize or a move: checkpoint first, then `stopped`.
+void CheckpointAndStop(FakeAgent& a, const wire::WorkOrder& stop, int64_t step) {
+  a.Report({{.order_id = stop.id,
+             .kind = wire::ReportKind::kCheckpointed,
+             .job_id = stop.job_id,
+             .rank = 0,
+             .step = step,
+             .path = "/ckpt/step-" + std::to_string(step) + ".pt"},
+            {.order_id = stop.id, .kind = wire::ReportKind::kStopped, .job_id = stop.job_id}});
+}
+
+// task_scheduler.elastic_scaling under the server: an elastic job grows into an idle node
+// through a checkpoint and a relaunch at the new size, and gives that node back (the same way)
+// when a higher-priority job arrives that does not fit. Preemption is on: the shrink is taken
+// instead of evicting the whole job.
+TEST(ServerApi, ElasticJobGrowsIntoAnIdleNodeAndShrinksForAHigherPriorityJob) {
+  ServerFixture f;
+  f.config.elastic_scaling = true;
+  f.config.scaling_interval_s = 1;
+  f.Start(10000, 512, /*preemption=*/true);
+  FakeAgent a(f, "node-a", 2);
+  FakeAgent b(f, "node-b", 2);
+  ASSERT_EQ(a.Register().status, 200);
+  ASSERT_EQ(b.Register().status, 200);
+  std::string id =
+      f.Post("/v1/jobs",
+             JobYaml("grow", 2,
+                     "nodes: 1\ngpus_per_node: 2\nelastic: {min_nodes: 1, max_nodes: 2}\n"))
+          .body["id"];
+  std::vector<wire::WorkOrder> oa, ob;
+  ASSERT_TRUE(WaitFor([&] {
+    oa = a.Work();
+    ob = b.Work();
+    return !oa.empty() || !ob.empty();
+  }));
+  FakeAgent& first = oa.empty() ? b : a;
+  FakeAgent& other = oa.empty() ? a : b;
+  const wire::WorkOrder launch1 = oa.empty() ? ob[0] : oa[0];
+  ASSERT_TRUE(launch1.launch.has_value());
+  EXPECT_EQ(launch1.launch->world_size, 2);
+  first.AcceptAndStart(launch1);
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(id) == "running"; }));
+
+  // One scaling interval later, with nothing waiting, it grows: checkpoint and stop first.
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(id) == "stopping"; }, 8000));
+  auto stop = NextOrders(first);
+  ASSERT_EQ(stop.size(), 1u);
+  ASSERT_TRUE(stop[0].stop.has_value());
+  EXPECT_EQ(stop[0].stop->reason, "resize");
+  EXPECT_TRUE(stop[0].stop->checkpoint_first);
+  auto j = f.Get("/v1/jobs/" + id).body;
+  EXPECT_EQ(j["reshape"].value("kind", ""), "resize");
+  EXPECT_EQ(j["reshape"].value("gpus", 0), 4);
+  // The other node is reserved for the relaunch: a job submitted now does not take it.
+  std::string filler = f.Post("/v1/jobs", JobYaml("filler", 2)).body["id"];
+  CheckpointAndStop(first, stop[0], 40);
+
+  // Relaunched on both nodes at world size 4, from the checkpoint, the parallelism re-planned.
+  auto la = NextOrders(first);
+  auto lb = NextOrders(other);
+  ASSERT_EQ(la.size(), 1u);
+  ASSERT_EQ(lb.size(), 1u);
+  for (const auto* o : {&la[0], &lb[0]}) {
+    ASSERT_TRUE(o->launch.has_value());
+    EXPECT_EQ(o->job_id, id);
+    EXPECT_EQ(o->attempt, 2);
+    EXPECT_EQ(o->launch->world_size, 4);
+    EXPECT_EQ(EnvOf(*o, "TIANSHU_RESUME_STEP"), "40");
+    EXPECT_EQ(std::stoi(EnvOf(*o, "TIANSHU_TP")) * std::stoi(EnvOf(*o, "TIANSHU_PP")) *
+                  std::stoi(EnvOf(*o, "TIANSHU_DP")),
+              4);
+  }
+  first.AcceptAndStart(la[0]);
+  other.AcceptAndStart(lb[0]);
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(id) == "running"; }));
+  j = f.Get("/v1/jobs/" + id).body;
+  EXPECT_EQ(j.value("gpus", 0), 4);
+  EXPECT_EQ(j.value("gpus_requested", 0), 2);
+  EXPECT_EQ(j.value("resizes", 0), 1);
+  EXPECT_EQ(j.value("retries", -1), 0);  // a resize is not a failure
+  EXPECT_EQ(f.JobState(filler), "pending");
+  EXPECT_NE(f.Get("/metrics").text.find("tianshu_job_resizes_total 1"), std::string::npos);
+  EXPECT_EQ(f.Post("/v1/jobs/" + filler + "/cancel", "").status, 200);
+
+  // A higher-priority job of 2 GPUs: the elastic job gives one node back (never below
+  // min_nodes), and the arrival starts there once the job has relaunched on the other.
+  std::string high = f.Post("/v1/jobs", JobYaml("high", 2, "priority: 10\n")).body["id"];
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(id) == "stopping"; }, 8000));
+  auto sa = NextOrders(first);
+  auto sb = NextOrders(other);
+  ASSERT_EQ(sa.size(), 1u);
+  ASSERT_EQ(sb.size(), 1u);
+  EXPECT_EQ(sa[0].stop->reason, "resize");
+  EXPECT_EQ(f.JobState(high), "pending");
+  CheckpointAndStop(first, sa[0], 70);
+  CheckpointAndStop(other, sb[0], 70);
+  // Work() lists every order not yet acted on: the launches, once both are out.
+  std::vector<wire::WorkOrder> na, nb;
+  ASSERT_TRUE(WaitFor([&] {
+    na = first.Work();
+    nb = other.Work();
+    return na.size() + nb.size() >= 2;
+  }));
+  ASSERT_EQ(na.size(), 1u);
+  ASSERT_EQ(nb.size(), 1u);
+  // One node relaunches the elastic job at 2 ranks, the other starts the arrival.
+  std::map<std::string, int> world;
+  for (const auto* o : {&na[0], &nb[0]}) {
+    ASSERT_TRUE(o->launch.has_value());
+    world[o->job_id] = o->launch->world_size;
+  }
+  EXPECT_EQ(world[id], 2);
+  EXPECT_EQ(world[high], 2);
+  j = f.Get("/v1/jobs/" + id).body;
+  EXPECT_EQ(j.value("resizes", 0), 2);
+  EXPECT_EQ(j.value("attempt", 0), 3);
+  EXPECT_NE(f.Get("/metrics").text.find("tianshu_job_preemptions_total 0"), std::string::npos);
+}
+
+// scheduler.migration under the server: a 2-GPU job that needs one whole node waits while two
+// 1-GPU jobs hold one GPU on each node; one of them moves (checkpoint, relaunch on the other
+// node), and the waiting job starts on the node it left.
+TEST(ServerApi, MigrationDefragmentsSoAWaitingJobStarts) {
+  ServerFixture f;
+  f.config.migration = true;
+  f.Start(10000, 512, /*preemption=*/false);
+  FakeAgent a(f, "node-a", 2);
+  FakeAgent b(f, "node-b", 2);
+  ASSERT_EQ(a.Register().status, 200);
+  ASSERT_EQ(b.Register().status, 200);
+  // Three 1-GPU jobs: two share a node, the third takes the other; then one of the pair ends.
+  std::map<std::string, std::pair<FakeAgent*, wire::WorkOrder>> at;
+  std::vector<std::string> ids;
+  for (const char* name : {"one", "two", "three"}) {
+    ids.push_back(f.Post("/v1/jobs", JobYaml(name, 1, "duration: 10h\n")).body["id"]);
+    ASSERT_TRUE(WaitFor([&] {
+      for (FakeAgent* ag : {&a, &b}) {
+        for (auto& o : ag->Work()) {
+          if (o.launch && !at.contains(o.job_id)) {
+            ag->AcceptAndStart(o);
+            at.emplace(o.job_id, std::make_pair(ag, o));
+          }
+        }
+      }
+      return at.contains(ids.back());
+    }));
+  }
+  std::string ending;
+  for (const auto& x : ids) {
+    for (const auto& y : ids) {
+      if (x != y && at.at(x).first == at.at(y).first) ending = x;
+    }
+  }
+  ASSERT_FALSE(ending.empty()) << "two 1-GPU jobs were expected to share a node";
+  auto& [end_agent, end_launch] = at.at(ending);
+  end_agent->Report({{.order_id = end_launch.id,
+                      .kind = wire::ReportKind::kExited,
+                      .job_id = ending,
+                      .rank = 0,
+                      .exit_code = 0}});
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(ending) == "succeeded"; }));
+
+  std::string whole =
+      f.Post("/v1/jobs", JobYaml("whole", 2, "nodes: 1\ngpus_per_node: 2\nduration: 1h\n"))
+          .body["id"];
+  std::string mover;
+  ASSERT_TRUE(WaitFor([&] {
+    for (const auto& x : ids) {
+      if (x != ending && f.JobState(x) == "stopping") mover = x;
+    }
+    return !mover.empty();
+  }));
+  auto moving = f.Get("/v1/jobs/" + mover).body;
+  EXPECT_EQ(moving["reshape"].value("kind", ""), "migrate");
+  FakeAgent* from = at.at(mover).first;
+  FakeAgent* to = from == &a ? &b : &a;
+  auto stop = NextOrders(*from);
+  ASSERT_EQ(stop.size(), 1u);
+  EXPECT_EQ(stop[0].stop->reason, "migrate");
+  EXPECT_TRUE(stop[0].stop->checkpoint_first);
+  EXPECT_EQ(f.JobState(whole), "pending");
+  CheckpointAndStop(*from, stop[0], 12);
+  // The mover relaunches on the other node; the waiting job takes the node it left.
+  auto relaunch = NextOrders(*to);
+  auto started = NextOrders(*from);
+  ASSERT_EQ(relaunch.size(), 1u);
+  ASSERT_EQ(started.size(), 1u);
+  EXPECT_EQ(relaunch[0].job_id, mover);
+  EXPECT_EQ(relaunch[0].attempt, 2);
+  EXPECT_EQ(EnvOf(relaunch[0], "TIANSHU_RESUME_STEP"), "12");
+  EXPECT_EQ(started[0].job_id, whole);
+  EXPECT_EQ(started[0].launch->ranks.size(), 2u);
+  EXPECT_EQ(f.Get("/v1/jobs/" + mover).body.value("migrations", 0), 1);
+  EXPECT_NE(f.Get("/metrics").text.find("tianshu_job_migrations_total 1"), std::string::npos);
+}
+
+// scheduler.colocation under the server: an inference service overlays a GPU that a training
+// job holds whole, on the same node, holding no GPU share of its own. With `priority` on CUDA
+// both are MPS clients, the service at normal and training at below-normal client priority.
+// With `none` the service waits for a GPU of its own.
+TEST(ServerApi, InferenceServiceOverlaysTrainingGpusUnderColocation) {
+  for (const std::string mode : {"priority", "none"}) {
+    SCOPED_TRACE(mode);
+    ServerFixture f;
+    f.config.colocation = mode;
+    f.Start(10000, 512, /*preemption=*/false);
+    FakeAgent a(f, "node-a", 2);
+    ASSERT_EQ(a.Register().status, 200);
+    std::string train = f.Post("/v1/jobs", JobYaml("train", 2)).body["id"];
+    auto launch = NextOrders(a);
+    ASSERT_EQ(launch.size(), 1u);
+    ASSERT_TRUE(launch[0].launch.has_value());
+    a.AcceptAndStart(launch[0]);
+    ASSERT_TRUE(WaitFor([&] { return f.JobState(train) == "running"; }));
+    EXPECT_EQ(EnvOf(launch[0], "CUDA_MPS_CLIENT_PRIORITY"), mode == "priority" ? "1" : "");
+    std::string serve = f.Post("/v1/jobs",
+                               "kind: inference\nname: chat\nmodel: {profile: llama2-7b}\ngpus: 1\n"
+                               "inference: {request_rate: 10, latency_slo: 200ms}\n")
+                            .body["id"];
+    if (mode == "none") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      EXPECT_TRUE(a.Work().empty());
+      EXPECT_EQ(f.JobState(serve), "pending");
+      continue;
+    }
+    auto overlay = NextOrders(a);
+    ASSERT_EQ(overlay.size(), 1u);
+    ASSERT_TRUE(overlay[0].launch.has_value());
+    EXPECT_EQ(overlay[0].job_id, serve);
+    ASSERT_EQ(overlay[0].launch->ranks.size(), 1u);
+    const auto& devices = launch[0].launch->ranks;
+    const int d = overlay[0].launch->ranks[0].devices.at(0);
+    EXPECT_TRUE(std::any_of(devices.begin(), devices.end(),
+                            [&](const wire::RankLaunch& r) { return r.devices.at(0) == d; }));
+    EXPECT_EQ(EnvOf(overlay[0], "TIANSHU_COLOCATION"), "priority");
+    EXPECT_EQ(EnvOf(overlay[0], "CUDA_MPS_CLIENT_PRIORITY"), "0");
+    a.AcceptAndStart(overlay[0]);
+    ASSERT_TRUE(WaitFor([&] { return f.JobState(serve) == "running"; }));
+    EXPECT_TRUE(f.Get("/v1/jobs/" + serve).body.value("colocated", false));
+    EXPECT_FALSE(f.Get("/v1/jobs/" + train).body.value("colocated", true));
+    // The overlay holds no share: 2 of 2 GPUs allocated, not 3.
+    EXPECT_NE(f.Get("/metrics").text.find("tianshu_gpus{state=\"allocated\"} 2.000\n"),
+              std::string::npos)
+        << f.Get("/metrics").text;
+    // A second service overlays the other GPU (one GPU's worth of services per GPU).
+    std::string second =
+        f.Post("/v1/jobs",
+               "kind: inference\nname: chat2\nmodel: {profile: llama2-7b}\ngpus: 1\n"
+               "inference: {request_rate: 10, latency_slo: 200ms}\n")
+            .body["id"];
+    auto next = NextOrders(a);
+    ASSERT_EQ(next.size(), 1u);
+    EXPECT_EQ(next[0].job_id, second);
+    EXPECT_NE(next[0].launch->ranks[0].devices.at(0), d);
+  }
+}
+
+// Elastic scaling, migration, co-location and a fair-share configuration with queues start;
+// a bad configuration is refused by name.
+TEST(ServerApi, StartsEveryPolicyConfigAndRefusesABadOneByName) {
   const std::string dir = MakeTempDir("tianshu-server-config");
   auto options = [&](auto edit) {
     server::ServerOptions o;
@@ -623,15 +896,16 @@ TEST(ServerApi, RefusesElasticAndMigrationConfigsByName) {
     edit(o.control.config);
     return o;
   };
-  auto elastic = server::Server::Start(options([](auto& c) { c.elastic_scaling = true; }));
-  ASSERT_FALSE(elastic);
-  EXPECT_NE(elastic.error().message.find("task_scheduler.elastic_scaling"), std::string::npos);
-  auto migration = server::Server::Start(options([](auto& c) { c.migration = true; }));
-  ASSERT_FALSE(migration);
-  EXPECT_NE(migration.error().message.find("scheduler.migration"), std::string::npos);
-  auto colocation = server::Server::Start(options([](auto& c) { c.colocation = "priority"; }));
-  ASSERT_FALSE(colocation);
-  EXPECT_NE(colocation.error().message.find("scheduler.colocation"), std::string::npos);
+  auto bad = server::Server::Start(options([](auto& c) { c.order = "lottery"; }));
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("lottery"), std::string::npos) << bad.error().message;
+  auto elastic = server::Server::Start(options([](auto& c) {
+    c.elastic_scaling = true;
+    c.migration = true;
+    c.colocation = "priority";
+  }));
+  ASSERT_TRUE(elastic) << elastic.error().message;
+  (*elastic)->Stop();
   auto fair = server::Server::Start(options([](auto& c) {
     c.order = "fair-share";
     c.queues = {{.name = "research", .quota_gpus = 8}};

@@ -111,7 +111,7 @@ def main():
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         step = int(state["step"])
-        log(rank, f"resumed from step {step} ({resume})")
+        log(rank, f"resumed from step {step} ({resume}, world {world})")
     else:
         log(rank, f"starting from step 0 ({model.parameters_count()} parameters, backend "
                   f"{backend}, world {world})")

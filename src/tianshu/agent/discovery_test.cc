@@ -208,5 +208,43 @@ TEST(Isolation, PlansFromTheHostAndReportsWhatItCannotDo) {
   EXPECT_NE(text.find("nvme create-ns"), std::string::npos) << text;
 }
 
+// scheduler.colocation: priority on CUDA makes every GPU rank a client of the node's MPS
+// control daemon (started when not running; run only with --apply-partitions and real devices);
+// time slicing, or another backend, needs no daemon and says so.
+TEST(Isolation, InferenceFirstSharingUsesTheMpsDaemonOnCudaOnly) {
+  FakeSystemFiles fs = FakeHost();
+  Accelerator a;
+  a.index = 0;
+  a.model = "A100-80GB";
+  a.memory_bytes = int64_t{80} << 30;
+  a.numa = 1;
+  a.device_node = "/dev/nvidia0";
+  FakeGpuLibrary nvml(std::vector<Accelerator>{a});
+  auto h = Discover(fs, {.nvml = &nvml}, {});
+  ASSERT_TRUE(h);
+  auto launch = [](const std::string& backend, const std::string& mode) {
+    wire::LaunchOrder l;
+    l.backend = backend;
+    l.ranks.push_back({.rank = 0, .devices = {0}, .gpu_milli = 1000, .command = {"x"}});
+    if (!mode.empty()) l.ranks[0].env["TIANSHU_COLOCATION"] = mode;
+    return l;
+  };
+  IsolationPlan mps = PlanIsolation(*h, launch("cuda", "priority"), "job-1-a1", "/ckpt", fs,
+                                    {.apply_partitions = true});
+  ASSERT_EQ(mps.partition_commands.size(), 1u);
+  EXPECT_NE(mps.partition_commands[0].find("nvidia-cuda-mps-control -d"), std::string::npos);
+  EXPECT_EQ(mps.env.at("CUDA_MPS_PIPE_DIRECTORY"), "/tmp/nvidia-mps");
+  EXPECT_TRUE(mps.apply_partitions);  // a real device and --apply-partitions
+  for (const auto& [backend, mode] : std::vector<std::pair<std::string, std::string>>{
+           {"cuda", "time-slice"}, {"rocm", "priority"}, {"cuda", ""}}) {
+    IsolationPlan p = PlanIsolation(*h, launch(backend, mode), "job-1-a1", "/ckpt", fs, {});
+    EXPECT_TRUE(p.partition_commands.empty()) << backend << " " << mode;
+    EXPECT_FALSE(p.env.contains("CUDA_MPS_PIPE_DIRECTORY")) << backend << " " << mode;
+    const std::string text = DescribeIsolation(p, {});
+    EXPECT_EQ(text.find("time-shared by the driver") != std::string::npos, !mode.empty())
+        << backend << " " << mode << ": " << text;
+  }
+}
+
 }  // namespace
 }  // namespace tianshu::agent

@@ -9,6 +9,12 @@
 
 namespace tianshu::agent {
 
+namespace {
+// Where the node's MPS control daemon and its clients meet (NVIDIA's defaults).
+constexpr const char* kMpsPipeDirectory = "/tmp/nvidia-mps";
+constexpr const char* kMpsLogDirectory = "/var/log/nvidia-mps";
+}  // namespace
+
 std::string MigProfile(int64_t memory_bytes, int gpu_milli) {
   // NVIDIA A100/H100/H200 MIG: 7 compute slices and 8 memory slices; the profiles
   // 1g/2g/3g/4g/7g take 1/2/4/4/8 memory slices (NVIDIA MIG user guide, "Supported profiles").
@@ -164,6 +170,33 @@ IsolationPlan PlanIsolation(const HostInfo& host, const wire::LaunchOrder& launc
       }
       real_partitionable = real_partitionable || !it->declared;
     }
+  }
+
+  // Co-location (scheduler.colocation): the server marks every GPU rank that shares its device.
+  // Inference-first sharing on CUDA makes each of them a client of the node's MPS control
+  // daemon (started here when it is not running), at the client priority the server set
+  // (CUDA_MPS_CLIENT_PRIORITY: 0 for the service, 1 for training). Anything else is the
+  // driver's time slicing, which needs nothing here.
+  std::string sharing;
+  for (const auto& r : launch.ranks) {
+    if (auto it = r.env.find("TIANSHU_COLOCATION"); it != r.env.end()) sharing = it->second;
+  }
+  if (sharing == "priority" && launch.backend == "cuda") {
+    p.env["CUDA_MPS_PIPE_DIRECTORY"] = kMpsPipeDirectory;
+    p.env["CUDA_MPS_LOG_DIRECTORY"] = kMpsLogDirectory;
+    p.partition_commands.push_back(std::string("pgrep -x nvidia-cuda-mps-control >/dev/null || "
+                                               "CUDA_MPS_PIPE_DIRECTORY=") +
+                                   kMpsPipeDirectory + " CUDA_MPS_LOG_DIRECTORY=" +
+                                   kMpsLogDirectory + " nvidia-cuda-mps-control -d");
+    for (const auto& r : launch.ranks) {
+      for (int d : r.devices) {
+        auto it = std::find_if(host.accelerators.begin(), host.accelerators.end(),
+                               [&](const Accelerator& a) { return a.index == d; });
+        real_partitionable = real_partitionable || (it != host.accelerators.end() && !it->declared);
+      }
+    }
+  } else if (!sharing.empty()) {
+    p.notes.push_back("co-location: the devices are time-shared by the driver (" + sharing + ")");
   }
 
   // NVMe namespace per job for checkpoint I/O, where the drive manages namespaces.

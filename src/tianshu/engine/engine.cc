@@ -378,17 +378,43 @@ void Engine::MarkRunning(JobRecord& r, const std::vector<placement::RankSlot>& r
   if (r.first_start_s < 0) r.first_start_s = now_s;
 }
 
-Status Engine::Restore(JobId id, const std::vector<placement::RankSlot>& ranks, double start_s) {
+Status Engine::Restore(JobId id, const std::vector<placement::RankSlot>& ranks, double start_s,
+                       bool colocated) {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return Fail("restore: no job ", std::to_string(id));
   JobRecord& r = it->second;
   if (r.state != JobState::kPending)
     return Fail("restore: job ", std::to_string(id), " is not pending");
-  if (auto st = placement::Apply(&state_, r.request, placement::PlacedOutcome(ranks)); !st) {
+  // An elastic job may hold another number of ranks than it asked for.
+  placement::PlacementRequest held = r.request;
+  held.ranks = static_cast<int>(ranks.size());
+  if (colocated) {
+    for (const auto& s : ranks) {
+      if (s.gpu < 0 || s.gpu >= static_cast<int>(overlay_.size()) ||
+          overlay_[s.gpu] + held.gpu_milli > model::kMilliPerGpu) {
+        return Fail("restore: job ", std::to_string(id), ": no overlay room on GPU ",
+                    std::to_string(s.gpu));
+      }
+    }
+    r.request = held;
+    Occupy(r, ranks, /*colocated=*/true);
+    MarkRunning(r, ranks, start_s);
+    return Ok();
+  }
+  if (auto st = placement::Apply(&state_, held, placement::PlacedOutcome(ranks)); !st) {
     return Fail("restore: job ", std::to_string(id), ": ", st.error().message);
   }
+  r.request = held;
   r.colocated = false;
   MarkRunning(r, ranks, start_s);
+  return Ok();
+}
+
+Status Engine::SetAttainedService(JobId id, double gpu_s) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Fail("attained service: no job ", std::to_string(id));
+  if (!(gpu_s >= 0)) return Fail("attained service: job ", std::to_string(id), ": negative");
+  it->second.attained_gpu_s = gpu_s;
   return Ok();
 }
 
@@ -747,8 +773,12 @@ CycleResult Engine::Cycle(double now_s) {
       start(job, o, blocked);
       continue;
     }
-    // Does not fit now: preempt, or block/skip.
-    if (can_preempt && !blocked) {
+    // Does not fit now: preempt, or block/skip. Elastic jobs giving back nodes cost less than
+    // evicting whole gangs: where a shrink admits the job, the elastic policy proposes it
+    // (in a cycle that changes nothing else) and nothing is preempted for it.
+    const bool shrink_instead = can_preempt && !blocked && ElasticOn() &&
+                                policies_->elastic->AdmitsByShrinking(view, work, job.id);
+    if (can_preempt && !blocked && !shrink_instead) {
       std::vector<JobId> victims = policies_->preemption->Victims(view, job);
       // Victims of this cycle are already gone; starts of this cycle are never victims.
       // Co-located services free no GPU share: never victims.

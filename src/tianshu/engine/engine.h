@@ -309,10 +309,15 @@ class Engine {
 
   // Marks a submitted, pending job as already running on `ranks` since `start_s`: how a caller
   // that keeps its own records (the server, after a restart or at every cycle) hands the
-  // engine what runs now. Error when the job is not pending or the ranks do not fit what is
-  // free.
+  // engine what runs now. `colocated`: an inference service overlaid on training's GPUs (it
+  // takes overlay budget, no GPU share). Error when the job is not pending or the ranks do
+  // not fit what is free (the overlay budget, for a co-located service).
   [[nodiscard]] Status Restore(JobId id, const std::vector<placement::RankSlot>& ranks,
-                               double start_s);
+                               double start_s, bool colocated = false);
+  // Sets the GPU-seconds of service a submitted job received before its current run (what
+  // 2D-LAS orders by), for a caller that keeps its own records across engines. Error when
+  // there is no such job or the value is negative.
+  [[nodiscard]] Status SetAttainedService(JobId id, double gpu_s);
 
   // One scheduling cycle at `now_s`: snapshot -> order -> admit -> place -> decisions, then the
   // decisions are applied to the engine's state in one place. Never fails: outcomes such as

@@ -78,6 +78,31 @@ TEST(Engine, LasPreemptsJobsWithMoreService) {
   EXPECT_EQ((*e)->Find(2)->state, JobState::kRunning);
 }
 
+// A caller that keeps its own records (the server builds an engine every cycle) hands back the
+// service a job had before: a job restored with an hour of service sits in a lower 2D-LAS queue
+// and is preempted for a newcomer; without it the two would tie and nothing would move.
+TEST(Engine, AttainedServiceSetByTheCallerOrdersLas) {
+  auto topo = Tree(2);  // 16 GPUs
+  for (double prior : {0.0, 4000.0}) {
+    auto e = Engine::Create(topo, *PresetOptions("tiresias"));
+    ASSERT_TRUE(e);
+    ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(16, 1e6)}, 0));
+    std::vector<placement::RankSlot> all;
+    for (int g = 0; g < 16; ++g) all.push_back({.node = g / 8, .gpu = g});
+    ASSERT_TRUE((*e)->Restore(1, all, 100));
+    ASSERT_TRUE((*e)->SetAttainedService(1, prior));
+    ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(8, 100)}, 100));
+    CycleResult r = (*e)->Cycle(101);  // 16 GPU-s of the current run on top of `prior`
+    EXPECT_EQ(r.stats.preempted, prior > 0 ? 1 : 0) << "prior service " << prior;
+    EXPECT_EQ((*e)->Find(2)->state, prior > 0 ? JobState::kRunning : JobState::kPending);
+  }
+  auto e = Engine::Create(topo, *PresetOptions("tiresias"));
+  ASSERT_TRUE(e);
+  EXPECT_FALSE((*e)->SetAttainedService(7, 1));
+  ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(1)}, 0));
+  EXPECT_FALSE((*e)->SetAttainedService(1, -1));
+}
+
 TEST(Engine, NodeFailureRequeuesFromCheckpointWithinBudget) {
   auto topo = Tree(2);
   EngineOptions o = *PresetOptions("slurm");

@@ -95,6 +95,13 @@ class ReshapePolicy {
   virtual std::string_view Name() const = 0;
   virtual std::vector<Decision> Propose(const CycleView& view,
                                         const model::ClusterState& working) const = 0;
+  // Whether giving back capacity (a shrink Propose makes in a cycle that changes nothing else)
+  // would let the waiting job `id` start on `working`; the engine then does not preempt whole
+  // gangs for it.
+  virtual bool AdmitsByShrinking(const CycleView& /*view*/, const model::ClusterState& /*working*/,
+                                 JobId /*id*/) const {
+    return false;
+  }
 };
 
 template <typename T>

@@ -31,6 +31,11 @@ class ElasticPolicy final : public engine::ReshapePolicy {
       : config_(o.config), e_(e), strategy_(std::move(strategy)) {}
   std::string_view Name() const override { return "elastic"; }
 
+  bool AdmitsByShrinking(const CycleView& view, const model::ClusterState& work,
+                         JobId id) const override {
+    return !PlanShrink(view, work, view.Job(id)).empty();
+  }
+
   std::vector<Decision> Propose(const CycleView& view,
                                 const model::ClusterState& work) const override {
     const bool any = std::any_of(view.running.begin(), view.running.end(),
@@ -71,56 +76,14 @@ class ElasticPolicy final : public engine::ReshapePolicy {
   // nodes from elastic jobs of no higher priority, lowest priority and largest surplus first.
   std::vector<Decision> Shrink(const CycleView& view, const model::ClusterState& work,
                                const std::vector<JobId>& waiting) const {
-    const model::Topology& topo = work.topology();
     int probes = 0;
     for (JobId wid : waiting) {
       // A bounded number of placement probes per cycle, whatever the queue length.
       if (++probes > kMaxProbes) break;
       const JobRecord& w = view.Job(wid);
       if (strategy_->Place(work, w.request).placed()) continue;  // held back by order, not room
-      struct Donor {
-        JobId id;
-        int unit;
-        int surplus;  // nodes it may still give
-        std::vector<RankSlot> ranks;
-      };
-      std::vector<Donor> donors;
-      for (JobId id : view.running) {
-        const JobRecord& j = view.Job(id);
-        if (!Elastic(j) || j.spec.priority > w.spec.priority) continue;
-        int unit = internal::RanksPerNode(j, topo);
-        int nodes = static_cast<int>(internal::NodesOf(j.placement).size());
-        int surplus = nodes - BoundsOf(j).min_nodes;
-        if (unit > 0 && surplus > 0) donors.push_back({id, unit, surplus, j.placement});
-      }
-      std::sort(donors.begin(), donors.end(), [&](const Donor& a, const Donor& b) {
-        const JobRecord& x = view.Job(a.id);
-        const JobRecord& y = view.Job(b.id);
-        return std::tuple(x.spec.priority, -a.surplus, a.id) <
-               std::tuple(y.spec.priority, -b.surplus, b.id);
-      });
-      model::ClusterState trial = work;
-      std::map<JobId, std::vector<RankSlot>> changed;
-      bool placed = false;
-      for (Donor& d : donors) {
-        const JobRecord& j = view.Job(d.id);
-        while (d.surplus > 0 && !placed) {
-          // Give back the node of the last rank: the remaining ranks keep their order.
-          int node = d.ranks.back().node;
-          std::vector<RankSlot> gone;
-          std::vector<RankSlot> kept;
-          for (const RankSlot& s : d.ranks) (s.node == node ? gone : kept).push_back(s);
-          placement::PlacementRequest part = j.request;
-          part.ranks = static_cast<int>(gone.size());
-          if (!placement::Release(&trial, part, placement::PlacedOutcome(gone))) break;
-          d.ranks = std::move(kept);
-          --d.surplus;
-          changed[d.id] = d.ranks;
-          placed = strategy_->Place(trial, w.request).placed();
-        }
-        if (placed) break;
-      }
-      if (!placed) continue;
+      std::map<JobId, std::vector<RankSlot>> changed = PlanShrink(view, work, w);
+      if (changed.empty()) continue;
       std::vector<Decision> out;
       for (auto& [id, ranks] : changed) {
         out.emplace_back(std::in_place_type<engine::ResizeJob>,
@@ -130,6 +93,57 @@ class ElasticPolicy final : public engine::ReshapePolicy {
       return out;
     }
     return {};
+  }
+
+  // The shrunk placements (by job) that let `w` start; empty when no shrink does.
+  std::map<JobId, std::vector<RankSlot>> PlanShrink(const CycleView& view,
+                                                    const model::ClusterState& work,
+                                                    const JobRecord& w) const {
+    const model::Topology& topo = work.topology();
+    struct Donor {
+      JobId id;
+      int unit;
+      int surplus;  // nodes it may still give
+      std::vector<RankSlot> ranks;
+    };
+    std::vector<Donor> donors;
+    for (JobId id : view.running) {
+      const JobRecord& j = view.Job(id);
+      if (!Elastic(j) || j.spec.priority > w.spec.priority) continue;
+      int unit = internal::RanksPerNode(j, topo);
+      int nodes = static_cast<int>(internal::NodesOf(j.placement).size());
+      int surplus = nodes - BoundsOf(j).min_nodes;
+      if (unit > 0 && surplus > 0) donors.push_back({id, unit, surplus, j.placement});
+    }
+    std::sort(donors.begin(), donors.end(), [&](const Donor& a, const Donor& b) {
+      const JobRecord& x = view.Job(a.id);
+      const JobRecord& y = view.Job(b.id);
+      return std::tuple(x.spec.priority, -a.surplus, a.id) <
+             std::tuple(y.spec.priority, -b.surplus, b.id);
+    });
+    model::ClusterState trial = work;
+    std::map<JobId, std::vector<RankSlot>> changed;
+    bool placed = false;
+    for (Donor& d : donors) {
+      const JobRecord& j = view.Job(d.id);
+      while (d.surplus > 0 && !placed) {
+        // Give back the node of the last rank: the remaining ranks keep their order.
+        int node = d.ranks.back().node;
+        std::vector<RankSlot> gone;
+        std::vector<RankSlot> kept;
+        for (const RankSlot& s : d.ranks) (s.node == node ? gone : kept).push_back(s);
+        placement::PlacementRequest part = j.request;
+        part.ranks = static_cast<int>(gone.size());
+        if (!placement::Release(&trial, part, placement::PlacedOutcome(gone))) break;
+        d.ranks = std::move(kept);
+        --d.surplus;
+        changed[d.id] = d.ranks;
+        placed = strategy_->Place(trial, w.request).placed();
+      }
+      if (placed) break;
+    }
+    if (!placed) return {};
+    return changed;
   }
 
   std::vector<Decision> Grow(const CycleView& view, const model::ClusterState& work,

@@ -146,6 +146,38 @@ TEST(Elastic, ShrinksToAdmitAHigherPriorityArrival) {
   EXPECT_EQ(e->State().AllocatedGpuMilli(), 32000);
 }
 
+// With priority preemption on, a higher-priority arrival that a shrink admits takes the
+// shrink: the elastic job gives back one node and keeps running, nothing is evicted whole.
+// Where no shrink can admit it (the elastic job is at its minimum), preemption evicts.
+TEST(Elastic, ShrinksRatherThanPreemptsWhenAShrinkAdmits) {
+  ASSERT_TRUE(SetPolicyOptions(PolicyOptions{}));
+  auto topo = Tree(4);  // 32 GPUs
+  for (int min_nodes : {1, 3}) {
+    engine::EngineOptions o = ElasticEngine();
+    o.policies.preemption = "priority";
+    o.config.preemption = true;
+    auto e = MakeEngine(topo, o);
+    ASSERT_TRUE(e);
+    Submit(*e, 1, ElasticJob(3, min_nodes, 4), 0);
+    ASSERT_EQ(Count<StartJob>(e->Cycle(0)), 1);
+    Submit(*e, 2, Job(16, 1000, 1), 10);
+    auto r = e->Cycle(10);
+    if (min_nodes == 1) {
+      EXPECT_EQ(Count<ResizeJob>(r), 1);
+      EXPECT_EQ(r.stats.preempted, 0);
+      EXPECT_EQ(e->Find(1)->state, JobState::kRunning);
+      EXPECT_EQ(Nodes(*e->Find(1)), 2);
+      EXPECT_EQ(Count<StartJob>(e->Cycle(11)), 1);
+      EXPECT_EQ(e->Find(2)->state, JobState::kRunning);
+    } else {
+      EXPECT_EQ(Count<ResizeJob>(r), 0);
+      EXPECT_EQ(r.stats.preempted, 1);
+      EXPECT_EQ(e->Find(1)->state, JobState::kPending);
+      EXPECT_EQ(e->Find(2)->state, JobState::kRunning);
+    }
+  }
+}
+
 TEST(Elastic, NeverBelowMinNodesNorForLowerPriority) {
   ASSERT_TRUE(SetPolicyOptions(PolicyOptions{}));
   auto topo = Tree(4);

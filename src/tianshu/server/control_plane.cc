@@ -9,6 +9,7 @@
 #include "tianshu/model/load.h"
 #include "tianshu/placement/strategy.h"
 #include "tianshu/policy/builtin.h"
+#include "tianshu/policy/elastic.h"
 
 namespace tianshu::server {
 
@@ -46,6 +47,60 @@ std::string HostOf(const std::string& address) {
   size_t colon = address.rfind(':');
   if (colon != std::string::npos && address.find(':') == colon) return address.substr(0, colon);
   return address;
+}
+
+// GPU-seconds of service a job has had: its ended runs, and the current one up to now_ms.
+double AttainedNow(const Job& j, int64_t now_ms) {
+  const bool active = j.state == JobState::kStarting || j.state == JobState::kRunning ||
+                      j.state == JobState::kStopping;
+  if (!active) return j.attained_gpu_s;
+  return j.attained_gpu_s + static_cast<double>(std::max<int64_t>(0, now_ms - j.run_started_ms)) /
+                                1000.0 * j.run_gpus * j.spec.gpu_milli / model::kMilliPerGpu;
+}
+
+json PlacesJson(const std::vector<RankPlace>& places) {
+  json out = json::array();
+  for (const auto& p : places) {
+    out.push_back({{"rank", p.rank}, {"node", p.node}, {"device", p.device}});
+  }
+  return out;
+}
+
+// Topology slots as the agents name them (node name, device index), in rank order.
+std::vector<RankPlace> PlacesOf(const ClusterView& view,
+                                const std::vector<placement::RankSlot>& ranks) {
+  const model::Topology& topo = view.topology;
+  std::vector<RankPlace> out;
+  out.reserve(ranks.size());
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const auto& slot = ranks[r];
+    const auto node = static_cast<size_t>(slot.node);
+    int device = -1;
+    if (slot.gpu >= 0) {
+      device = view.device_index[node][static_cast<size_t>(slot.gpu - topo.nodes[node].first_gpu)];
+    }
+    out.push_back({static_cast<int>(r), view.node_names[node], device});
+  }
+  return out;
+}
+
+// And back; nullopt when a node is not in the view (gone since).
+std::optional<std::vector<placement::RankSlot>> SlotsOf(const ClusterView& view,
+                                                        const std::vector<RankPlace>& places) {
+  const model::Topology& topo = view.topology;
+  std::vector<placement::RankSlot> out;
+  out.reserve(places.size());
+  for (const auto& p : places) {
+    auto ni = view.index.find(p.node);
+    if (ni == view.index.end()) return std::nullopt;
+    const auto& devs = view.device_index[static_cast<size_t>(ni->second)];
+    auto d = std::find(devs.begin(), devs.end(), p.device);
+    int gpu = d == devs.end() ? -1
+                              : topo.nodes[static_cast<size_t>(ni->second)].first_gpu +
+                                    static_cast<int>(d - devs.begin());
+    out.push_back({ni->second, gpu});
+  }
+  return out;
 }
 
 json RunJson(const RunSpec& r) {
@@ -121,28 +176,19 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Open(std::unique_ptr<Store> 
                                                          ControlPlaneOptions options,
                                                          int64_t now_ms) {
   if (auto st = policy::RegisterBuiltinPolicies(); !st) return std::unexpected(st.error());
-  // The cycle below carries out starts, preemptions and rejections; resizes and migrations
-  // (ResizeJob, MigrateJob) need a checkpoint-stop-relaunch the agents do not do yet.
-  if (options.config.elastic_scaling) {
-    return Fail(
-        "task_scheduler.elastic_scaling: the server does not carry out resizes yet "
-        "(tianshu simulate does); set elastic_scaling: false");
-  }
-  if (options.config.migration) {
-    return Fail(
-        "scheduler.migration: the server does not carry out migrations yet (tianshu "
-        "simulate does); set migration: false");
-  }
-  if (options.config.colocation != "none") {
-    return Fail("scheduler.colocation: ", options.config.colocation,
-                ": the server does not co-locate inference with training yet (the agents set up "
-                "no MPS priorities or time slices; tianshu simulate models it); set colocation: "
-                "none");
-  }
+  // The cycle below carries out starts (co-located ones too), preemptions, rejections,
+  // resizes and moves (a resize or a move is a stop with a checkpoint, then a relaunch on the
+  // reserved target).
   auto engine_options = engine::OptionsFromConfig(options.config);
   if (!engine_options) return std::unexpected(engine_options.error());
   if (!options.placement.empty()) engine_options->placement = options.placement;
   if (auto v = engine_options->Validate(); !v) return std::unexpected(v.error());
+  {  // every policy the cycles will build must exist: build them once now
+    const model::Topology none;
+    if (auto e = engine::Engine::Create(none, *engine_options); !e) {
+      return std::unexpected(e.error());
+    }
+  }
   auto cp = std::unique_ptr<ControlPlane>(new ControlPlane(std::move(store), std::move(options)));
   cp->engine_options_ = std::move(*engine_options);
   if (auto s = cp->Load(now_ms); !s) return std::unexpected(s.error());
@@ -195,6 +241,16 @@ Status ControlPlane::Load(int64_t now_ms) {
     j.after_stop = d.value("after_stop", "");
     j.cancel_requested = d.value("cancel_requested", false);
     j.seen_reports = d.value("seen_reports", std::set<std::string>{});
+    for (const auto& p : d.value("target", json::array())) {
+      j.target.push_back({p.value("rank", 0), p.value("node", ""), p.value("device", -1)});
+    }
+    j.reshape = d.value("reshape", "");
+    j.resizes = d.value("resizes", 0);
+    j.migrations = d.value("migrations", 0);
+    j.attained_gpu_s = d.value("attained_gpu_s", 0.0);
+    j.run_started_ms = d.value("run_started_ms", j.updated_ms);
+    j.run_gpus = d.value("run_gpus", static_cast<int>(j.placement.size()));
+    j.colocated = d.value("colocated", false);
     next_job_seq_ = std::max(next_job_seq_, j.seq + 1);
     jobs_.emplace(j.seq, std::move(j));
   }
@@ -256,10 +312,7 @@ Status ControlPlane::Load(int64_t now_ms) {
 // ---- writing ----
 
 std::string ControlPlane::JobDoc(const Job& j) const {
-  json placement = json::array(), history = json::array(), exited = json::array();
-  for (const auto& p : j.placement) {
-    placement.push_back({{"rank", p.rank}, {"node", p.node}, {"device", p.device}});
-  }
+  json history = json::array(), exited = json::array();
   for (const auto& h : j.history) {
     history.push_back(
         {{"time_ms", h.time_ms}, {"from", h.from}, {"to", h.to}, {"reason", h.reason}});
@@ -279,7 +332,7 @@ std::string ControlPlane::JobDoc(const Job& j) const {
             {"submitted_ms", j.submitted_ms},
             {"updated_ms", j.updated_ms},
             {"message", j.message},
-            {"placement", placement},
+            {"placement", PlacesJson(j.placement)},
             {"history", history},
             {"last_step", j.last_step},
             {"last_checkpoint", j.last_checkpoint},
@@ -291,7 +344,15 @@ std::string ControlPlane::JobDoc(const Job& j) const {
             {"stop_pending", j.stop_pending},
             {"after_stop", j.after_stop},
             {"cancel_requested", j.cancel_requested},
-            {"seen_reports", j.seen_reports}};
+            {"seen_reports", j.seen_reports},
+            {"target", PlacesJson(j.target)},
+            {"reshape", j.reshape},
+            {"resizes", j.resizes},
+            {"migrations", j.migrations},
+            {"attained_gpu_s", j.attained_gpu_s},
+            {"run_started_ms", j.run_started_ms},
+            {"run_gpus", j.run_gpus},
+            {"colocated", j.colocated}};
   return wire::Dump(d);
 }
 
@@ -349,6 +410,13 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
 void ControlPlane::SetState(Txn& t, Job& j, JobState to, const std::string& reason,
                             int64_t now_ms) {
   JobState from = j.state;
+  auto active = [](JobState s) {
+    return s == JobState::kStarting || s == JobState::kRunning || s == JobState::kStopping;
+  };
+  if (active(from) && !active(to)) {  // a run ends: its GPU time is attained service
+    j.attained_gpu_s = AttainedNow(j, now_ms);
+    j.run_gpus = 0;
+  }
   std::string from_name = j.history.empty() ? "" : std::string(JobStateName(from));
   j.state = to;
   j.updated_ms = now_ms;
@@ -363,6 +431,10 @@ void ControlPlane::SetState(Txn& t, Job& j, JobState to, const std::string& reas
                       {"from", from_name},
                       {"to", JobStateName(to)},
                       {"reason", reason}});
+  if (IsTerminal(to)) {
+    j.target.clear();
+    j.reshape.clear();
+  }
   if (IsTerminal(to) || to == JobState::kPending) schedule_dirty_ = true;
 }
 
@@ -471,17 +543,17 @@ bool ControlPlane::Visible(const Job& j) const {
 }
 
 json ControlPlane::JobJson(const Job& j, bool full) const {
-  json placement = json::array();
-  for (const auto& p : j.placement) {
-    placement.push_back({{"rank", p.rank}, {"node", p.node}, {"device", p.device}});
-  }
-  int gpus = j.spec.TotalGpus();
+  // What it holds now (an elastic job may run at another size than it asked for).
+  const int gpus = !j.placement.empty() ? static_cast<int>(j.placement.size())
+                   : !j.target.empty()  ? static_cast<int>(j.target.size())
+                                        : j.spec.TotalGpus();
   json out = {{"id", j.id},
               {"name", j.spec.name},
               {"kind", model::JobKindName(j.spec.kind)},
               {"queue", j.spec.queue},
               {"priority", j.spec.priority},
               {"gpus", gpus},
+              {"gpus_requested", j.spec.TotalGpus()},
               {"state", JobStateName(j.state)},
               {"attempt", j.attempt},
               {"retries", j.retries},
@@ -489,14 +561,25 @@ json ControlPlane::JobJson(const Job& j, bool full) const {
               {"submitted_ms", j.submitted_ms},
               {"updated_ms", j.updated_ms},
               {"message", j.message},
-              {"nodes", j.Nodes()}};
+              {"nodes", j.Nodes()},
+              {"resizes", j.resizes},
+              {"migrations", j.migrations},
+              {"attained_gpu_s", AttainedNow(j, last_tick_ms_)},
+              {"colocated", j.colocated}};
+  if (!j.target.empty()) {
+    std::set<std::string> nodes;
+    for (const auto& p : j.target) nodes.insert(p.node);
+    out["reshape"] = {{"kind", j.reshape},
+                      {"gpus", j.target.size()},
+                      {"nodes", std::vector<std::string>(nodes.begin(), nodes.end())}};
+  }
   if (full) {
     json history = json::array();
     for (const auto& h : j.history) {
       history.push_back(
           {{"time_ms", h.time_ms}, {"from", h.from}, {"to", h.to}, {"reason", h.reason}});
     }
-    out["placement"] = placement;
+    out["placement"] = PlacesJson(j.placement);
     out["history"] = history;
     out["run"] = RunJson(j.run);
     out["last_step"] = j.last_step;
@@ -696,8 +779,9 @@ std::string ControlPlane::Metrics() const {
   for (const auto& [seq, j] : jobs_) {
     by_state[std::string(JobStateName(j.state))]++;
     if (j.state == JobState::kPending) queue_len[j.spec.queue]++;
-    if (j.state == JobState::kStarting || j.state == JobState::kRunning ||
-        j.state == JobState::kStopping) {
+    if ((j.state == JobState::kStarting || j.state == JobState::kRunning ||
+         j.state == JobState::kStopping) &&
+        !j.colocated) {  // an overlaid service holds no GPU share
       allocated_milli += static_cast<int64_t>(j.placement.size()) * j.spec.gpu_milli;
     }
   }
@@ -759,6 +843,12 @@ std::string ControlPlane::Metrics() const {
   out += MetricHeader("tianshu_job_preemptions_total", "counter",
                       "Running jobs stopped (with a checkpoint) for a higher-priority job.");
   out += "tianshu_job_preemptions_total " + std::to_string(metrics_.preemptions) + "\n";
+  out += MetricHeader("tianshu_job_resizes_total", "counter",
+                      "Elastic resizes begun (checkpoint, relaunch at the new size).");
+  out += "tianshu_job_resizes_total " + std::to_string(metrics_.resizes) + "\n";
+  out += MetricHeader("tianshu_job_migrations_total", "counter",
+                      "Moves begun (checkpoint, relaunch on another placement).");
+  out += "tianshu_job_migrations_total " + std::to_string(metrics_.migrations) + "\n";
   out += MetricHeader("tianshu_nodes_lost_total", "counter", "Nodes declared lost or failed.");
   out += "tianshu_nodes_lost_total " + std::to_string(metrics_.nodes_lost) + "\n";
   CommitStats cs = committer_->Stats();
@@ -781,10 +871,33 @@ namespace {
 // NCCL_BUFFSIZE from NETWORK_BUFFER_SIZE, the traffic class for its priority, ...; HCCL/RCCL/
 // MCCL equivalents by backend), from the communicator plan of comm/. Ranks keep the order the
 // placement gave them; a job without explicit parallel degrees is planned as data parallel.
+// The parallel layout a job's ranks run with: its own tensor and pipeline degrees where they
+// divide the world (a resized job keeps them and changes the data-parallel degree); for
+// automatic parallelism on GPUs, the cost model's plan for these GPUs (what an elastic resize
+// was priced with); else data parallel.
+comm::Layout LayoutFor(const model::EngineConfig& config, const model::JobSpec& spec,
+                       const placement::Outcome& outcome, const model::Topology& topo) {
+  const int world = static_cast<int>(outcome.ranks.size());
+  const model::Parallelism& par = spec.parallelism;
+  if (!par.automatic && par.tp * par.pp > 0 && world % (par.tp * par.pp) == 0) {
+    return {.tp = par.tp, .pp = par.pp, .dp = world / (par.tp * par.pp), .ep = 1};
+  }
+  const bool on_gpus = std::none_of(outcome.ranks.begin(), outcome.ranks.end(),
+                                    [](const placement::RankSlot& s) { return s.gpu < 0; });
+  if (par.automatic && on_gpus && world > 1 && spec.model.layers > 0) {
+    if (auto plan = policy::ReplanParallelism(topo, spec, outcome.ranks, config);
+        plan && plan->Gpus() == world) {
+      return {.tp = plan->tp, .pp = plan->pp, .dp = plan->dp, .ep = plan->ep};
+    }
+  }
+  return {.tp = 1, .pp = 1, .dp = world};
+}
+
 std::map<std::string, std::string> CommEnvironmentFor(const model::EngineConfig& config,
                                                       const model::JobSpec& spec,
                                                       const placement::Outcome& outcome,
-                                                      const model::Topology& topo) {
+                                                      const model::Topology& topo,
+                                                      const comm::Layout& layout) {
   std::vector<int> gpus;
   for (const auto& slot : outcome.ranks) {
     if (slot.gpu < 0) return {};  // CPU-only ranks: no collective library to tune
@@ -792,11 +905,6 @@ std::map<std::string, std::string> CommEnvironmentFor(const model::EngineConfig&
   }
   const int world = static_cast<int>(gpus.size());
   if (world < 2) return {};
-  const model::Parallelism& par = spec.parallelism;
-  comm::Layout layout{.tp = 1, .pp = 1, .dp = world};
-  if (!par.automatic && par.tp * par.pp > 0 && world % (par.tp * par.pp) == 0) {
-    layout = {.tp = par.tp, .pp = par.pp, .dp = world / (par.tp * par.pp), .ep = 1};
-  }
   const model::Backend backend = topo.TypeOf(outcome.ranks.front().node).backend;
   comm::CommOptions options = comm::CommOptionsFrom(config, backend, spec.priority);
   options.order = comm::RankOrder::kAsGiven;
@@ -804,10 +912,28 @@ std::map<std::string, std::string> CommEnvironmentFor(const model::EngineConfig&
   return plan ? plan->env : std::map<std::string, std::string>{};
 }
 
+// How a GPU rank shares its device under scheduler.colocation (empty: it does not). With
+// `priority` on CUDA every GPU rank is an MPS client (the agent starts the node's MPS control
+// daemon): training at below-normal client priority, overlaid inference at normal, so that the
+// service's kernels go first. `time-slice`, and `priority` on other backends (no equivalent of
+// MPS client priorities), leave the device to the driver's time slicing.
+std::map<std::string, std::string> SharingEnvironment(const std::string& mode,
+                                                      const model::JobSpec& spec,
+                                                      const std::string& backend, bool colocated) {
+  if (mode == "none") return {};
+  const bool service = spec.kind == model::JobKind::kInference;
+  if (!colocated && service) return {};  // a service on GPUs of its own shares nothing
+  std::map<std::string, std::string> env;
+  const bool mps = mode == "priority" && backend == "cuda";
+  env["TIANSHU_COLOCATION"] = mps ? "priority" : "time-slice";
+  if (mps) env["CUDA_MPS_CLIENT_PRIORITY"] = service ? "0" : "1";  // 0 normal, 1 below normal
+  return env;
+}
+
 }  // namespace
 
 void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
-                            const model::Topology& topo, int64_t now_ms) {
+                            const model::Topology& topo, int64_t now_ms, bool colocated) {
   j.attempt++;
   if (!j.placement.empty()) j.last_placement = j.placement;
   j.placement.clear();
@@ -818,17 +944,16 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
   j.after_stop.clear();
   j.seen_reports.clear();
   j.last_checkpoint_order_ms = now_ms;
+  j.target.clear();
+  j.reshape.clear();
   const ClusterView& view = *view_;
-  for (size_t r = 0; r < outcome.ranks.size(); ++r) {
-    const auto& slot = outcome.ranks[r];
-    int local = slot.gpu - topo.nodes[static_cast<size_t>(slot.node)].first_gpu;
-    int device =
-        slot.gpu < 0
-            ? -1
-            : view.device_index[static_cast<size_t>(slot.node)][static_cast<size_t>(local)];
-    j.placement.push_back(
-        {static_cast<int>(r), view.node_names[static_cast<size_t>(slot.node)], device});
-  }
+  j.placement = PlacesOf(view, outcome.ranks);
+  j.run_started_ms = now_ms;
+  j.run_gpus = static_cast<int>(j.placement.size());
+  j.colocated = colocated;
+  const std::map<std::string, std::string> sharing = SharingEnvironment(
+      options_.config.colocation, j.spec,
+      std::string(model::BackendName(topo.TypeOf(outcome.ranks.front().node).backend)), colocated);
   std::vector<std::string> nodes = j.Nodes();
   const NodeEntry& master = nodes_.at(nodes.front());
   const int world = static_cast<int>(j.placement.size());
@@ -840,8 +965,9 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
                                40000);
   const std::string ckpt =
       options_.checkpoint_root.empty() ? "" : options_.checkpoint_root + "/" + j.id;
+  const comm::Layout layout = LayoutFor(options_.config, j.spec, outcome, topo);
   const std::map<std::string, std::string> comm_env =
-      CommEnvironmentFor(options_.config, j.spec, outcome, topo);
+      CommEnvironmentFor(options_.config, j.spec, outcome, topo, layout);
   placement::PlacementRequest req = placement::RequestFromJob(j.spec);
   for (size_t ni = 0; ni < nodes.size(); ++ni) {
     const NodeEntry& node = nodes_.at(nodes[ni]);
@@ -882,6 +1008,9 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
       e["TIANSHU_JOB_ID"] = j.id;
       e["TIANSHU_JOB_NAME"] = j.spec.name;
       e["TIANSHU_ATTEMPT"] = std::to_string(j.attempt);
+      e["TIANSHU_TP"] = std::to_string(layout.tp);
+      e["TIANSHU_PP"] = std::to_string(layout.pp);
+      e["TIANSHU_DP"] = std::to_string(layout.dp);
       if (!ckpt.empty()) e["TIANSHU_CHECKPOINT_DIR"] = ckpt;
       if (j.last_step >= 0) e["TIANSHU_RESUME_STEP"] = std::to_string(j.last_step);
       if (j.spec.duration_s > 0) {
@@ -889,6 +1018,9 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
       }
       if (j.spec.iterations > 0) e["TIANSHU_ITERATIONS"] = std::to_string(j.spec.iterations);
       for (const auto& [k, v] : comm_env) e.try_emplace(k, v);  // the job's run.env wins
+      if (p.device >= 0) {
+        for (const auto& [k, v] : sharing) e[k] = v;
+      }
       for (const auto& d : node.hardware.devices) {
         if (d.index == p.device && d.numa >= 0) numa.insert(d.numa);
       }
@@ -932,6 +1064,7 @@ void ControlPlane::BeginStop(Txn& t, Job& j, const std::string& after, const std
     o.attempt = j.attempt;
     o.stop = wire::StopOrder{.reason = after == "cancelled"   ? "cancel"
                                        : after == "preempted" ? "preempt"
+                                       : after == "reshape"   ? j.reshape
                                                               : "retry",
                              .checkpoint_first = checkpoint_first,
                              .grace_ms = 30000};
@@ -961,6 +1094,15 @@ void ControlPlane::MaybeFinishStop(Txn& t, Job& j, int64_t now_ms) {
     if (!j.placement.empty()) j.last_placement = j.placement;
     j.placement.clear();
     SetState(t, j, JobState::kPending, reason, now_ms);
+  } else if (after == "reshape") {
+    // Stopped with a checkpoint for a resize or a move: the next cycle relaunches it on its
+    // target (kept reserved), from that checkpoint. Neither a failure nor a preemption.
+    if (!j.placement.empty()) j.last_placement = j.placement;
+    j.placement.clear();
+    SetState(t, j, JobState::kPending,
+             "checkpointed for the " + j.reshape + "; relaunching on " +
+                 std::to_string(j.target.size()) + " GPUs",
+             now_ms);
   } else if (after == "failed") {
     SetState(t, j, JobState::kFailed, reason, now_ms);
   } else {
@@ -1266,6 +1408,7 @@ ApiResult<int> ControlPlane::Reports(const std::string& node, const wire::Report
 
 void ControlPlane::Tick(int64_t now_ms) {
   (void)Mutate<bool>([&](Txn& t) -> ApiResult<bool> {
+    last_tick_ms_ = now_ms;
     for (auto& [name, n] : nodes_) {
       if ((n.state == NodeState::kReady || n.state == NodeState::kDegraded) &&
           now_ms - n.last_heartbeat_ms > options_.lost_after_ms) {
@@ -1313,14 +1456,73 @@ void ControlPlane::Tick(int64_t now_ms) {
   });
 }
 
+bool ControlPlane::ReshapeDue(int64_t now_ms) const {
+  if (engine_options_.policies.elastic == "none" || now_ms < next_reshape_check_ms_) return false;
+  return std::any_of(jobs_.begin(), jobs_.end(), [](const auto& kv) {
+    return kv.second.state == JobState::kRunning && kv.second.spec.elastic.enabled;
+  });
+}
+
+bool ControlPlane::BeginReshape(Txn& t, Job& j, const std::string& kind,
+                                const std::vector<placement::RankSlot>& target,
+                                const placement::Outcome& holding, model::ClusterState* state,
+                                int64_t now_ms) {
+  if (j.state != JobState::kRunning || target.empty()) return false;
+  // What the engine decided must still fit what the server knows: free the job's GPUs on a
+  // copy, take the target.
+  model::ClusterState trial = *state;
+  placement::PlacementRequest req = placement::RequestFromJob(j.spec);
+  req.ranks = static_cast<int>(holding.ranks.size());
+  if (!placement::Release(&trial, req, holding)) return false;
+  req.ranks = static_cast<int>(target.size());
+  if (!placement::Apply(&trial, req, placement::PlacedOutcome(target))) return false;
+  // Both placements stay held until the relaunch: the old one until its ranks have stopped,
+  // the new one as a reservation.
+  if (!placement::Release(&trial, req, placement::PlacedOutcome(target))) return false;
+  for (const auto& slot : target) {
+    const bool held = std::any_of(holding.ranks.begin(), holding.ranks.end(),
+                                  [&](const placement::RankSlot& h) { return h == slot; });
+    if (held) continue;
+    placement::PlacementRequest one = req;
+    one.ranks = 1;
+    if (!placement::Apply(state, one, placement::PlacedOutcome({slot}))) return false;
+  }
+  j.target = PlacesOf(*view_, target);
+  j.reshape = kind;
+  std::string why;
+  if (kind == "resize") {
+    ++j.resizes;
+    ++metrics_.resizes;
+    why = "elastic scaling: resizing from " + std::to_string(holding.ranks.size()) + " to " +
+          std::to_string(target.size()) + " GPUs (checkpoint, then relaunch)";
+  } else {
+    ++j.migrations;
+    ++metrics_.migrations;
+    why = "migration: moving to ";
+    std::set<std::string> nodes;
+    for (const auto& p : j.target) nodes.insert(p.node);
+    why += Join(std::vector<std::string>(nodes.begin(), nodes.end()), ",") +
+           " to make room for waiting work (checkpoint, then relaunch)";
+  }
+  BeginStop(t, j, "reshape", why, "", /*checkpoint_first=*/true, now_ms);
+  return true;
+}
+
 void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
-  if (!schedule_dirty_) return;
+  const bool reshape_due = ReshapeDue(now_ms);
+  if (!schedule_dirty_ && !reshape_due) return;
   schedule_dirty_ = false;
+  if (reshape_due) {
+    // Elastic growth needs a cycle even when nothing waits; a job becomes eligible one
+    // scaling_interval after its last (re)start, so a quarter of that bounds the delay.
+    next_reshape_check_ms_ =
+        now_ms + std::max<int64_t>(1000, options_.config.scaling_interval_s * 1000 / 4);
+  }
   std::vector<Job*> pending;
   for (auto& [seq, j] : jobs_) {
     if (j.state == JobState::kPending) pending.push_back(&j);
   }
-  if (pending.empty()) return;
+  if (pending.empty() && !reshape_due) return;
   auto start = std::chrono::steady_clock::now();
   std::vector<NodeHardware> hw;
   for (const auto& [name, n] : nodes_) {
@@ -1345,45 +1547,68 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
     for (const auto& [k, v] : n.hardware.labels) state.SetLabel(i, k, v);
     if (n.state != NodeState::kReady) state.SetHealthy(i, false);
   }
-  // What running jobs hold (kept for preemption: what stopping each would free).
+  // What running jobs hold (kept for preemption: what stopping each would free). A job
+  // stopping for a resize or a move also holds its target, reserved for its relaunch.
   struct Held {
     Job* job;
     placement::PlacementRequest request;
     placement::Outcome outcome;
+    bool colocated = false;  // an overlaid service: in the engine's overlay budget only
   };
   std::vector<Held> holding;
   bool preemption_in_flight = false;
+  bool reshape_in_flight = false;
   for (auto& [seq, j] : jobs_) {
     if (j.state == JobState::kStopping && j.after_stop == "preempted") preemption_in_flight = true;
+    if (!j.target.empty()) reshape_in_flight = true;
     if (j.state != JobState::kStarting && j.state != JobState::kRunning &&
         j.state != JobState::kStopping) {
       continue;
     }
     placement::PlacementRequest req = placement::RequestFromJob(j.spec);
-    placement::Outcome held{.kind = placement::OutcomeKind::kPlaced};
-    bool complete = true;
-    for (const auto& p : j.placement) {
-      auto ni = view_->index.find(p.node);
-      if (ni == view_->index.end()) {
-        complete = false;
-        break;
+    auto ranks = SlotsOf(*view_, j.placement);
+    if (!ranks) continue;
+    if (j.state == JobState::kStopping && !j.target.empty()) {
+      if (auto target = SlotsOf(*view_, j.target)) {
+        for (const auto& slot : *target) {
+          if (std::find(ranks->begin(), ranks->end(), slot) == ranks->end()) {
+            ranks->push_back(slot);
+          }
+        }
       }
-      const auto& devs = view_->device_index[static_cast<size_t>(ni->second)];
-      auto d = std::find(devs.begin(), devs.end(), p.device);
-      int gpu = d == devs.end() ? -1
-                                : topo.nodes[static_cast<size_t>(ni->second)].first_gpu +
-                                      static_cast<int>(d - devs.begin());
-      held.ranks.push_back({ni->second, gpu});
     }
+    placement::Outcome held = placement::PlacedOutcome(*ranks);
     req.ranks = static_cast<int>(held.ranks.size());
-    if (complete && !held.ranks.empty() && placement::Apply(&state, req, held)) {
+    if (j.colocated && !held.ranks.empty()) {
+      holding.push_back({&j, req, std::move(held), true});
+    } else if (!held.ranks.empty() && placement::Apply(&state, req, held)) {
       holding.push_back({&j, req, std::move(held)});
     }
   }
-  // The engine decides (issue 5's cycle: order, admit, place, backfill, preempt) on a fresh
-  // copy of the state: what runs is restored into it, what waits is submitted. Jobs stopping
-  // still hold their GPUs. Each decision is then carried out here, and only if it still fits
-  // what the server knows (a preemptor waits until its victims have stopped).
+  // Jobs stopped for a resize or a move relaunch on their reserved target first; where it is
+  // gone (a node left), the engine places them like any waiting job.
+  std::erase_if(pending, [&](Job* j) {
+    if (j->target.empty()) return false;
+    auto target = SlotsOf(*view_, j->target);
+    placement::PlacementRequest req = placement::RequestFromJob(j->spec);
+    req.ranks = target ? static_cast<int>(target->size()) : 0;
+    placement::Outcome o = target ? placement::PlacedOutcome(*target) : placement::Outcome{};
+    if (target && placement::Apply(&state, req, o)) {
+      StartJob(t, *j, o, topo, now_ms);
+      holding.push_back({j, req, std::move(o)});
+      return true;
+    }
+    j->message = "the " + j->reshape + "'s target is gone; waiting to be placed again";
+    j->target.clear();
+    j->reshape.clear();
+    t.jobs.insert(j->seq);
+    return false;
+  });
+  // The engine decides (issue 5's cycle: order, admit, place, backfill, preempt, resize,
+  // move) on a fresh copy of the state: what runs is restored into it, what waits is
+  // submitted. Jobs stopping still hold their GPUs. Each decision is then carried out here,
+  // and only if it still fits what the server knows (a preemptor waits until its victims have
+  // stopped).
   auto engine = engine::Engine::Create(topo, engine_options_);
   if (!engine) {
     for (Job* j : pending) j->message = "engine: " + engine.error().message;
@@ -1395,17 +1620,23 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
       (void)(*engine)->Apply(engine::NodeFailed{.node = i, .reason = "degraded"}, seconds(now_ms));
     }
   }
+  std::map<int64_t, const Held*> held_by;
   for (const Held& h : holding) {
     if (!(*engine)->Apply(engine::SubmitJob{.id = h.job->seq, .spec = h.job->spec},
                           seconds(h.job->submitted_ms))) {
       continue;
     }
-    (void)(*engine)->Restore(h.job->seq, h.outcome.ranks, seconds(h.job->updated_ms));
+    // The current run accrues from its start (the elastic interval counts from it too).
+    (void)(*engine)->Restore(h.job->seq, h.outcome.ranks, seconds(h.job->run_started_ms),
+                             h.colocated);
+    (void)(*engine)->SetAttainedService(h.job->seq, h.job->attained_gpu_s);
+    held_by[h.job->seq] = &h;
   }
   std::map<int64_t, Job*> waiting;
   for (Job* j : pending) {
     if ((*engine)->Apply(engine::SubmitJob{.id = j->seq, .spec = j->spec},
                          seconds(j->submitted_ms))) {
+      (void)(*engine)->SetAttainedService(j->seq, j->attained_gpu_s);
       waiting[j->seq] = j;
     } else {
       j->message = "the engine refused the job";
@@ -1414,6 +1645,7 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
   engine::CycleResult cycle = (*engine)->Cycle(seconds(now_ms));
   std::map<int64_t, std::string> why;
   std::vector<Job*> victims;
+  bool reshaped = false;
   for (const engine::Decision& d : cycle.decisions) {
     if (const auto* go = std::get_if<engine::StartJob>(&d)) {
       auto it = waiting.find(go->id);
@@ -1422,11 +1654,20 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
       placement::PlacementRequest req = placement::RequestFromJob(j->spec);
       placement::Outcome o = placement::PlacedOutcome(go->ranks);
       metrics_.placement_outcomes["placed"]++;
-      if (placement::Apply(&state, req, o)) {
-        StartJob(t, *j, o, topo, now_ms);
+      // An overlay takes no GPU share: its GPUs must be held (by the training it joins).
+      const bool fits =
+          go->colocated
+              ? std::all_of(go->ranks.begin(), go->ranks.end(),
+                            [&](const placement::RankSlot& s) {
+                              return s.gpu >= 0 && state.GpuFreeMilli(s.gpu) < model::kMilliPerGpu;
+                            })
+              : static_cast<bool>(placement::Apply(&state, req, o));
+      if (fits) {
+        StartJob(t, *j, o, topo, now_ms, go->colocated);
         waiting.erase(it);
       } else {
-        why[j->seq] = "placed where jobs being preempted still hold GPUs: waiting for them to stop";
+        why[j->seq] =
+            "placed where jobs being preempted or moved still hold GPUs: waiting for them to stop";
       }
     } else if (const auto* stop = std::get_if<engine::StopJob>(&d)) {
       if (stop->reason != engine::StopReason::kPreempted || preemption_in_flight) continue;
@@ -1434,6 +1675,17 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
       if (it == jobs_.end()) continue;
       Job& v = it->second;
       if (v.state == JobState::kRunning || v.state == JobState::kStarting) victims.push_back(&v);
+    } else if (std::holds_alternative<engine::ResizeJob>(d) ||
+               std::holds_alternative<engine::MigrateJob>(d)) {
+      // One round of resizes and moves at a time: the next waits for this one's relaunches.
+      if (reshape_in_flight || preemption_in_flight) continue;
+      const auto* resize = std::get_if<engine::ResizeJob>(&d);
+      const auto& ranks = resize ? resize->ranks : std::get<engine::MigrateJob>(d).ranks;
+      auto it = jobs_.find(engine::DecisionJob(d));
+      auto h = held_by.find(engine::DecisionJob(d));
+      if (it == jobs_.end() || h == held_by.end()) continue;
+      reshaped |= BeginReshape(t, it->second, resize ? "resize" : "migrate", ranks,
+                               h->second->outcome, &state, now_ms);
     } else if (const auto* reject = std::get_if<engine::RejectJob>(&d)) {
       // Nodes may still join: the job waits, saying why.
       metrics_.placement_outcomes["can-never-fit"]++;
@@ -1456,6 +1708,7 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
       metrics_.placement_outcomes["does-not-fit-now"]++;
       w = "waiting for capacity" + (r && !r->reason.empty() ? ": " + r->reason : std::string());
       if (!victims.empty()) w = "waiting while lower-priority jobs checkpoint and stop";
+      if (reshaped || reshape_in_flight) w = "waiting while running jobs are resized or moved";
     }
     if (w != j->message) {
       j->message = w;

@@ -91,6 +91,20 @@ struct Job {
   bool cancel_requested = false;
   std::set<std::string> seen_reports;  // (order, kind, rank) already applied
   uint64_t created_ticket = 0;         // not persisted: visible once durable
+  // A resize (elastic scaling) or a move (migration) in flight: the ranks stop with a
+  // checkpoint, then the job relaunches on `target`, which stays reserved until then.
+  std::vector<RankPlace> target;
+  std::string reshape;  // "resize" | "migrate" while target is set
+  int resizes = 0;
+  int migrations = 0;
+  // 2D-LAS attained service: GPU-seconds held by the runs that have ended, and the current
+  // run's start and size (the engine accrues the current run from run_started_ms).
+  double attained_gpu_s = 0;
+  int64_t run_started_ms = 0;
+  int run_gpus = 0;
+  // An inference service overlaid on GPUs training holds (scheduler.colocation): it holds no
+  // GPU share of its own.
+  bool colocated = false;
 
   std::vector<std::string> Nodes() const;  // nodes of the placement, node_rank order
 };
@@ -198,7 +212,7 @@ class ControlPlane {
   void FinishOrder(Txn& t, const std::string& id, const std::string& status);
   void DropOrdersFor(Txn& t, const std::string& node);
   void StartJob(Txn& t, Job& j, const placement::Outcome& outcome, const model::Topology& topo,
-                int64_t now_ms);
+                int64_t now_ms, bool colocated = false);
   void FailAttempt(Txn& t, Job& j, const std::string& reason, const std::string& lost_node,
                    int64_t now_ms);
   void BeginStop(Txn& t, Job& j, const std::string& after, const std::string& reason,
@@ -208,6 +222,13 @@ class ControlPlane {
   void StopStale(Txn& t, const std::string& node, const std::vector<wire::RunningRank>& running);
   void ApplyReport(Txn& t, const std::string& node, const wire::Report& r, int64_t now_ms);
   void Schedule(Txn& t, int64_t now_ms);
+  // Whether a cycle is due for elastic growth (nothing else asks for one when no job waits).
+  bool ReshapeDue(int64_t now_ms) const;
+  // Carries out an engine's ResizeJob or MigrateJob on `state` (the cycle's view of what is
+  // held); false when the job is no longer running or the target does not fit.
+  bool BeginReshape(Txn& t, Job& j, const std::string& kind,
+                    const std::vector<placement::RankSlot>& target,
+                    const placement::Outcome& holding, model::ClusterState* state, int64_t now_ms);
   std::string JobDoc(const Job& j) const;
 
   std::unique_ptr<Store> store_;
@@ -233,6 +254,8 @@ class ControlPlane {
   };
   std::deque<EventEntry> events_;
   bool schedule_dirty_ = true;
+  int64_t next_reshape_check_ms_ = 0;
+  int64_t last_tick_ms_ = 0;  // the ticker's last time (a job's service up to now, for views)
   server::Metrics metrics_;
 };
 

@@ -33,6 +33,8 @@ struct Metrics {
   int64_t retries = 0;
   int64_t gang_timeouts = 0;  // gangs released because not every rank started in time
   int64_t preemptions = 0;
+  int64_t resizes = 0;     // elastic resizes begun (checkpoint, relaunch at the new size)
+  int64_t migrations = 0;  // moves begun (checkpoint, relaunch elsewhere)
   int64_t nodes_lost = 0;
   std::atomic<int64_t> submissions_accepted{0};
   std::atomic<int64_t> submissions_rejected{0};

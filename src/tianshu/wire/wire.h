@@ -178,7 +178,7 @@ struct CheckpointOrder {
 };
 
 struct StopOrder {
-  std::string reason;             // "cancel", "preempt", "retry", "node-lost", "completed"
+  std::string reason;             // "cancel", "preempt", "retry", "resize", "migrate", "stale"
   bool checkpoint_first = false;  // SIGUSR1 and wait for the marker before SIGTERM
   int64_t grace_ms = 30000;       // SIGTERM -> SIGKILL grace
 };
