@@ -883,6 +883,62 @@ TEST(ServerApi, InferenceServiceOverlaysTrainingGpusUnderColocation) {
   }
 }
 
+// A job that gives no duration is scheduled with a learned estimate: the run time of the
+// succeeded jobs like it (what the GPUs were held for), kept across a server restart.
+TEST(ServerApi, JobsWithoutADurationGetALearnedRuntimeEstimate) {
+  ServerFixture f;
+  f.Start(10000, 512, /*preemption=*/false);
+  FakeAgent a(f, "node-a", 2);
+  ASSERT_EQ(a.Register().status, 200);
+  std::string given = f.Post("/v1/jobs", JobYaml("given", 2, "duration: 2h\n")).body["id"];
+  auto gj = f.Get("/v1/jobs/" + given).body;
+  EXPECT_EQ(gj.value("runtime_estimate_source", ""), "user");
+  EXPECT_DOUBLE_EQ(gj.value("runtime_estimate_s", 0.0), 7200);
+  EXPECT_EQ(f.Post("/v1/jobs/" + given + "/cancel", "").status, 200);
+  ASSERT_TRUE(WaitFor([&] {  // a launch already out is stopped first
+    for (const auto& o : a.Work()) {
+      if (o.stop) {
+        a.Report({{.order_id = o.id, .kind = wire::ReportKind::kStopped, .job_id = o.job_id}});
+      }
+    }
+    return f.JobState(given) == "cancelled";
+  }));
+
+  std::string first = f.Post("/v1/jobs", JobYaml("first", 2)).body["id"];
+  EXPECT_EQ(f.Get("/v1/jobs/" + first).body.value("runtime_estimate_source", ""), "none");
+  std::vector<wire::WorkOrder> o;
+  ASSERT_TRUE(WaitFor([&] {
+    o = a.Work(50);
+    return !o.empty() && o[0].launch && o[0].job_id == first;
+  }));
+  a.AcceptAndStart(o[0]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::vector<wire::Report> exits;
+  for (const auto& r : o[0].launch->ranks) {
+    exits.push_back({.order_id = o[0].id,
+                     .kind = wire::ReportKind::kExited,
+                     .job_id = first,
+                     .rank = r.rank,
+                     .exit_code = 0});
+  }
+  a.Report(exits);
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(first) == "succeeded"; }));
+  std::string next = f.Post("/v1/jobs", JobYaml("next", 2)).body["id"];
+  auto nj = f.Get("/v1/jobs/" + next).body;
+  EXPECT_EQ(nj.value("runtime_estimate_source", ""), "history");
+  const double est = nj.value("runtime_estimate_s", 0.0);
+  EXPECT_GE(est, 0.25);
+  EXPECT_LT(est, 5.0);
+  // Another size has no history of its own or by size.
+  std::string other = f.Post("/v1/jobs", JobYaml("other", 1)).body["id"];
+  EXPECT_EQ(f.Get("/v1/jobs/" + other).body.value("runtime_estimate_source", ""), "none");
+  f.Stop();
+  f.Start(10000, 512, /*preemption=*/false);
+  auto again = f.Get("/v1/jobs/" + next).body;
+  EXPECT_EQ(again.value("runtime_estimate_source", ""), "history");
+  EXPECT_DOUBLE_EQ(again.value("runtime_estimate_s", 0.0), est);
+}
+
 // Elastic scaling, migration, co-location and a fair-share configuration with queues start;
 // a bad configuration is refused by name.
 TEST(ServerApi, StartsEveryPolicyConfigAndRefusesABadOneByName) {

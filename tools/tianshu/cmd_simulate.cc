@@ -31,6 +31,7 @@ struct SimulateFlags {
   double load = 0;
   uint64_t seed = 42;
   std::string durations = "model";
+  std::string estimates = "trace";
   std::string jobs_csv;
   std::string report;
   std::string fail_nodes;
@@ -134,6 +135,9 @@ int Run(const SimulateFlags& f) {
   sim::SimOptions so;
   so.seed = f.seed;
   so.fixed_durations = f.durations == "fixed";
+  so.estimates = f.estimates == "history" ? sim::Estimates::kHistory
+                 : f.estimates == "none"  ? sim::Estimates::kNone
+                                          : sim::Estimates::kTrace;
   if (!f.fail_nodes.empty()) {
     auto ns = ParseDurationNs(f.fail_nodes);
     if (!ns || *ns <= 0) {
@@ -216,6 +220,10 @@ Runner RegisterSimulate(CLI::App& app) {
                   "model: duration from the performance model and contention; fixed: the "
                   "trace's duration whatever the placement")
       ->check(CLI::IsMember({"model", "fixed"}));
+  cmd->add_option("--estimates", f->estimates,
+                  "What the scheduler knows of run times: trace (each job's own duration, an "
+                  "oracle), history (learned from completed jobs), none")
+      ->check(CLI::IsMember({"trace", "history", "none"}));
   cmd->add_option("--jobs-csv", f->jobs_csv, "Write one row per job");
   cmd->add_option("--report", f->report, "Write a self-contained HTML report");
   cmd->add_option("--fail-nodes", f->fail_nodes,

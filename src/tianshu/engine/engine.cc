@@ -343,6 +343,9 @@ Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
     }
     Accrue(r, now_s);
     if (e->success) {
+      const double held_gpus =
+          r.Gpus() * r.request.gpu_milli / static_cast<double>(model::kMilliPerGpu);
+      if (held_gpus > 0) runtimes_.Add(r.spec, r.Gpus(), r.attained_gpu_s / held_gpus);
       Vacate(r);
       RemoveFrom(running_, r.id);
       r.placement.clear();
@@ -635,6 +638,14 @@ CycleResult Engine::Cycle(double now_s) {
   CycleResult result;
   for (JobId id : running_) Accrue(jobs_.at(id), now_s);
   if (pending_.empty() && !Reshapes()) return result;
+  if (options_.learn_runtimes && runtimes_.Size() > 0) {
+    for (const auto* ids : {&pending_, &running_}) {
+      for (JobId id : *ids) {
+        JobRecord& r = jobs_.at(id);
+        if (r.spec.duration_s <= 0) r.learned_estimate_s = runtimes_.Predict(r.spec, r.Gpus());
+      }
+    }
+  }
 
   CycleView view{.now_s = now_s,
                  .state = &state_,

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tianshu/base/status.h"
+#include "tianshu/engine/runtime_history.h"
 #include "tianshu/model/cluster_state.h"
 #include "tianshu/model/engine_config.h"
 #include "tianshu/model/job.h"
@@ -80,8 +81,13 @@ struct JobRecord {
   std::string reason;  // why it failed or was cancelled; last note of the scheduler
 
   int Gpus() const { return request.ranks; }
-  // Runtime estimate for backfill: spec.duration_s (ideal placement), 0 if unknown.
-  double EstimatedDurationS() const { return spec.duration_s; }
+  // Learned estimate (EngineOptions::learn_runtimes) for a job that gives no duration.
+  double learned_estimate_s = 0;
+  // Runtime estimate for backfill, SRTF, the consolidation wait: spec.duration_s (the user's,
+  // under ideal placement), else the learned one; 0 if unknown.
+  double EstimatedDurationS() const {
+    return spec.duration_s > 0 ? spec.duration_s : learned_estimate_s;
+  }
 };
 
 // ---- Events in. Each carries what happened; the time is passed to Engine::Apply. ----
@@ -239,6 +245,9 @@ struct EngineOptions {
   // takes GPU shares of its own like any job.
   std::function<bool(const model::JobSpec& job, std::span<const placement::RankSlot> ranks)>
       colocation_fits;
+  // A job that gives no duration gets a learned estimate: the mean run time of the last two
+  // completed jobs like it (engine/runtime_history.h).
+  bool learn_runtimes = true;
   int max_placements_per_cycle = 0;  // 0: no limit
   // Jobs examined behind a blocked head in one cycle (Slurm's bf_max_job_test); 0: all.
   int max_queue_scan = 1000;
@@ -318,6 +327,10 @@ class Engine {
   // 2D-LAS orders by), for a caller that keeps its own records across engines. Error when
   // there is no such job or the value is negative.
   [[nodiscard]] Status SetAttainedService(JobId id, double gpu_s);
+  // The completed runs the learned estimates come from, for a caller that keeps its own
+  // records across engines (the server); the engine adds the completions it sees.
+  void SetRuntimeHistory(RuntimeHistory history) { runtimes_ = std::move(history); }
+  const RuntimeHistory& Runtimes() const { return runtimes_; }
 
   // One scheduling cycle at `now_s`: snapshot -> order -> admit -> place -> decisions, then the
   // decisions are applied to the engine's state in one place. Never fails: outcomes such as
@@ -392,6 +405,7 @@ class Engine {
   std::vector<JobId> running_;             // start order
   std::unordered_map<JobId, std::string> never_fits_;  // rejected at the next cycle
   int64_t cycles_ = 0;
+  RuntimeHistory runtimes_;
 };
 
 }  // namespace tianshu::engine

@@ -103,6 +103,55 @@ TEST(Engine, AttainedServiceSetByTheCallerOrdersLas) {
   EXPECT_FALSE((*e)->SetAttainedService(1, -1));
 }
 
+// A job that gives no duration gets the mean run time of the last two completed jobs like it
+// (same queue, model and size; else the same size), and backfill uses it: the learned short
+// job fills the hole in front of a blocked head, the learned long one does not.
+TEST(Engine, LearnedRuntimesStandInForMissingDurations) {
+  RuntimeHistory h;
+  model::JobSpec s = Job(8, 0);
+  EXPECT_EQ(h.Predict(s, 8), 0);
+  h.Add(s, 8, 100);
+  h.Add(s, 8, 300);
+  h.Add(s, 8, 500);
+  EXPECT_DOUBLE_EQ(h.Predict(s, 8), 400);  // the last two
+  s.queue = "other";
+  EXPECT_DOUBLE_EQ(h.Predict(s, 8), 400);  // same size, another queue: the size's history
+  EXPECT_EQ(h.Predict(s, 16), 0);
+
+  for (bool learn : {true, false}) {
+    SCOPED_TRACE(learn ? "learning" : "not learning");
+    auto topo = Tree(5);  // 40 GPUs
+    EngineOptions o = *PresetOptions("slurm");
+    o.learn_runtimes = learn;
+    auto e = Engine::Create(topo, o);
+    ASSERT_TRUE(e);
+    // Two 8-GPU jobs that ran 100 s, two 4-GPU jobs that ran 5000 s: nothing given.
+    ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(8, 0)}, 0));
+    ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(8, 0)}, 0));
+    ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(4, 0)}, 0));
+    ASSERT_TRUE((*e)->Apply(SubmitJob{4, Job(4, 0)}, 0));
+    (void)(*e)->Cycle(0);
+    ASSERT_TRUE((*e)->Apply(JobFinished{1, true, ""}, 100));
+    ASSERT_TRUE((*e)->Apply(JobFinished{2, true, ""}, 100));
+    ASSERT_TRUE((*e)->Apply(JobFinished{3, true, ""}, 5000));
+    ASSERT_TRUE((*e)->Apply(JobFinished{4, true, ""}, 5000));
+    EXPECT_EQ((*e)->Runtimes().Size(), 4u);
+    // A 24-GPU job holds GPUs until 6000 (given); the head needs all 40 and waits for it.
+    ASSERT_TRUE((*e)->Apply(SubmitJob{5, Job(24, 1000)}, 5000));
+    (void)(*e)->Cycle(5000);
+    ASSERT_TRUE((*e)->Apply(SubmitJob{6, Job(40, 1000)}, 5001));
+    ASSERT_TRUE((*e)->Apply(SubmitJob{7, Job(8, 0)}, 5002));  // learned 100 s: backfills
+    ASSERT_TRUE((*e)->Apply(SubmitJob{8, Job(4, 0)}, 5003));  // learned 5000 s: would delay
+    (void)(*e)->Cycle(5003);
+    EXPECT_DOUBLE_EQ((*e)->Find(7)->EstimatedDurationS(), learn ? 100 : 0);
+    EXPECT_DOUBLE_EQ((*e)->Find(8)->EstimatedDurationS(), learn ? 5000 : 0);
+    EXPECT_EQ((*e)->Find(6)->state, JobState::kPending);
+    // Without an estimate nothing can be shown not to delay the head.
+    EXPECT_EQ((*e)->Find(7)->state, learn ? JobState::kRunning : JobState::kPending);
+    EXPECT_EQ((*e)->Find(8)->state, JobState::kPending);
+  }
+}
+
 TEST(Engine, NodeFailureRequeuesFromCheckpointWithinBudget) {
   auto topo = Tree(2);
   EngineOptions o = *PresetOptions("slurm");

@@ -8,8 +8,9 @@ using engine::JobId;
 using engine::JobRecord;
 
 double RemainingS(const JobRecord& job) {
-  if (job.spec.duration_s <= 0) return -1;
-  return job.spec.duration_s * std::clamp(1.0 - job.progress, 0.0, 1.0);
+  const double est = job.EstimatedDurationS();
+  if (est <= 0) return -1;
+  return est * std::clamp(1.0 - job.progress, 0.0, 1.0);
 }
 
 namespace {

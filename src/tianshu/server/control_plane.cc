@@ -305,8 +305,24 @@ Status ControlPlane::Load(int64_t now_ms) {
       if (auto s = store_->Write({&c}); !s) return s;
     }
   }
+  // The learned runtime estimates start from the succeeded jobs, in completion order.
+  std::vector<const Job*> done;
+  for (const auto& [seq, j] : jobs_) {
+    if (j.state == JobState::kSucceeded) done.push_back(&j);
+  }
+  std::sort(done.begin(), done.end(),
+            [](const Job* a, const Job* b) { return a->updated_ms < b->updated_ms; });
+  for (const Job* j : done) LearnRuntime(*j);
   schedule_dirty_ = true;
   return Ok();
+}
+
+void ControlPlane::LearnRuntime(const Job& j) {
+  // What its runs held, per GPU it last held (run_gpus is kept until the run's end is
+  // accounted; a loaded job has 0 and uses its request).
+  const int gpus = j.run_gpus > 0 ? j.run_gpus : j.spec.TotalGpus();
+  const double share = gpus * j.spec.gpu_milli / static_cast<double>(model::kMilliPerGpu);
+  if (share > 0) runtimes_.Add(j.spec, gpus, j.attained_gpu_s / share);
 }
 
 // ---- writing ----
@@ -415,6 +431,7 @@ void ControlPlane::SetState(Txn& t, Job& j, JobState to, const std::string& reas
   };
   if (active(from) && !active(to)) {  // a run ends: its GPU time is attained service
     j.attained_gpu_s = AttainedNow(j, now_ms);
+    if (to == JobState::kSucceeded) LearnRuntime(j);
     j.run_gpus = 0;
   }
   std::string from_name = j.history.empty() ? "" : std::string(JobStateName(from));
@@ -566,6 +583,13 @@ json ControlPlane::JobJson(const Job& j, bool full) const {
               {"migrations", j.migrations},
               {"attained_gpu_s", AttainedNow(j, last_tick_ms_)},
               {"colocated", j.colocated}};
+  // The run time the scheduler assumes (backfill, SRTF): the user's `duration`, else learned
+  // from succeeded jobs like it, else unknown.
+  const double learned = runtimes_.Predict(j.spec, j.spec.TotalGpus());
+  out["runtime_estimate_s"] = j.spec.duration_s > 0 ? j.spec.duration_s : learned;
+  out["runtime_estimate_source"] = j.spec.duration_s > 0 ? "user"
+                                   : learned > 0         ? "history"
+                                                         : "none";
   if (!j.target.empty()) {
     std::set<std::string> nodes;
     for (const auto& p : j.target) nodes.insert(p.node);
@@ -1615,6 +1639,7 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
     return;
   }
   auto seconds = [](int64_t ms) { return static_cast<double>(ms) / 1000.0; };
+  (*engine)->SetRuntimeHistory(runtimes_);
   for (int i = 0; i < topo.NumNodes(); ++i) {  // degraded nodes keep their work, get nothing new
     if (nodes_.at(view_->node_names[static_cast<size_t>(i)]).state != NodeState::kReady) {
       (void)(*engine)->Apply(engine::NodeFailed{.node = i, .reason = "degraded"}, seconds(now_ms));

@@ -224,6 +224,8 @@ class ControlPlane {
   void Schedule(Txn& t, int64_t now_ms);
   // Whether a cycle is due for elastic growth (nothing else asks for one when no job waits).
   bool ReshapeDue(int64_t now_ms) const;
+  // Adds a succeeded job's run time (its attained service per GPU) to runtimes_.
+  void LearnRuntime(const Job& j);
   // Carries out an engine's ResizeJob or MigrateJob on `state` (the cycle's view of what is
   // held); false when the job is no longer running or the target does not fit.
   bool BeginReshape(Txn& t, Job& j, const std::string& kind,
@@ -255,7 +257,10 @@ class ControlPlane {
   std::deque<EventEntry> events_;
   bool schedule_dirty_ = true;
   int64_t next_reshape_check_ms_ = 0;
-  int64_t last_tick_ms_ = 0;  // the ticker's last time (a job's service up to now, for views)
+  int64_t last_tick_ms_ = 0;
+  // Run times of succeeded jobs (in completion order), for the engine's learned estimates.
+  engine::RuntimeHistory
+      runtimes_;  // the ticker's last time (a job's service up to now, for views)
   server::Metrics metrics_;
 };
 

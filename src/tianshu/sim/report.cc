@@ -294,6 +294,8 @@ std::string FormatJson(const std::string& workload, const std::string& cluster,
     c["config"] = r.config;
     c["utilization"] = m.utilization;
     c["effective_utilization"] = m.effective_utilization;
+    c["effective_utilization_while_waiting"] = m.effective_utilization_while_waiting;
+    c["waiting_hours"] = m.waiting_hours;
     c["avg_jct_s"] = m.avg_jct_s;
     c["p50_jct_s"] = m.p50_jct_s;
     c["p99_jct_s"] = m.p99_jct_s;

@@ -161,6 +161,7 @@ class Sim {
   // Piecewise-constant sums and their integrals.
   double alloc_ = 0, eff_ = 0, comm_ = 0, extra_w_ = 0, base_w_ = 0;
   double alloc_int_ = 0, eff_int_ = 0, comm_int_ = 0, energy_j_ = 0;
+  double wait_t_ = 0, wait_eff_int_ = 0;  // while some job waits (the queue is not empty)
   double peak_alloc_ = -1;
   SimResult out_;
   // Co-location: per GPU the training job holding it whole (-1) and the services on it.
@@ -183,6 +184,10 @@ void Sim::Advance(double t) {
     energy_j_ += (base_w_ + extra_w_) * dt;
     coloc_gpu_int_ += coloc_gpus_ * dt;
     coloc_loss_int_ += coloc_loss_ * dt;
+    if (engine_ && !engine_->Pending().empty()) {
+      wait_t_ += dt;
+      wait_eff_int_ += eff_ * dt;
+    }
   }
   now_ = t;
 }
@@ -628,6 +633,7 @@ Result<SimResult> Sim::Run() {
                           [&](int g) { return GpuLoss(g) + add > kMaxTrainingLoss; });
     };
   }
+  if (so_.estimates == Estimates::kNone) eo_.learn_runtimes = false;
   auto e = engine::Engine::Create(topo_, eo_);
   if (!e) return std::unexpected(e.error());
   engine_ = std::move(*e);
@@ -649,7 +655,10 @@ Result<SimResult> Sim::Run() {
     }
     if (r.need <= 0) r.need = 1;
     r.need0 = r.need;
-    r.spec.duration_s = r.need;  // the engine's runtime estimate (backfill)
+    // The engine's runtime estimate (backfill, SRTF, the consolidation wait), when it is given
+    // one; a YAML job's own `duration:` is its user's estimate and stays.
+    const bool given = w_.jobs[i].spec && w_.jobs[i].spec->duration_s > 0;
+    r.spec.duration_s = so_.estimates == Estimates::kTrace || given ? r.need : 0;
   }
   // Node failures: the first failure of every node, from the seed.
   uint64_t rng = Mix(so_.seed ^ 0x5eedULL);
@@ -835,6 +844,8 @@ Result<SimResult> Sim::Run() {
   double cap = gpus * m.makespan_s;
   m.utilization = cap > 0 ? alloc_int_ / cap : 0;
   m.effective_utilization = cap > 0 ? eff_int_ / cap : 0;
+  m.waiting_hours = wait_t_ / 3600.0;
+  m.effective_utilization_while_waiting = wait_t_ > 0 ? wait_eff_int_ / (gpus * wait_t_) : -1;
   m.comm_share = alloc_int_ > 0 ? comm_int_ / alloc_int_ : 0;
   m.energy_kwh = energy_j_ / 3.6e6;
   if (req_total > 0) {

@@ -21,8 +21,16 @@
 
 namespace tianshu::sim {
 
+// What the engine is told of run times.
+enum class Estimates {
+  kTrace,    // each job's duration from the trace (an oracle: what users rarely know)
+  kHistory,  // none given: the engine learns them from completed jobs (learn_runtimes)
+  kNone,     // none given, none learned
+};
+
 struct SimOptions {
-  bool fixed_durations = false;    // every job runs exactly its trace duration
+  bool fixed_durations = false;  // every job runs exactly its trace duration
+  Estimates estimates = Estimates::kTrace;
   double restart_overhead_s = 60;  // re-launch and checkpoint load after a resumed start
   double node_mtbf_s = 0;          // >0: node failures, exponential with this mean per node
   double repair_s = 4 * 3600;      // a failed node comes back after this long
@@ -33,6 +41,11 @@ struct SimOptions {
 struct Metrics {
   double utilization = 0;            // allocated GPU-time / (GPUs x makespan)
   double effective_utilization = 0;  // the same weighted by each job's rate (ideal = 1)
+  // Over the time some job waits only (the queue is not empty; -1 when it never is): how much
+  // of the cluster does useful work when there is more work than room. Unlike the two above,
+  // a run whose makespan is set by one long late job does not pin it to that bound.
+  double effective_utilization_while_waiting = -1;
+  double waiting_hours = 0;  // time with a non-empty queue
   double avg_jct_s = 0, p50_jct_s = 0, p99_jct_s = 0;
   double avg_queue_s = 0;             // time not running, between submission and completion
   double makespan_s = 0;              // first submission to last completion
