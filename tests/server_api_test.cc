@@ -422,15 +422,7 @@ TEST(ServerApi, HigherPriorityJobPreemptsWithACheckpoint) {
 
   // The high job ends; the low one is placed again.
   a.AcceptAndStart(launch[0]);
-  std::vector<wire::Report> exits;
-  for (const auto& r : launch[0].launch->ranks) {
-    exits.push_back({.order_id = launch[0].id,
-                     .kind = wire::ReportKind::kExited,
-                     .job_id = high,
-                     .rank = r.rank,
-                     .exit_code = 0});
-  }
-  a.Report(exits);
+  a.ExitAll(launch[0]);
   ASSERT_TRUE(WaitFor([&] { return f.JobState(high) == "succeeded"; }));
   ASSERT_TRUE(WaitFor([&] { return !(launch = a.Work(50)).empty(); }));
   EXPECT_EQ(launch[0].job_id, low);
@@ -913,15 +905,7 @@ TEST(ServerApi, JobsWithoutADurationGetALearnedRuntimeEstimate) {
   }));
   a.AcceptAndStart(o[0]);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  std::vector<wire::Report> exits;
-  for (const auto& r : o[0].launch->ranks) {
-    exits.push_back({.order_id = o[0].id,
-                     .kind = wire::ReportKind::kExited,
-                     .job_id = first,
-                     .rank = r.rank,
-                     .exit_code = 0});
-  }
-  a.Report(exits);
+  a.ExitAll(o[0]);
   ASSERT_TRUE(WaitFor([&] { return f.JobState(first) == "succeeded"; }));
   std::string next = f.Post("/v1/jobs", JobYaml("next", 2)).body["id"];
   auto nj = f.Get("/v1/jobs/" + next).body;

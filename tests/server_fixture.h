@@ -177,6 +177,18 @@ class FakeAgent {
     }
     EXPECT_EQ(Report(rs).status, 200);
   }
+  // Every rank of a launch order exits with `code`.
+  void ExitAll(const wire::WorkOrder& o, int code = 0) {
+    std::vector<wire::Report> rs;
+    for (const auto& r : o.launch->ranks) {
+      rs.push_back({.order_id = o.id,
+                    .kind = wire::ReportKind::kExited,
+                    .job_id = o.job_id,
+                    .rank = r.rank,
+                    .exit_code = code});
+    }
+    EXPECT_EQ(Report(rs).status, 200);
+  }
   const std::string& node() const { return node_; }
   const std::string& agent_id() const { return agent_id_; }
 
