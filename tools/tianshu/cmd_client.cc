@@ -234,6 +234,24 @@ Runner RegisterJob(CLI::App& app) {
     std::cout << "state:    " << S(j, "state") << "  attempt " << S(j, "attempt") << ", retries "
               << S(j, "retries") << "/" << S(j, "max_retries") << "\n";
     if (!S(j, "message").empty()) std::cout << "message:  " << S(j, "message") << "\n";
+    const std::string source = j.value("runtime_estimate_source", "none");
+    std::cout << "service:  " << fmt::format("{:.2f}", j.value("attained_gpu_s", 0.0) / 3600)
+              << " GPU-h attained; runtime estimate "
+              << (source == "none" ? std::string("unknown")
+                                   : fmt::format("{:.2f} h ({})",
+                                                 j.value("runtime_estimate_s", 0.0) / 3600, source))
+              << "\n";
+    if (j.value("resizes", 0) + j.value("migrations", 0) > 0 || j.contains("reshape") ||
+        j.value("colocated", false)) {
+      std::cout << "reshaped: " << j.value("resizes", 0) << " resizes, " << j.value("migrations", 0)
+                << " moves (holds " << S(j, "gpus") << " of " << S(j, "gpus_requested")
+                << " GPUs asked)" << (j.value("colocated", false) ? "; overlaid on training" : "");
+      if (j.contains("reshape")) {
+        std::cout << "; " << j["reshape"].value("kind", "") << " to "
+                  << j["reshape"].value("gpus", 0) << " GPUs in progress";
+      }
+      std::cout << "\n";
+    }
     if (j.value("last_step", int64_t{-1}) >= 0) {
       std::cout << "checkpoint: step " << S(j, "last_step") << " " << S(j, "last_checkpoint")
                 << "\n";
