@@ -815,7 +815,8 @@ TEST(ServerApi, MigrationDefragmentsSoAWaitingJobStarts) {
 }
 
 // scheduler.colocation under the server: an inference service overlays a GPU that a training
-// job holds whole, on the same node, holding no GPU share of its own. With `priority` on CUDA
+// job holds whole, on the same node, holding no GPU share of its own, where the serving model
+// predicts it keeps its latency objective. With `priority` on CUDA
 // both are MPS clients, the service at normal and training at below-normal client priority.
 // With `none` the service waits for a GPU of its own.
 TEST(ServerApi, InferenceServiceOverlaysTrainingGpusUnderColocation) {
@@ -833,10 +834,24 @@ TEST(ServerApi, InferenceServiceOverlaysTrainingGpusUnderColocation) {
     a.AcceptAndStart(launch[0]);
     ASSERT_TRUE(WaitFor([&] { return f.JobState(train) == "running"; }));
     EXPECT_EQ(EnvOf(launch[0], "CUDA_MPS_CLIENT_PRIORITY"), mode == "priority" ? "1" : "");
-    std::string serve = f.Post("/v1/jobs",
-                               "kind: inference\nname: chat\nmodel: {profile: llama2-7b}\ngpus: 1\n"
-                               "inference: {request_rate: 10, latency_slo: 200ms}\n")
-                            .body["id"];
+    if (mode == "priority") {
+      // The serving model predicts a 50 ms objective cannot be kept next to training (one
+      // request alone takes longer): no overlay.
+      std::string tight =
+          f.Post("/v1/jobs",
+                 "kind: inference\nname: tight\nmodel: {profile: llama2-7b}\ngpus: 1\n"
+                 "inference: {request_rate: 0.3, latency_slo: 50ms, batch: 8, max_seq_len: 1024}\n")
+              .body["id"];
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      EXPECT_TRUE(a.Work().empty());
+      EXPECT_EQ(f.JobState(tight), "pending");
+      EXPECT_EQ(f.Post("/v1/jobs/" + tight + "/cancel", "").status, 200);
+    }
+    std::string serve =
+        f.Post("/v1/jobs",
+               "kind: inference\nname: chat\nmodel: {profile: llama2-7b}\ngpus: 1\n"
+               "inference: {request_rate: 0.3, latency_slo: 8s, batch: 8, max_seq_len: 1024}\n")
+            .body["id"];
     if (mode == "none") {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       EXPECT_TRUE(a.Work().empty());
@@ -866,7 +881,7 @@ TEST(ServerApi, InferenceServiceOverlaysTrainingGpusUnderColocation) {
     std::string second =
         f.Post("/v1/jobs",
                "kind: inference\nname: chat2\nmodel: {profile: llama2-7b}\ngpus: 1\n"
-               "inference: {request_rate: 10, latency_slo: 200ms}\n")
+               "inference: {request_rate: 0.3, latency_slo: 8s, batch: 8, max_seq_len: 1024}\n")
             .body["id"];
     auto next = NextOrders(a);
     ASSERT_EQ(next.size(), 1u);

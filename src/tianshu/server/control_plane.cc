@@ -10,6 +10,7 @@
 #include "tianshu/placement/strategy.h"
 #include "tianshu/policy/builtin.h"
 #include "tianshu/policy/elastic.h"
+#include "tianshu/sim/serving.h"
 
 namespace tianshu::server {
 
@@ -1633,7 +1634,41 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
   // submitted. Jobs stopping still hold their GPUs. Each decision is then carried out here,
   // and only if it still fits what the server knows (a preemptor waits until its victims have
   // stopped).
-  auto engine = engine::Engine::Create(topo, engine_options_);
+  engine::EngineOptions cycle_options = engine_options_;
+  if (options_.config.colocation != "none") {
+    // An overlay is taken only where the serving model (sim/serving.h, the simulator's) predicts
+    // the service keeps its objective next to training and training loses at most
+    // kMaxTrainingLoss of each GPU to all the services on it.
+    const sim::Colocation mode = sim::ColocationFrom(options_.config.colocation);
+    auto gpus_of = [](std::span<const placement::RankSlot> ranks) {
+      std::vector<int> g;
+      for (const auto& s : ranks) g.push_back(s.gpu);
+      return g;
+    };
+    auto taken = std::make_shared<std::map<int, double>>();  // GPU -> training share lost
+    for (const Held& h : holding) {
+      if (!h.colocated) continue;
+      const std::vector<int> gpus = gpus_of(h.outcome.ranks);
+      if (auto cost = sim::CostOfService(topo, h.job->spec, gpus)) {
+        const double loss = sim::ForecastOverlay(*cost, mode).training_loss;
+        for (int g : gpus) (*taken)[g] += loss;
+      }
+    }
+    cycle_options.colocation_fits = [&topo, mode, taken, gpus_of](
+                                        const model::JobSpec& spec,
+                                        std::span<const placement::RankSlot> ranks) {
+      const std::vector<int> gpus = gpus_of(ranks);
+      auto cost = sim::CostOfService(topo, spec, gpus);
+      if (!cost) return true;  // nothing to price (no model or rate): the budget decides
+      const sim::OverlayForecast f = sim::ForecastOverlay(*cost, mode);
+      if (f.latency.attainment < sim::kSloTarget) return false;
+      return std::none_of(gpus.begin(), gpus.end(), [&](int g) {
+        auto it = taken->find(g);
+        return (it == taken->end() ? 0.0 : it->second) + f.training_loss > sim::kMaxTrainingLoss;
+      });
+    };
+  }
+  auto engine = engine::Engine::Create(topo, cycle_options);
   if (!engine) {
     for (Job* j : pending) j->message = "engine: " + engine.error().message;
     return;

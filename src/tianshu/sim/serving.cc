@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "tianshu/estimate/plan.h"
+
 namespace tianshu::sim {
 namespace {
 
@@ -76,6 +78,44 @@ Latency MmcLatency(double lambda, double service_s, int servers, double slo_s) {
   l.attainment = slo_s < service_s ? 0 : 1 - c * std::exp(-drain * (slo_s - service_s));
   l.p99_s = service_s + (c > 0.01 ? std::log(c / 0.01) / drain : 0);
   return l;
+}
+
+std::optional<ServiceCost> CostOfService(const model::Topology& topo, const model::JobSpec& spec,
+                                         std::span<const int> gpus) {
+  const model::ModelSpec& m = spec.model;
+  if (gpus.empty() || spec.kind != model::JobKind::kInference || m.layers <= 0 || m.hidden <= 0 ||
+      spec.inference.request_rate <= 0) {
+    return std::nullopt;
+  }
+  auto e = estimate::EstimateInference(topo, spec, gpus, estimate::EstimateOptions{}, nullptr);
+  if (!e || !e->fits || e->request_latency_ms <= 0) return std::nullopt;
+  ServiceCost c;
+  const double share = 1000.0 / std::clamp(spec.gpu_milli, 1, 1000);
+  c.pre_s = e->prefill_seconds * share;
+  c.dec_s = std::max(0.0, e->request_latency_ms / 1000.0 - e->prefill_seconds) * share;
+  c.servers = std::max(1, spec.inference.batch);
+  c.replicas = std::max(1, e->replicas);
+  c.lambda = spec.inference.request_rate / c.replicas;
+  c.slo_s = spec.inference.latency_slo_ms / 1000.0;
+  return c;
+}
+
+void SplitBusy(const Latency& l, double pre, double dec, double* busy_pre, double* busy_dec) {
+  const double busy = std::min(1.0, l.utilization);
+  *busy_pre = pre + dec > 0 ? busy * pre / (pre + dec) : 0;
+  *busy_dec = busy - *busy_pre;
+}
+
+OverlayForecast ForecastOverlay(const ServiceCost& cost, Colocation mode) {
+  const Interference f = InterferenceOf(mode);
+  const double pre = cost.pre_s * f.prefill_stretch;
+  const double dec = cost.dec_s * f.decode_stretch;
+  OverlayForecast out;
+  out.latency = MmcLatency(cost.lambda, pre + dec, cost.servers, cost.slo_s);
+  double busy_pre = 0, busy_dec = 0;
+  SplitBusy(out.latency, pre, dec, &busy_pre, &busy_dec);
+  out.training_loss = busy_pre * f.training_loss_prefill + busy_dec * f.training_loss_decode;
+  return out;
 }
 
 }  // namespace tianshu::sim

@@ -10,7 +10,12 @@
 //   Latency l = MmcLatency(/*lambda=*/20, /*service_s=*/1.2 * f.decode_stretch, 32, /*slo_s=*/2);
 #pragma once
 
+#include <optional>
+#include <span>
 #include <string_view>
+
+#include "tianshu/model/job.h"
+#include "tianshu/model/topology.h"
 
 namespace tianshu::sim {
 
@@ -40,5 +45,34 @@ Latency MmcLatency(double lambda, double service_s, int servers, double slo_s);
 // Erlang C: probability that an arrival waits, for `servers` and offered load `a` = lambda x
 // service time (a < servers).
 double ErlangC(int servers, double a);
+
+// One request of an inference service alone on `gpus` (estimate::EstimateInference; a share of
+// a device has that share of its SMs and bandwidth), and the queue it forms; nullopt when it
+// has no model shape, no request rate, or does not fit.
+struct ServiceCost {
+  double pre_s = 0, dec_s = 0;  // prefill and decode seconds of one request
+  int servers = 1;              // sequences one replica decodes together (its batch)
+  int replicas = 1;
+  double lambda = 0;  // requests per second per replica
+  double slo_s = 0;   // the latency objective
+};
+std::optional<ServiceCost> CostOfService(const model::Topology& topo, const model::JobSpec& spec,
+                                         std::span<const int> gpus);
+
+// A replica's busy share (its utilization, at most 1) split over its phases by their shares of
+// a request of `pre` + `dec` seconds.
+void SplitBusy(const Latency& l, double pre, double dec, double* busy_pre, double* busy_dec);
+
+// A service overlaid on training's GPUs under `mode`: its latency with the mode's stretches,
+// and the share of each of those GPUs training loses to it.
+struct OverlayForecast {
+  Latency latency;
+  double training_loss = 0;
+};
+OverlayForecast ForecastOverlay(const ServiceCost& cost, Colocation mode);
+// The objective the engine's overlay check holds a service to (kSloTarget of its requests
+// within latency_slo), and the most a training GPU may lose to the services on it.
+inline constexpr double kSloTarget = 0.99;
+inline constexpr double kMaxTrainingLoss = 0.25;
 
 }  // namespace tianshu::sim

@@ -84,22 +84,15 @@ struct Run {
   bool networked() const { return !perf.uplink_bytes.empty(); }
 };
 
-// One request of an inference service alone on `gpus` (estimate::EstimateInference), or
-// false when it has no model to price or does not fit.
-struct ServicePrice {
-  double pre_s = 0, dec_s = 0;
-  int servers = 1, replicas = 1;
-
-  // The queue of a service of `spec` priced so.
-  void ApplyTo(const model::JobSpec& spec, struct Run* r) const {
-    r->pre_s = pre_s;
-    r->dec_s = dec_s;
-    r->servers = servers;
-    r->replicas = replicas;
-    r->lambda = spec.inference.request_rate / replicas;
-    r->slo_s = spec.inference.latency_slo_ms / 1000.0;
-  }
-};
+// The queue of a service priced so (sim/serving.h).
+void ApplyCost(const ServiceCost& c, struct Run* r) {
+  r->pre_s = c.pre_s;
+  r->dec_s = c.dec_s;
+  r->servers = c.servers;
+  r->replicas = c.replicas;
+  r->lambda = c.lambda;
+  r->slo_s = c.slo_s;
+}
 
 class Sim {
  public:
@@ -126,12 +119,10 @@ class Sim {
   void Sample(double t);
   Status Finish(int j, double t);
   // Co-location (serving.h).
-  std::optional<ServicePrice> Price(const model::JobSpec& spec, std::span<const int> gpus);
+  std::optional<ServiceCost> Price(const model::JobSpec& spec, std::span<const int> gpus);
   Latency ServiceLatency(const struct Run& r, bool contended, double* pre, double* dec) const;
   bool Contended(const struct Run& r) const;
   void UpdateService(int j, double t);
-  static void SplitBusy(const Latency& l, double pre, double dec, double* busy_pre,
-                        double* busy_dec);
   // Share of the device training loses next to a service busy this much in each phase.
   double ServiceLoss(double busy_pre, double busy_dec) const {
     return busy_pre * interference_.training_loss_prefill +
@@ -169,7 +160,7 @@ class Sim {
   Interference interference_;
   std::vector<int> gpu_train_;
   std::vector<std::vector<int>> gpu_inf_;
-  std::unordered_map<std::string, std::optional<ServicePrice>> price_cache_;
+  std::unordered_map<std::string, std::optional<ServiceCost>> price_cache_;
   double coloc_gpus_ = 0, coloc_loss_ = 0, coloc_gpu_int_ = 0, coloc_loss_int_ = 0;
   int terminal_ = 0;
   bool contention_dirty_ = false;
@@ -436,29 +427,13 @@ void Sim::Sample(double t) {
   }
 }
 
-std::optional<ServicePrice> Sim::Price(const model::JobSpec& spec, std::span<const int> gpus) {
+std::optional<ServiceCost> Sim::Price(const model::JobSpec& spec, std::span<const int> gpus) {
   if (gpus.empty()) return std::nullopt;
   std::string key = spec.name + "|" + spec.model.profile + "|" + std::to_string(gpus.size()) + "|" +
                     std::to_string(topo_.nodes[comm::NodeOfGpu(topo_, gpus[0])].type) + "|" +
                     std::to_string(spec.gpu_milli);
   if (auto it = price_cache_.find(key); it != price_cache_.end()) return it->second;
-  std::optional<ServicePrice> out;
-  const model::ModelSpec& m = spec.model;
-  if (spec.kind == model::JobKind::kInference && m.layers > 0 && m.hidden > 0 &&
-      spec.inference.request_rate > 0) {
-    auto e = estimate::EstimateInference(topo_, spec, gpus, estimate::EstimateOptions{}, nullptr);
-    if (e && e->fits && e->request_latency_ms > 0) {
-      ServicePrice p;
-      // A share of a device (a MIG slice, an exclusive fraction) has that share of its SMs and
-      // memory bandwidth.
-      const double share = 1000.0 / std::clamp(spec.gpu_milli, 1, 1000);
-      p.pre_s = e->prefill_seconds * share;
-      p.dec_s = std::max(0.0, e->request_latency_ms / 1000.0 - e->prefill_seconds) * share;
-      p.servers = std::max(1, spec.inference.batch);
-      p.replicas = std::max(1, e->replicas);
-      out = p;
-    }
-  }
+  std::optional<ServiceCost> out = CostOfService(topo_, spec, gpus);
   price_cache_.emplace(std::move(key), out);
   return out;
 }
@@ -496,12 +471,6 @@ void Sim::UpdateService(int j, double t) {
 }
 
 // The replica's busy share, split over its phases by their shares of a request.
-void Sim::SplitBusy(const Latency& l, double pre, double dec, double* busy_pre, double* busy_dec) {
-  const double busy = std::min(1.0, l.utilization);
-  *busy_pre = pre + dec > 0 ? busy * pre / (pre + dec) : 0;
-  *busy_dec = busy - *busy_pre;
-}
-
 // Share of GPU g's time that training loses to the services overlaid on it.
 double Sim::GpuLoss(int g) const {
   double l = 0;
@@ -550,7 +519,7 @@ void Sim::JoinGpus(int j, double t) {
     auto price = Price(r.spec, r.gpu_ids);
     r.serving = price.has_value();
     if (r.serving) {
-      price->ApplyTo(r.spec, &r);
+      ApplyCost(*price, &r);
       r.served_to = t;
       UpdateService(j, t);
     }
@@ -616,21 +585,14 @@ Result<SimResult> Sim::Run() {
     // (kSloTarget of requests) and costs the training there at most kMaxTrainingLoss.
     eo_.colocation_fits = [this](const model::JobSpec& spec,
                                  std::span<const placement::RankSlot> ranks) {
-      constexpr double kSloTarget = 0.99, kMaxTrainingLoss = 0.25;
       std::vector<int> gpus;
       for (const auto& s : ranks) gpus.push_back(s.gpu);
       auto price = Price(spec, gpus);
       if (!price) return true;  // nothing to price: the overlay budget decides
-      struct Run probe;
-      price->ApplyTo(spec, &probe);
-      double pre = 0, dec = 0;
-      Latency l = ServiceLatency(probe, true, &pre, &dec);
-      if (l.attainment < kSloTarget) return false;
-      double busy_pre = 0, busy_dec = 0;
-      SplitBusy(l, pre, dec, &busy_pre, &busy_dec);
-      const double add = ServiceLoss(busy_pre, busy_dec);
+      const OverlayForecast f = ForecastOverlay(*price, mode_);
+      if (f.latency.attainment < kSloTarget) return false;
       return std::none_of(gpus.begin(), gpus.end(),
-                          [&](int g) { return GpuLoss(g) + add > kMaxTrainingLoss; });
+                          [&](int g) { return GpuLoss(g) + f.training_loss > kMaxTrainingLoss; });
     };
   }
   if (so_.estimates == Estimates::kNone) eo_.learn_runtimes = false;
