@@ -45,6 +45,12 @@ IsolationPlan PlanIsolation(const HostInfo& host, const wire::LaunchOrder& launc
   const wire::CgroupPlan& req = launch.cgroup;
   p.cgroup.name = cgroup_name;
 
+  // The host's accelerator with index `d` (nullptr: not on this node).
+  auto device = [&](int d) -> const Accelerator* {
+    auto it = std::find_if(host.accelerators.begin(), host.accelerators.end(),
+                           [&](const Accelerator& a) { return a.index == d; });
+    return it == host.accelerators.end() ? nullptr : &*it;
+  };
   // Devices of the job on this node: the plan's list, else the union of the ranks'.
   std::set<int> devices(req.devices.begin(), req.devices.end());
   if (devices.empty()) {
@@ -102,9 +108,8 @@ IsolationPlan PlanIsolation(const HostInfo& host, const wire::LaunchOrder& launc
     p.cgroup.restrict_devices = true;
     bool any_nvidia = false;
     for (int d : devices) {
-      auto it = std::find_if(host.accelerators.begin(), host.accelerators.end(),
-                             [&](const Accelerator& a) { return a.index == d; });
-      if (it == host.accelerators.end()) {
+      const Accelerator* it = device(d);
+      if (it == nullptr) {
         p.unsupported.push_back("device " + std::to_string(d) + ": not on this node");
         continue;
       }
@@ -144,9 +149,8 @@ IsolationPlan PlanIsolation(const HostInfo& host, const wire::LaunchOrder& launc
   for (const auto& r : launch.ranks) {
     if (r.gpu_milli >= 1000) continue;
     for (int d : r.devices) {
-      auto it = std::find_if(host.accelerators.begin(), host.accelerators.end(),
-                             [&](const Accelerator& a) { return a.index == d; });
-      if (it == host.accelerators.end()) continue;
+      const Accelerator* it = device(d);
+      if (it == nullptr) continue;
       const model::AcceleratorSpec* spec = model::FindAccelerator(it->model);
       bool capable = spec ? spec->mig_capable : it->mig_enabled.has_value();
       if (!capable) {
@@ -188,12 +192,9 @@ IsolationPlan PlanIsolation(const HostInfo& host, const wire::LaunchOrder& launc
                                                "CUDA_MPS_PIPE_DIRECTORY=") +
                                    kMpsPipeDirectory + " CUDA_MPS_LOG_DIRECTORY=" +
                                    kMpsLogDirectory + " nvidia-cuda-mps-control -d");
-    for (const auto& r : launch.ranks) {
-      for (int d : r.devices) {
-        auto it = std::find_if(host.accelerators.begin(), host.accelerators.end(),
-                               [&](const Accelerator& a) { return a.index == d; });
-        real_partitionable = real_partitionable || (it != host.accelerators.end() && !it->declared);
-      }
+    for (int d : devices) {
+      const Accelerator* a = device(d);
+      real_partitionable = real_partitionable || (a != nullptr && !a->declared);
     }
   } else if (!sharing.empty()) {
     p.notes.push_back("co-location: the devices are time-shared by the driver (" + sharing + ")");

@@ -399,16 +399,12 @@ Status Engine::Restore(JobId id, const std::vector<placement::RankSlot>& ranks, 
                     std::to_string(s.gpu));
       }
     }
-    r.request = held;
-    Occupy(r, ranks, /*colocated=*/true);
-    MarkRunning(r, ranks, start_s);
-    return Ok();
-  }
-  if (auto st = placement::Apply(&state_, held, placement::PlacedOutcome(ranks)); !st) {
+  } else if (auto st = placement::Apply(&state_, held, placement::PlacedOutcome(ranks)); !st) {
     return Fail("restore: job ", std::to_string(id), ": ", st.error().message);
   }
   r.request = held;
   r.colocated = false;
+  if (colocated) Occupy(r, ranks, /*colocated=*/true);  // the share was taken just above
   MarkRunning(r, ranks, start_s);
   return Ok();
 }
@@ -664,6 +660,12 @@ CycleResult Engine::Cycle(double now_s) {
     strategy = policies_->placement_large_queue.get();
   }
 
+  // Jobs that fit on one node take the small-job strategy, the others `otherwise`.
+  auto strategy_for = [&](const JobRecord& j, const placement::Strategy* otherwise) {
+    return policies_->placement_small && j.request.ranks <= options_.small_job_max_gpus
+               ? policies_->placement_small.get()
+               : otherwise;
+  };
   model::ClusterState work = state_;  // the cycle's working copy; state_ is the snapshot
   std::vector<JobId> evicted;         // victims of this cycle (not restarted in it)
   Reservation reservation;
@@ -752,10 +754,7 @@ CycleResult Engine::Cycle(double now_s) {
       continue;
     }
     placement::Outcome o;
-    const placement::Strategy* use = strategy;
-    if (policies_->placement_small && job.request.ranks <= options_.small_job_max_gpus) {
-      use = policies_->placement_small.get();
-    }
+    const placement::Strategy* use = strategy_for(job, strategy);
     const bool compact_wait = InCompactWait(job, now_s);
     if (count_fits && compact_wait && (job.spread_too_slow || !options_.placement_slowdown) &&
         !CompactMayExist(work, job.request)) {
@@ -865,10 +864,7 @@ CycleResult Engine::Cycle(double now_s) {
       if (!placement::Release(&trial, r.request, placement::PlacedOutcome(r.placement))) continue;
       if (!CompactMayExist(trial, r.request)) continue;
       ++tries;
-      const placement::Strategy* use =
-          policies_->placement_small && r.request.ranks <= options_.small_job_max_gpus
-              ? policies_->placement_small.get()
-              : policies_->placement.get();
+      const placement::Strategy* use = strategy_for(r, policies_->placement.get());
       ++result.stats.placement_calls;
       placement::Outcome po = use->Place(trial, r.request);
       if (!po.placed() || TooSlowToStart(r, po.ranks)) continue;

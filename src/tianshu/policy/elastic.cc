@@ -115,6 +115,7 @@ class ElasticPolicy final : public engine::ReshapePolicy {
       int surplus = nodes - BoundsOf(j).min_nodes;
       if (unit > 0 && surplus > 0) donors.push_back({id, unit, surplus, j.placement});
     }
+    if (donors.empty()) return {};  // the common case: no copy of the state for nothing
     std::sort(donors.begin(), donors.end(), [&](const Donor& a, const Donor& b) {
       const JobRecord& x = view.Job(a.id);
       const JobRecord& y = view.Job(b.id);

@@ -50,13 +50,23 @@ std::string HostOf(const std::string& address) {
   return address;
 }
 
+// Whether a job in state `s` holds its placement (launched, running, or not yet stopped).
+bool HoldsPlacement(JobState s) {
+  return s == JobState::kStarting || s == JobState::kRunning || s == JobState::kStopping;
+}
+
 // GPU-seconds of service a job has had: its ended runs, and the current one up to now_ms.
 double AttainedNow(const Job& j, int64_t now_ms) {
-  const bool active = j.state == JobState::kStarting || j.state == JobState::kRunning ||
-                      j.state == JobState::kStopping;
-  if (!active) return j.attained_gpu_s;
+  if (!HoldsPlacement(j.state)) return j.attained_gpu_s;
   return j.attained_gpu_s + static_cast<double>(std::max<int64_t>(0, now_ms - j.run_started_ms)) /
                                 1000.0 * j.run_gpus * j.spec.gpu_milli / model::kMilliPerGpu;
+}
+
+std::vector<RankPlace> PlacesFromJson(const json& a) {
+  std::vector<RankPlace> out;
+  for (const auto& p : a)
+    out.push_back({p.value("rank", 0), p.value("node", ""), p.value("device", -1)});
+  return out;
 }
 
 json PlacesJson(const std::vector<RankPlace>& places) {
@@ -81,6 +91,17 @@ std::vector<RankPlace> PlacesOf(const ClusterView& view,
       device = view.device_index[node][static_cast<size_t>(slot.gpu - topo.nodes[node].first_gpu)];
     }
     out.push_back({static_cast<int>(r), view.node_names[node], device});
+  }
+  return out;
+}
+
+// The slots of `target` that `held` does not already have (what a resize or a move reserves
+// on top of what the job holds).
+std::vector<placement::RankSlot> AddedSlots(const std::vector<placement::RankSlot>& held,
+                                            const std::vector<placement::RankSlot>& target) {
+  std::vector<placement::RankSlot> out;
+  for (const auto& slot : target) {
+    if (std::find(held.begin(), held.end(), slot) == held.end()) out.push_back(slot);
   }
   return out;
 }
@@ -222,9 +243,7 @@ Status ControlPlane::Load(int64_t now_ms) {
     j.submitted_ms = d.value("submitted_ms", int64_t{0});
     j.updated_ms = d.value("updated_ms", int64_t{0});
     j.message = d.value("message", "");
-    for (const auto& p : d.value("placement", json::array())) {
-      j.placement.push_back({p.value("rank", 0), p.value("node", ""), p.value("device", -1)});
-    }
+    j.placement = PlacesFromJson(d.value("placement", json::array()));
     for (const auto& h : d.value("history", json::array())) {
       j.history.push_back({h.value("time_ms", int64_t{0}), h.value("from", ""), h.value("to", ""),
                            h.value("reason", "")});
@@ -242,9 +261,7 @@ Status ControlPlane::Load(int64_t now_ms) {
     j.after_stop = d.value("after_stop", "");
     j.cancel_requested = d.value("cancel_requested", false);
     j.seen_reports = d.value("seen_reports", std::set<std::string>{});
-    for (const auto& p : d.value("target", json::array())) {
-      j.target.push_back({p.value("rank", 0), p.value("node", ""), p.value("device", -1)});
-    }
+    j.target = PlacesFromJson(d.value("target", json::array()));
     j.reshape = d.value("reshape", "");
     j.resizes = d.value("resizes", 0);
     j.migrations = d.value("migrations", 0);
@@ -427,10 +444,8 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
 void ControlPlane::SetState(Txn& t, Job& j, JobState to, const std::string& reason,
                             int64_t now_ms) {
   JobState from = j.state;
-  auto active = [](JobState s) {
-    return s == JobState::kStarting || s == JobState::kRunning || s == JobState::kStopping;
-  };
-  if (active(from) && !active(to)) {  // a run ends: its GPU time is attained service
+  if (HoldsPlacement(from) &&
+      !HoldsPlacement(to)) {  // a run ends: its GPU time is attained service
     j.attained_gpu_s = AttainedNow(j, now_ms);
     if (to == JobState::kSucceeded) LearnRuntime(j);
     j.run_gpus = 0;
@@ -644,8 +659,7 @@ json ControlPlane::ListJobs(const JobFilter& filter) const {
 json ControlPlane::NodeJson(const NodeEntry& n, int64_t now_ms) const {
   std::map<int, json> allocations;
   for (const auto& [seq, j] : jobs_) {
-    if (j.state != JobState::kStarting && j.state != JobState::kRunning &&
-        j.state != JobState::kStopping) {
+    if (!HoldsPlacement(j.state)) {
       continue;
     }
     for (const auto& p : j.placement) {
@@ -804,9 +818,7 @@ std::string ControlPlane::Metrics() const {
   for (const auto& [seq, j] : jobs_) {
     by_state[std::string(JobStateName(j.state))]++;
     if (j.state == JobState::kPending) queue_len[j.spec.queue]++;
-    if ((j.state == JobState::kStarting || j.state == JobState::kRunning ||
-         j.state == JobState::kStopping) &&
-        !j.colocated) {  // an overlaid service holds no GPU share
+    if (HoldsPlacement(j.state) && !j.colocated) {  // an overlaid service holds no GPU share
       allocated_milli += static_cast<int64_t>(j.placement.size()) * j.spec.gpu_milli;
     }
   }
@@ -892,10 +904,6 @@ std::string ControlPlane::Metrics() const {
 
 namespace {
 
-// The collective library's environment for a job's placement (NCCL_ALGO, NCCL_PROTO,
-// NCCL_BUFFSIZE from NETWORK_BUFFER_SIZE, the traffic class for its priority, ...; HCCL/RCCL/
-// MCCL equivalents by backend), from the communicator plan of comm/. Ranks keep the order the
-// placement gave them; a job without explicit parallel degrees is planned as data parallel.
 // The parallel layout a job's ranks run with: its own tensor and pipeline degrees where they
 // divide the world (a resized job keeps them and changes the data-parallel degree); for
 // automatic parallelism on GPUs, the cost model's plan for these GPUs (what an elastic resize
@@ -918,6 +926,10 @@ comm::Layout LayoutFor(const model::EngineConfig& config, const model::JobSpec& 
   return {.tp = 1, .pp = 1, .dp = world};
 }
 
+// The collective library's environment for a job's placement (NCCL_ALGO, NCCL_PROTO,
+// NCCL_BUFFSIZE from NETWORK_BUFFER_SIZE, the traffic class for its priority, ...; HCCL/RCCL/
+// MCCL equivalents by backend), from the communicator plan of comm/ for `layout` (LayoutFor).
+// Ranks keep the order the placement gave them.
 std::map<std::string, std::string> CommEnvironmentFor(const model::EngineConfig& config,
                                                       const model::JobSpec& spec,
                                                       const placement::Outcome& outcome,
@@ -1152,8 +1164,7 @@ void ControlPlane::LoseNode(Txn& t, NodeEntry& n, NodeState to, const std::strin
   metrics_.nodes_lost++;
   DropOrdersFor(t, n.name);
   for (auto& [seq, j] : jobs_) {
-    if (j.state != JobState::kStarting && j.state != JobState::kRunning &&
-        j.state != JobState::kStopping) {
+    if (!HoldsPlacement(j.state)) {
       continue;
     }
     auto nodes = j.Nodes();
@@ -1179,9 +1190,7 @@ void ControlPlane::StopStale(Txn& t, const std::string& node,
     if (it != jobs_.end()) {
       const Job& j = it->second;
       auto nodes = j.Nodes();
-      current = j.attempt == r.attempt &&
-                (j.state == JobState::kStarting || j.state == JobState::kRunning ||
-                 j.state == JobState::kStopping) &&
+      current = j.attempt == r.attempt && HoldsPlacement(j.state) &&
                 std::find(nodes.begin(), nodes.end(), node) != nodes.end();
     }
     if (current) continue;
@@ -1502,15 +1511,13 @@ bool ControlPlane::BeginReshape(Txn& t, Job& j, const std::string& kind,
   req.ranks = static_cast<int>(target.size());
   if (!placement::Apply(&trial, req, placement::PlacedOutcome(target))) return false;
   // Both placements stay held until the relaunch: the old one until its ranks have stopped,
-  // the new one as a reservation.
-  if (!placement::Release(&trial, req, placement::PlacedOutcome(target))) return false;
-  for (const auto& slot : target) {
-    const bool held = std::any_of(holding.ranks.begin(), holding.ranks.end(),
-                                  [&](const placement::RankSlot& h) { return h == slot; });
-    if (held) continue;
-    placement::PlacementRequest one = req;
-    one.ranks = 1;
-    if (!placement::Apply(state, one, placement::PlacedOutcome({slot}))) return false;
+  // the new slots as a reservation (all of them or none).
+  const std::vector<placement::RankSlot> added = AddedSlots(holding.ranks, target);
+  if (!added.empty()) {
+    model::ClusterState reserved = *state;
+    req.ranks = static_cast<int>(added.size());
+    if (!placement::Apply(&reserved, req, placement::PlacedOutcome(added))) return false;
+    *state = std::move(reserved);
   }
   j.target = PlacesOf(*view_, target);
   j.reshape = kind;
@@ -1586,8 +1593,7 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
   for (auto& [seq, j] : jobs_) {
     if (j.state == JobState::kStopping && j.after_stop == "preempted") preemption_in_flight = true;
     if (!j.target.empty()) reshape_in_flight = true;
-    if (j.state != JobState::kStarting && j.state != JobState::kRunning &&
-        j.state != JobState::kStopping) {
+    if (!HoldsPlacement(j.state)) {
       continue;
     }
     placement::PlacementRequest req = placement::RequestFromJob(j.spec);
@@ -1595,11 +1601,7 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
     if (!ranks) continue;
     if (j.state == JobState::kStopping && !j.target.empty()) {
       if (auto target = SlotsOf(*view_, j.target)) {
-        for (const auto& slot : *target) {
-          if (std::find(ranks->begin(), ranks->end(), slot) == ranks->end()) {
-            ranks->push_back(slot);
-          }
-        }
+        for (const auto& slot : AddedSlots(*ranks, *target)) ranks->push_back(slot);
       }
     }
     placement::Outcome held = placement::PlacedOutcome(*ranks);
@@ -1646,14 +1648,19 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
       return g;
     };
     auto taken = std::make_shared<std::map<int, double>>();  // GPU -> training share lost
+    std::map<int64_t, OverlayLoss> kept;  // priced once per attempt, not every cycle
     for (const Held& h : holding) {
       if (!h.colocated) continue;
       const std::vector<int> gpus = gpus_of(h.outcome.ranks);
-      if (auto cost = sim::CostOfService(topo, h.job->spec, gpus)) {
-        const double loss = sim::ForecastOverlay(*cost, mode).training_loss;
-        for (int g : gpus) (*taken)[g] += loss;
+      OverlayLoss known = overlay_loss_[h.job->seq];
+      if (known.attempt != h.job->attempt) {
+        auto cost = sim::CostOfService(topo, h.job->spec, gpus);
+        known = {h.job->attempt, cost ? sim::ForecastOverlay(*cost, mode).training_loss : 0.0};
       }
+      kept[h.job->seq] = known;
+      for (int g : gpus) (*taken)[g] += known.loss;
     }
+    overlay_loss_ = std::move(kept);
     cycle_options.colocation_fits = [&topo, mode, taken, gpus_of](
                                         const model::JobSpec& spec,
                                         std::span<const placement::RankSlot> ranks) {

@@ -257,10 +257,16 @@ class ControlPlane {
   std::deque<EventEntry> events_;
   bool schedule_dirty_ = true;
   int64_t next_reshape_check_ms_ = 0;
-  int64_t last_tick_ms_ = 0;
+  int64_t last_tick_ms_ = 0;  // the ticker's last time (a job's service up to now, for views)
   // Run times of succeeded jobs (in completion order), for the engine's learned estimates.
-  engine::RuntimeHistory
-      runtimes_;  // the ticker's last time (a job's service up to now, for views)
+  engine::RuntimeHistory runtimes_;
+  // Per overlaid service: the share of each of its GPUs training loses to it (serving model),
+  // for the attempt it was priced for.
+  struct OverlayLoss {
+    int attempt = -1;
+    double loss = 0;
+  };
+  std::map<int64_t, OverlayLoss> overlay_loss_;
   server::Metrics metrics_;
 };
 

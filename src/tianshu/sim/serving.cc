@@ -114,7 +114,7 @@ OverlayForecast ForecastOverlay(const ServiceCost& cost, Colocation mode) {
   out.latency = MmcLatency(cost.lambda, pre + dec, cost.servers, cost.slo_s);
   double busy_pre = 0, busy_dec = 0;
   SplitBusy(out.latency, pre, dec, &busy_pre, &busy_dec);
-  out.training_loss = busy_pre * f.training_loss_prefill + busy_dec * f.training_loss_decode;
+  out.training_loss = TrainingLoss(f, busy_pre, busy_dec);
   return out;
 }
 

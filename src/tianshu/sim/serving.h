@@ -31,6 +31,10 @@ struct Interference {
 };
 // Inference next to training on the same GPUs, for a mode other than kNone.
 Interference InterferenceOf(Colocation mode);
+// Share of a device training loses next to a service busy this much in each phase.
+inline double TrainingLoss(const Interference& f, double busy_pre, double busy_dec) {
+  return busy_pre * f.training_loss_prefill + busy_dec * f.training_loss_decode;
+}
 
 struct Latency {
   bool stable = true;      // arrivals below the replica's capacity

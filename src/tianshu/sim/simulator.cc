@@ -125,8 +125,7 @@ class Sim {
   void UpdateService(int j, double t);
   // Share of the device training loses next to a service busy this much in each phase.
   double ServiceLoss(double busy_pre, double busy_dec) const {
-    return busy_pre * interference_.training_loss_prefill +
-           busy_dec * interference_.training_loss_decode;
+    return TrainingLoss(interference_, busy_pre, busy_dec);
   }
   double GpuLoss(int g) const;
   void UpdateTrainingLoss(int j, double t);
