@@ -46,7 +46,7 @@ void RunOne(const tianshu::model::Topology& topo, const tianshu::sim::Workload& 
 int main(int argc, char** argv) {
   std::string what = argc > 1 ? argv[1] : "all";
   int max_jobs = argc > 2 ? std::stoi(argv[2]) : 0;
-  std::string data = TIANSHU_SHARED_DATA;
+  std::string data = TIANSHU_DATA_DIR;
   if (what == "philly" || what == "all") {
     auto topo = tianshu::model::LoadCluster("fat-tree:nodes=256,gpus_per_node=8,gpu=A100-80GB");
     auto w =

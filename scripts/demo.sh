@@ -11,24 +11,21 @@ $T validate examples/*.yaml examples/*/*.yaml
 echo
 echo "== tianshu topology show examples/cluster-2048.yaml"
 $T topology show examples/cluster-2048.yaml
-if [ -f ../shared/data/lingjun/topo.csv ]; then
-  echo
-  echo "== tianshu topology show ../shared/data/lingjun/topo.csv (a real 3-tier Clos)"
-  $T topology show ../shared/data/lingjun/topo.csv
-fi
+echo
+echo "== tianshu topology show lingjun (a real 3-tier Clos: data/lingjun/topo.csv)"
+$T topology show lingjun
 echo
 echo "== tianshu plan examples/jobs/gpt3-175b.yaml on the 2048-GPU cluster"
 $T plan examples/jobs/gpt3-175b.yaml --cluster examples/cluster-2048.yaml
 
-# Side by side on real data: the Philly trace (Microsoft, 2017) replayed on 2,048 A100s under
-# the four presets (first-fit "mainstream", Slurm-like, Tiresias, Tianshu).
-if [ -f ../shared/data/philly/philly.csv ]; then
-  out=build/demo
-  mkdir -p "$out"
-  echo
-  echo "== tianshu simulate --trace philly (four presets side by side; about ten seconds)"
-  $T simulate --trace philly --report "$out/philly-report.html" --jobs-csv "$out/philly-jobs.csv"
-  echo
-  echo "report: $out/philly-report.html (open it in a browser); per-job rows: $out/philly-jobs.csv"
-  echo "(the same run as JSON: add --output json)"
-fi
+# Side by side on real data: the Philly trace (Microsoft, 2017; data/philly/philly.csv.gz)
+# replayed on 2,048 A100s under the four presets (first-fit "mainstream", Slurm-like, Tiresias,
+# Tianshu).
+out=build/demo
+mkdir -p "$out"
+echo
+echo "== tianshu simulate --trace philly (four presets side by side; about ten seconds)"
+$T simulate --trace philly --report "$out/philly-report.html" --jobs-csv "$out/philly-jobs.csv"
+echo
+echo "report: $(pwd)/$out/philly-report.html (open it in a browser); per-job rows: $(pwd)/$out/philly-jobs.csv"
+echo "(the same run as JSON: add --output json)"

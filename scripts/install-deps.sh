@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config git zlib1g-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev libcpp-httplib-dev libhwloc-dev
@@ -12,6 +12,7 @@ PACKAGES=(
   clang-format clang-tidy clang-14 libclang-rt-14-dev
   python3 python3-torch python3-numpy
   chromium
+  dpkg-dev lintian systemd adduser
 )
 
 missing=()

@@ -1,8 +1,23 @@
 #!/usr/bin/env bash
-# Checks the C++ tree against .clang-format (and, without --format-only, .clang-tidy using
-# build/compile_commands.json). Exit 1 when a file needs changes; prints which.
+# Checks the tree: no file reads or names a path outside the repository (../shared, the folder
+# the data sets came from); the C++ files against .clang-format and, without --format-only,
+# .clang-tidy using build/compile_commands.json. Exit 1 when something needs changing; prints
+# what. --paths-only runs the first check alone.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+
+# A clone is the whole product: data lives in data/, nothing reaches beside the repository.
+outside=$(git ls-files -co --exclude-standard -z | grep -zv '^scripts/lint\.sh$' |
+          xargs -0 -r grep -In -e '\.\./shared' -- 2>/dev/null)
+if [ -n "$outside" ]; then
+  echo "$outside" | sed 's/^/lint: names a path outside the repository: /'
+  echo "lint: use data/ (the shipped data sets) instead of ../shared"
+  exit 1
+fi
+if [ "${1:-}" = "--paths-only" ]; then
+  echo "lint: no path outside the repository"
+  exit 0
+fi
 mapfile -t files < <(git ls-files -co --exclude-standard -- 'src/*.cc' 'src/*.h' 'tools/*.cc' \
                      'tools/*.h' 'tests/*.cc' 'tests/*.h' 'bench/*.cc' 'bench/*.h')
 bad=0

@@ -14,7 +14,7 @@ namespace {
 using testing::RunCommand;
 const std::string kBin = TIANSHU_BINARY;
 const std::string kSource = TIANSHU_SOURCE_DIR;
-const std::string kShared = TIANSHU_SHARED_DATA;
+const std::string kData = TIANSHU_DATA_DIR;
 
 TEST(Cli, ValidateAcceptsExamples) {
   // Every configuration shipped: clusters, engine configs, jobs, scenarios, workloads.
@@ -144,7 +144,7 @@ TEST(Cli, TopologyShowOversubscribed4096) {
 }
 
 TEST(Cli, TopologyShowLingjun) {
-  auto j = Show(kShared + "/lingjun/topo.csv");
+  auto j = Show(kData + "/lingjun/topo.csv");
   EXPECT_EQ(j["nodes"], 847);
   ASSERT_EQ(j["tiers"].size(), 3u);
   EXPECT_EQ(j["tiers"][0]["switches"], 119);
@@ -153,7 +153,7 @@ TEST(Cli, TopologyShowLingjun) {
 }
 
 TEST(Cli, TopologyShowOpenb) {
-  auto j = Show(kShared + "/openb/openb_node_list_gpu_node.csv");
+  auto j = Show(kData + "/openb/openb_node_list_gpu_node.csv");
   EXPECT_EQ(j["nodes"], 1213);
   EXPECT_EQ(j["gpus"], 6212);
   EXPECT_EQ(j["gpus_by_model"]["T4-16GB"], 842);

@@ -4,6 +4,8 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <ctime>
 #include <map>
 #include <thread>
 
@@ -33,6 +35,16 @@ TEST(ServerApi, HealthzNeedsNoTokenEverythingElseDoes) {
   EXPECT_EQ(f.Get("/v1/jobs").body["total"], 0);  // nothing changed
   auto metrics = raw.Get("/metrics");
   EXPECT_EQ(metrics->status, 401);
+
+  // Every answer carries the server's clock as an RFC 9110 Date (tianshu doctor's clock check),
+  // refused ones too.
+  for (const auto* res : {&h.value(), &none.value()}) {
+    std::string date = res->get_header_value("Date");
+    std::tm tm{};
+    ASSERT_NE(strptime(date.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm), nullptr) << date;
+    int64_t offset = static_cast<int64_t>(timegm(&tm)) - static_cast<int64_t>(std::time(nullptr));
+    EXPECT_LE(std::abs(offset), 5) << date;
+  }
 }
 
 TEST(ServerApi, SubmitListGetCancel) {

@@ -311,8 +311,8 @@ TEST(SimFailures, NodeFailuresRetryFromCheckpoints) {
   EXPECT_EQ(r->metrics.jobs_completed + r->metrics.jobs_failed, 100);
 }
 
-TEST(SimTraces, LoadsTheSharedData) {
-  std::string data = TIANSHU_SHARED_DATA;
+TEST(SimTraces, LoadsTheShippedData) {
+  std::string data = TIANSHU_DATA_DIR;
   auto philly = LoadWorkload("philly:" + data + "/philly/philly.csv", {.max_jobs = 500});
   ASSERT_TRUE(philly) << philly.error().message;
   EXPECT_EQ(philly->jobs.size(), 500u);

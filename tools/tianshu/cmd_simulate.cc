@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "data_sets.h"
 #include "tianshu/base/strings.h"
 #include "tianshu/base/units.h"
 #include "tianshu/engine/engine.h"
@@ -35,27 +36,11 @@ struct SimulateFlags {
   std::string jobs_csv;
   std::string report;
   std::string fail_nodes;
-  std::string data_dir = "../shared/data";
+  std::string data_dir;  // "": found as data_sets.h says
   bool progress = false;
   bool no_progress = false;
   OutputFlag output;
 };
-
-// Bare names of the shared data sets: "philly", "itp:cluster03", "openb".
-std::string ResolveTrace(const std::string& spec, const std::string& data) {
-  if (spec == "philly") return "philly:" + data + "/philly/philly.csv";
-  if (spec == "openb") return "openb:" + data + "/openb/openb_pod_list_default.csv";
-  if (StartsWith(spec, "itp:cluster") && !std::filesystem::exists(spec.substr(4))) {
-    return "itp:" + data + "/itp/" + spec.substr(4) + ".csv";
-  }
-  return spec;
-}
-
-std::string ResolveCluster(const std::string& spec, const std::string& data) {
-  if (spec == "lingjun") return "lingjun:" + data + "/lingjun/topo.csv";
-  if (spec == "openb") return "openb:" + data + "/openb/openb_node_list_gpu_node.csv";
-  return spec;
-}
 
 Result<engine::EngineOptions> ConfigFor(const std::string& name) {
   for (const auto& p : engine::PresetNames()) {
@@ -86,8 +71,13 @@ int Run(const SimulateFlags& f) {
   wo.max_jobs = f.max_jobs;
   wo.time_scale = f.time_scale;
   wo.seed = f.seed;
+  auto trace_spec = ResolveTraceSpec(f.trace, f.data_dir);
+  if (!trace_spec) {
+    std::cerr << "tianshu simulate: " << trace_spec.error().message << "\n";
+    return kExitInvalid;
+  }
   // A scenario file may name its cluster; the flag wins.
-  auto workload = sim::LoadWorkload(ResolveTrace(f.trace, f.data_dir), wo);
+  auto workload = sim::LoadWorkload(*trace_spec, wo);
   if (!workload) {
     std::cerr << "tianshu simulate: " << workload.error().message << "\n";
     return kExitInvalid;
@@ -96,8 +86,12 @@ int Run(const SimulateFlags& f) {
                              : !workload->cluster.empty()
                                  ? workload->cluster
                                  : "fat-tree:nodes=256,gpus_per_node=8,gpu=A100-80GB";
-  cluster_spec = ResolveCluster(cluster_spec, f.data_dir);
-  auto topo = model::LoadCluster(cluster_spec);
+  auto resolved = ResolveClusterSpec(cluster_spec, f.data_dir);
+  if (!resolved) {
+    std::cerr << "tianshu simulate: " << resolved.error().message << "\n";
+    return kExitInvalid;
+  }
+  auto topo = model::LoadCluster(*resolved);
   if (!topo) {
     std::cerr << "tianshu simulate: " << topo.error().message << "\n";
     return kExitInvalid;
@@ -105,7 +99,7 @@ int Run(const SimulateFlags& f) {
   if (f.load > 0) {
     wo.load = f.load;
     wo.cluster_gpus = topo->NumGpus();
-    auto again = sim::LoadWorkload(ResolveTrace(f.trace, f.data_dir), wo);
+    auto again = sim::LoadWorkload(*trace_spec, wo);
     if (!again) {
       std::cerr << "tianshu simulate: " << again.error().message << "\n";
       return kExitInvalid;
@@ -228,7 +222,10 @@ Runner RegisterSimulate(CLI::App& app) {
   cmd->add_option("--report", f->report, "Write a self-contained HTML report");
   cmd->add_option("--fail-nodes", f->fail_nodes,
                   "Inject node failures: mean time between failures per node (e.g. 30d)");
-  cmd->add_option("--data", f->data_dir, "Folder of the shared data sets")->capture_default_str();
+  cmd->add_option("--data", f->data_dir,
+                  "Folder of the data sets named philly, itp:clusterNN, openb, lingjun (default: "
+                  "$TIANSHU_DATA, else share/tianshu/data beside the binary, else the source "
+                  "tree's data/)");
   cmd->add_flag("--progress", f->progress, "Always show the progress bar on stderr");
   cmd->add_flag("--no-progress", f->no_progress, "Never show the progress bar");
   AddOutputFlag(cmd, &f->output);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "data_sets.h"
 #include "tianshu/model/load.h"
 
 namespace tianshu::cli {
@@ -122,6 +123,7 @@ Runner RegisterTopology(CLI::App& app) {
   struct Args {
     std::string cluster;
     std::string server_gpu = "A100-80GB";
+    std::string data;
     OutputFlag out;
   };
   auto args = std::make_shared<Args>();
@@ -129,17 +131,24 @@ Runner RegisterTopology(CLI::App& app) {
   cmd->require_subcommand(1);
   auto* show = cmd->add_subcommand("show", "Nodes, accelerators, tiers, links, bisection");
   show->add_option("cluster", args->cluster,
-                   "A cluster YAML, lingjun/topo.csv, an openb node list, or "
-                   "fat-tree:nodes=N,...")
+                   "A cluster YAML, a Lingjun topo.csv, an openb node list, the shipped "
+                   "'lingjun' or 'openb', or fat-tree:nodes=N,...")
       ->required();
+  show->add_option("--data", args->data,
+                   "Folder of the shipped data sets (default: $TIANSHU_DATA, else "
+                   "share/tianshu/data beside the binary, else the source tree's data/)");
   show->add_option("--server-gpu", args->server_gpu,
                    "Accelerator of the servers of an imported Lingjun topology (8 per host)")
       ->capture_default_str();
   AddOutputFlag(show, &args->out);
   return [args] {
-    Result<model::Topology> t = model::LoadCluster(args->cluster);
+    Result<std::string> spec = ResolveClusterSpec(args->cluster, args->data);
+    Result<model::Topology> t =
+        spec ? model::LoadCluster(*spec) : Result<model::Topology>(std::unexpected(spec.error()));
     if (t && t->name == "lingjun" && args->server_gpu != "A100-80GB") {
-      t = model::ImportLingjun(args->cluster, args->server_gpu);
+      std::string file = *spec;
+      if (file.starts_with("lingjun:")) file.erase(0, 8);
+      t = model::ImportLingjun(file, args->server_gpu);
     }
     if (!t) {
       std::cerr << t.error().message << "\n";

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "data_sets.h"
 #include "tianshu/model/load.h"
 #include "tianshu/sim/trace.h"
 
@@ -78,11 +79,13 @@ model::ValidationResult ValidateScenario(const std::string& path, const YAML::No
   }
   if (!w->cluster.empty()) {
     // As `tianshu simulate` reads it: relative to the working directory (the repository root
-    // for the shipped scenarios); the bare names of the shared data sets as there.
-    std::string spec = w->cluster;
-    if (spec == "lingjun") spec = "lingjun:../shared/data/lingjun/topo.csv";
-    if (spec == "openb") spec = "openb:../shared/data/openb/openb_node_list_gpu_node.csv";
-    auto topo = model::LoadCluster(spec);
+    // for the shipped scenarios); the bare names of the data sets found as there.
+    auto spec = ResolveClusterSpec(w->cluster, "");
+    if (!spec) {
+      add(root["cluster"], "cluster", spec.error().message);
+      return v;
+    }
+    auto topo = model::LoadCluster(*spec);
     if (!topo) {
       add(root["cluster"], "cluster", topo.error().message);
       return v;

@@ -44,5 +44,6 @@ Runner RegisterLogs(CLI::App& app);
 Runner RegisterNodes(CLI::App& app);
 Runner RegisterQueues(CLI::App& app);
 Runner RegisterEvents(CLI::App& app);
+Runner RegisterDoctor(CLI::App& app);  // cmd_doctor.cc
 
 }  // namespace tianshu::cli

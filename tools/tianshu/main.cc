@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   add(RegisterNodes);
   add(RegisterQueues);
   add(RegisterEvents);
+  add(RegisterDoctor);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tianshu/base/data_files.h"
 #include "tianshu/base/strings.h"
 #include "tianshu/model/internal/importers.h"
 #include "tianshu/model/internal/parsers.h"
@@ -265,7 +266,7 @@ Result<JobSpec> LoadJobText(const std::string& name, const std::string& text) {
 }
 
 Result<Topology> ImportLingjun(const std::string& path, const std::string& server_gpu) {
-  auto text = ReadDocumentFile(path);
+  auto text = ReadDataFile(path);
   if (!text) return std::unexpected(text.error());
   std::vector<Diagnostic> d;
   Topology t = internal::ImportLingjunText(path, *text, server_gpu, &d);
@@ -274,7 +275,7 @@ Result<Topology> ImportLingjun(const std::string& path, const std::string& serve
 }
 
 Result<Topology> ImportOpenb(const std::string& path, bool keep_cpu_nodes) {
-  auto text = ReadDocumentFile(path);
+  auto text = ReadDataFile(path);
   if (!text) return std::unexpected(text.error());
   std::vector<Diagnostic> d;
   Topology t = internal::ImportOpenbText(path, *text, keep_cpu_nodes, &d);

@@ -13,7 +13,7 @@ namespace {
 
 namespace fs = std::filesystem;
 const std::string kSource = TIANSHU_SOURCE_DIR;
-const std::string kShared = TIANSHU_SHARED_DATA;
+const std::string kData = TIANSHU_DATA_DIR;
 
 TEST(Validate, AcceptsEveryShippedExample) {
   int files = 0;
@@ -224,7 +224,7 @@ TEST(Job, CatalogueCoversTheReferenceModels) {
 }
 
 TEST(Importers, LingjunIsAThreeTierClos) {
-  auto t = LoadCluster(kShared + "/lingjun/topo.csv");
+  auto t = LoadCluster(kData + "/lingjun/topo.csv");
   ASSERT_TRUE(t) << t.error().message;
   EXPECT_EQ(t->NumNodes(), 847);
   EXPECT_EQ(t->NumGpus(), 847 * 8);
@@ -239,7 +239,7 @@ TEST(Importers, LingjunIsAThreeTierClos) {
 }
 
 TEST(Importers, OpenbGpuNodes) {
-  auto t = ImportOpenb(kShared + "/openb/openb_node_list_gpu_node.csv");
+  auto t = ImportOpenb(kData + "/openb/openb_node_list_gpu_node.csv");
   ASSERT_TRUE(t) << t.error().message;
   EXPECT_EQ(t->NumNodes(), 1213);
   EXPECT_EQ(t->NumGpus(), 6212);
@@ -247,7 +247,7 @@ TEST(Importers, OpenbGpuNodes) {
   for (const auto& n : t->nodes) by_model[t->TypeOf(n.id).accelerator.model] += t->GpusOn(n.id);
   EXPECT_EQ(by_model["G2"], 549 * 8);
   EXPECT_EQ(by_model.size(), 7u);
-  auto all = ImportOpenb(kShared + "/openb/openb_node_list_all_node.csv", true);
+  auto all = ImportOpenb(kData + "/openb/openb_node_list_all_node.csv", true);
   ASSERT_TRUE(all) << all.error().message;
   EXPECT_EQ(all->NumNodes(), 1523);
   EXPECT_EQ(all->NumGpus(), 6212);

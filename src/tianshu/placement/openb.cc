@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "tianshu/base/data_files.h"
 #include "tianshu/base/strings.h"
 #include "tianshu/placement/fgd.h"
 #include "tianshu/placement/internal/random.h"
@@ -40,8 +41,9 @@ std::vector<std::string> SplitCsvLine(const std::string& line) {
 }
 
 Result<Csv> ReadCsv(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Fail(path, ": cannot open");
+  auto text = ReadDataFile(path);
+  if (!text) return std::unexpected(text.error());
+  std::istringstream in(*text);
   Csv csv;
   std::string line;
   if (!std::getline(in, line)) return Fail(path, ": empty file");

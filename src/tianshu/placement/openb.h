@@ -4,7 +4,7 @@
 // adding copies drawn at random (with replacement), shuffled with a seed, and each placed
 // once, in order, never leaving. The GPU allocation ratio is reported when 100% of the
 // capacity has arrived and at the end.
-//   auto nodes = ReadOpenbNodes("../shared/data/openb/openb_node_list_gpu_node.csv");
+//   auto nodes = ReadOpenbNodes("data/openb/openb_node_list_gpu_node.csv");
 //   auto r = RunFragmentation(*nodes, *pods, "fgd", {.inflate = 1.3, .seed = 42});
 #pragma once
 

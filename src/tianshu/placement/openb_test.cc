@@ -7,7 +7,7 @@
 namespace tianshu::placement {
 namespace {
 
-const std::string kDir = std::string(TIANSHU_SHARED_DATA) + "/openb/";
+const std::string kDir = std::string(TIANSHU_DATA_DIR) + "/openb/";
 
 TEST(Openb, ReadsTheTrace) {
   auto nodes = ReadOpenbNodes(kDir + "openb_node_list_gpu_node.csv");
@@ -23,8 +23,12 @@ TEST(Openb, ReadsTheTrace) {
 }
 
 TEST(Openb, FragmentationRunIsReproducible) {
-  auto nodes = *ReadOpenbNodes(kDir + "openb_node_list_gpu_node.csv");
-  auto pods = *ReadOpenbPods(kDir + "openb_pod_list_default.csv");
+  auto nodes_read = ReadOpenbNodes(kDir + "openb_node_list_gpu_node.csv");
+  ASSERT_TRUE(nodes_read) << nodes_read.error().message;
+  auto nodes = *nodes_read;
+  auto pods_read = ReadOpenbPods(kDir + "openb_pod_list_default.csv");
+  ASSERT_TRUE(pods_read) << pods_read.error().message;
+  auto pods = *pods_read;
   nodes.resize(200);
   pods.resize(1200);
   auto a = RunFragmentation(nodes, pods, "best-fit", {.inflate = 1.3, .seed = 42});
@@ -68,8 +72,12 @@ TEST(Openb, PaperTypicalWorkloadKeepsThePopularKinds) {
 // The paper's protocol (--faithful): originals first, copies after, the figure averaged over
 // the placements while the arrived share rounds to 130%; reproducible for a seed.
 TEST(Openb, FaithfulRunReportsThePapersWindow) {
-  auto nodes = *ReadOpenbNodes(kDir + "openb_node_list_gpu_node.csv");
-  auto pods = *ReadOpenbPods(kDir + "openb_pod_list_default.csv");
+  auto nodes_read = ReadOpenbNodes(kDir + "openb_node_list_gpu_node.csv");
+  ASSERT_TRUE(nodes_read) << nodes_read.error().message;
+  auto nodes = *nodes_read;
+  auto pods_read = ReadOpenbPods(kDir + "openb_pod_list_default.csv");
+  ASSERT_TRUE(pods_read) << pods_read.error().message;
+  auto pods = *pods_read;
   nodes.resize(200);
   pods.resize(1200);
   FragmentationOptions o{.inflate = 1.3, .seed = 42};

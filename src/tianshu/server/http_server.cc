@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <ctime>
 
 #include <chrono>
 #include <filesystem>
@@ -16,6 +17,16 @@ namespace tianshu::server {
 using nlohmann::json;
 
 namespace {
+
+// An IMF-fixdate ("Thu, 03 Dec 2026 16:21:25 GMT") for epoch milliseconds.
+std::string HttpDate(int64_t ms) {
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[40];
+  size_t n = std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  return std::string(buf, n);
+}
 
 void Respond(httplib::Response& res, int status, const json& body) {
   res.status = status;
@@ -188,6 +199,9 @@ void Server::Routes() {
   auto now = [this] { return options_.now_ms(); };
 
   h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // RFC 9110 §6.6.1: an origin server with a clock sends Date; `tianshu doctor` reads it to
+    // measure a node's clock offset from the server's.
+    res.set_header("Date", HttpDate(options_.now_ms()));
     if (req.path == "/healthz") return httplib::Server::HandlerResponse::Unhandled;
     std::string auth = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";

@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "tianshu/base/data_files.h"
 #include "tianshu/base/strings.h"
 #include "tianshu/base/units.h"
 #include "tianshu/model/load.h"
@@ -37,13 +38,7 @@ struct Rng {
   double Exponential(double mean) { return -mean * std::log(1.0 - Uniform()); }
 };
 
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Fail("cannot read ", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+Result<std::string> ReadFile(const std::string& path) { return ReadDataFile(path); }
 
 struct Csv {
   std::vector<std::string> header;
@@ -416,10 +411,9 @@ Result<Workload> LoadYamlWorkload(const std::string& path) {
 
 std::string DetectKind(const std::string& path) {
   if (EndsWith(path, ".yaml") || EndsWith(path, ".yml")) return "yaml";
-  std::ifstream in(path);
-  std::string header;
-  std::getline(in, header);
-  header = ToLower(header);
+  auto text = ReadDataFile(path);
+  if (!text) return "";
+  std::string header = ToLower(text->substr(0, text->find('\n')));
   if (header.find("timestamp") != std::string::npos) return "philly";
   if (header.find("submission_time") != std::string::npos) return "itp";
   if (header.find("gpu_milli") != std::string::npos) return "openb";
@@ -491,7 +485,8 @@ Result<Workload> LoadWorkload(const std::string& spec, const WorkloadOptions& o)
     jobs = LoadPhilly(rest, o);
   } else if (kind == "itp") {
     jobs = LoadItp(rest);
-    w.name = "itp:" + std::filesystem::path(rest).stem().string();
+    std::string file = EndsWith(rest, ".gz") ? rest.substr(0, rest.size() - 3) : rest;
+    w.name = "itp:" + std::filesystem::path(file).stem().string();
   } else if (kind == "openb") {
     jobs = LoadOpenbPods(rest);
   } else if (kind == "tiresias") {

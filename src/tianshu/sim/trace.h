@@ -3,7 +3,7 @@
 // configurations to compare: a scenario), and a generator of LLM training mixes. Trace jobs
 // carry only a GPU count and a duration; SpecFor gives them a model from the catalogue, chosen
 // deterministically from the job's id and size class.
-//   auto jobs = LoadWorkload("philly:../shared/data/philly/philly.csv", {.max_jobs = 1000});
+//   auto jobs = LoadWorkload("philly:data/philly/philly.csv", {.max_jobs = 1000});
 //   model::JobSpec spec = SpecFor((*jobs)->jobs[0]);
 #pragma once
 

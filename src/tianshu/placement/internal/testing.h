@@ -20,7 +20,7 @@ inline model::Topology FatTree2048() {
   return *model::GenerateFatTree({.nodes = 256, .nodes_per_leaf = 16});
 }
 
-inline std::string LingjunPath() { return std::string(TIANSHU_SHARED_DATA) + "/lingjun/topo.csv"; }
+inline std::string LingjunPath() { return std::string(TIANSHU_DATA_DIR) + "/lingjun/topo.csv"; }
 
 // The first half of the nodes CUDA A100, the second half Ascend 910B, for backend tests.
 inline model::Topology MixedBackends() {

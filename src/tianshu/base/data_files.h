@@ -1,0 +1,53 @@
+// Reading the project's data files and finding its data folder. The larger data sets ship
+// gzip-compressed (data/philly/philly.csv.gz); every reader goes through ReadDataFile, which
+// reads a plain or a gzip file (by its magic bytes, not its name), finds `F.gz` when `F` is
+// asked for and absent, and bounds what it expands so a hostile file cannot exhaust memory.
+// FindDataDir picks the data folder from hints the caller gathers (only main reads the
+// environment and /proc/self/exe).
+//   Result<std::string> csv = ReadDataFile("data/philly/philly.csv");  // reads philly.csv.gz
+//   DataDirSearch s = FindDataDir({.env = getenv("TIANSHU_DATA"), .executable = exe});
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "tianshu/base/status.h"
+
+namespace tianshu {
+
+// The most a data file may expand to (the whole Philly trace is 3.4 MB).
+inline constexpr size_t kMaxDataFileBytes = size_t{256} << 20;
+
+// Whole content of `path`, decompressed when it is gzip. When `path` does not exist and
+// `path + ".gz"` does, reads that. Errors name the file and say why: missing (naming both
+// names tried), a directory, unreadable (errno's text), corrupt or truncated gzip, or larger
+// than `max_bytes` once expanded (reading stops there). Thread-safe (no shared state).
+[[nodiscard]] Result<std::string> ReadDataFile(const std::string& path,
+                                               size_t max_bytes = kMaxDataFileBytes);
+
+// The file ReadDataFile would open for `path` ("F" or "F.gz"), or "" when neither exists.
+std::string ExistingDataFile(const std::string& path);
+
+// Where the caller may look for the data folder, in order of precedence.
+struct DataDirHints {
+  std::string flag;        // --data DIR; wins when given, even when it does not hold the data
+  std::string env;         // TIANSHU_DATA; wins over the defaults when set
+  std::string executable;  // the running binary (/proc/self/exe): <prefix>/share/tianshu/data
+                           // beside it, then data/ in a source tree above it
+  std::string source_dir;  // the source tree recorded at build time ("" when unknown)
+};
+
+struct DataDirSearch {
+  std::string dir;                  // "" when none of the candidates holds the data
+  std::vector<std::string> looked;  // every candidate tried, in order, for the error message
+  // "no data folder: looked in A, B, C; set TIANSHU_DATA or pass --data DIR".
+  std::string Missing() const;
+};
+
+// The first candidate that holds the data (a folder with a README.md). An explicit flag or
+// environment value is returned as given, even when it does not hold the data, so that the
+// error names what the user asked for rather than a fallback.
+DataDirSearch FindDataDir(const DataDirHints& hints);
+
+}  // namespace tianshu

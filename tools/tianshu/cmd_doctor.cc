@@ -1,0 +1,145 @@
+// `tianshu doctor`: the node health checks (RDMA ports, NICs, accelerators, GPU-NIC affinity, a
+// job's cgroup, NCCL/HCCL environment, free space, the server). Prints one line per finding
+// (or JSON with --output json); exits 3 when any check fails, 1 on bad flags, 0 otherwise.
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "client_flags.h"
+#include "commands.h"
+#include "tianshu/agent/discovery.h"
+#include "tianshu/agent/doctor.h"
+#include "tianshu/base/strings.h"
+#include "tianshu/base/units.h"
+
+extern char** environ;
+
+namespace tianshu::cli {
+namespace {
+
+struct DoctorArgs {
+  OutputFlag out;
+  std::string devices;
+  bool expect_rdma = false;
+  std::string job;
+  std::string cgroup_root = "/sys/fs/cgroup";
+  std::string workdir = "/var/lib/tianshu/agent";  // the agent's default
+  std::string min_free = "2TB";
+  std::string server;
+  std::string token_file;
+  bool no_nvml = false;
+};
+
+std::map<std::string, std::string> Environment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+// Like the client commands: --token-file, else TIANSHU_TOKEN, else ~/.tianshu/token if any.
+Result<std::string> Token(const DoctorArgs& a, const std::map<std::string, std::string>& env) {
+  auto it = env.find("TIANSHU_TOKEN");
+  if (a.token_file.empty() && it != env.end() && !it->second.empty()) return it->second;
+  std::string file = a.token_file.empty() ? DefaultDataDir() + "/token" : a.token_file;
+  std::ifstream in(file);
+  if (!in) {
+    if (!a.token_file.empty()) return Fail("cannot read --token-file ", file);
+    return std::string();
+  }
+  std::string line;
+  std::getline(in, line);
+  return std::string(Trim(line));
+}
+
+int Run(const DoctorArgs& a) {
+  auto min_free = ParseSize(a.min_free);
+  if (!min_free) {
+    std::cerr << "tianshu doctor: --min-free: " << min_free.error().message << "\n";
+    return kExitInvalid;
+  }
+  const std::map<std::string, std::string> env = Environment();
+  std::string server = a.server;
+  if (server.empty()) {
+    auto it = env.find("TIANSHU_SERVER");
+    if (it != env.end()) server = it->second;
+  }
+  std::unique_ptr<agent::HttpServerProbe> http;
+  if (!server.empty()) {
+    auto token = Token(a, env);
+    if (!token) {
+      std::cerr << "tianshu doctor: " << token.error().message << "\n";
+      return kExitInvalid;
+    }
+    http = std::make_unique<agent::HttpServerProbe>(server, *token);
+  }
+
+  agent::RealSystemFiles fs;
+  agent::HwlocProbe hwloc;
+  // Accelerators from PCI ids only: the NVIDIA check asks NVML itself and compares.
+  auto host = agent::Discover(fs, {.cpu = &hwloc, .nvml = nullptr}, {});
+  if (!host) {
+    std::cerr << "tianshu doctor: " << host.error().message << "\n";
+    return kExitFailure;
+  }
+  agent::NvmlHealthLibrary nvml;
+  agent::PosixCommandRunner commands;
+  agent::StatvfsProbe disk;
+  agent::DoctorProbes probes{.fs = &fs,
+                             .gpus = a.no_nvml ? nullptr : &nvml,
+                             .commands = &commands,
+                             .disk = &disk,
+                             .server = http.get()};
+  auto findings = agent::RunDoctor(*host, probes,
+                                   {.declared_devices = a.devices,
+                                    .expect_rdma = a.expect_rdma,
+                                    .job_id = a.job,
+                                    .cgroup_root = a.cgroup_root,
+                                    .workdir = a.workdir,
+                                    .min_free_bytes = *min_free,
+                                    .env = env});
+  if (!findings) {
+    std::cerr << "tianshu doctor: " << findings.error().message << "\n";
+    return kExitInvalid;
+  }
+  if (a.out.Json()) {
+    std::cout << agent::FindingsToJson(*findings).dump(2) << "\n";
+  } else {
+    std::cout << agent::FindingsToText(*findings);
+  }
+  return agent::DoctorExitStatus(*findings) == 0 ? kExitOk : kExitFailure;
+}
+
+}  // namespace
+
+Runner RegisterDoctor(CLI::App& app) {
+  auto a = std::make_shared<DoctorArgs>();
+  auto* cmd = app.add_subcommand(
+      "doctor",
+      "Check this node's health: RDMA ports, NICs, accelerators, affinity, a job's cgroup, "
+      "NCCL/HCCL settings, free space, the server (exit 3 when a check fails)");
+  AddOutputFlag(cmd, &a->out);
+  cmd->add_option("--devices", a->devices,
+                  "Accelerators this node must have, as the agent's --devices (e.g. "
+                  "8xH100-80GB): missing ones fail instead of being absent");
+  cmd->add_flag("--expect-rdma", a->expect_rdma, "RDMA adapters must be present");
+  cmd->add_option("--job", a->job, "Job id: show and check its cgroup on this node");
+  cmd->add_option("--cgroup-root", a->cgroup_root, "Where cgroup hierarchies are mounted")
+      ->capture_default_str();
+  cmd->add_option("--workdir", a->workdir, "The agent's work directory (checkpoints, logs)")
+      ->capture_default_str();
+  cmd->add_option("--min-free", a->min_free,
+                  "Warn below this free space on --workdir (2TB, 500GiB)")
+      ->capture_default_str();
+  cmd->add_option("--server", a->server,
+                  "Control plane to check (default: $TIANSHU_SERVER; none: skipped)");
+  cmd->add_option("--token-file", a->token_file,
+                  "File holding the API token (default: $TIANSHU_TOKEN, else ~/.tianshu/token)");
+  cmd->add_flag("--no-nvml", a->no_nvml, "Do not load NVML");
+  return [a] { return Run(*a); };
+}
+
+}  // namespace tianshu::cli
