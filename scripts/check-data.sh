@@ -13,7 +13,7 @@ while read -r sum file; do
   if [ "$got" != "$sum" ]; then echo "check-data: data/$file: sha256 $got, expected $sum"; bad=1; fi
 done < <(sed -n '/^```$/,/^```$/p' README.md | grep -E '^[0-9a-f]{64}  ')
 [ "$n" -ge 14 ] || { echo "check-data: only $n sums found in data/README.md"; bad=1; }
-for lic in philly/LICENSE-adaptdl itp/LICENSE lingjun/LICENSE openb/README-upstream.md; do
+for lic in philly/LICENSE-adaptdl itp/LICENSE lingjun/LICENSE openb/TERMS.md; do
   [ -s "$lic" ] || { echo "check-data: data/$lic: missing upstream licence"; bad=1; }
 done
 [ $bad -eq 0 ] && echo "check-data: $n files match data/README.md"

@@ -10,8 +10,13 @@ if [ -n "${CI:-}" ] && [ -z "${TIANSHU_ISOLATED:-}" ]; then
   scratch=$(mktemp -d /tmp/tianshu-ci.XXXXXX)
   echo "test: copying the clone to $scratch/tianshu (nothing beside it) and testing there"
   mkdir "$scratch/tianshu"
-  # What the clone holds: tracked files and untracked ones git does not ignore, and .git.
-  { git ls-files -co --exclude-standard -z; printf '.git\0'; } |
+  # What the clone holds: tracked files (less any deleted in the work tree) and untracked ones
+  # git does not ignore, and .git.
+  { git ls-files -co --exclude-standard -z |
+      while IFS= read -r -d '' f; do
+        if [ -e "$f" ] || [ -L "$f" ]; then printf '%s\0' "$f"; fi
+      done
+    printf '.git\0'; } |
     tar --null -T - -cf - | tar -xf - -C "$scratch/tianshu"
   status=0
   (cd "$scratch/tianshu" && TIANSHU_ISOLATED=1 scripts/test.sh "$@") || status=$?

@@ -2,6 +2,10 @@
 // findings' shape and the exit status, which must agree with them.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +29,34 @@ bool AnyFailed(const nlohmann::json& findings) {
     if (f["status"] == "fail") return true;
   }
   return false;
+}
+
+TEST(DoctorCli, VendorToolOutputThatIsNotUtf8StaysValidJson) {
+  // A vendor tool on PATH that prints bytes that are not UTF-8, and a long line of multi-byte
+  // characters that the detail cuts: the JSON stays valid (no abort).
+  auto dir = std::filesystem::temp_directory_path() /
+             ("tianshu-doctor-path-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string line;
+  for (int i = 0; i < 100; ++i) line += "\xe5\xa4\xa9";  // 天, three bytes each
+  std::ofstream(dir / "npu-smi") << "#!/bin/sh\nprintf 'bad \\377\\376 bytes\\n'\nexit 1\n";
+  std::ofstream(dir / "rocm-smi") << "#!/bin/sh\nprintf '" << line << "\\n'\nexit 1\n";
+  std::filesystem::permissions(dir / "npu-smi", std::filesystem::perms::owner_all);
+  std::filesystem::permissions(dir / "rocm-smi", std::filesystem::perms::owner_all);
+  auto r = RunCommand("PATH=" + dir.string() + ":$PATH " + kBin +
+                      " doctor -o json --workdir /tmp --min-free 1B");
+  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 3) << r.exit_code << r.err;
+  auto j = Parse(r.out);
+  ASSERT_TRUE(j.is_array()) << r.out;
+  int vendor = 0;
+  for (const auto& f : j) {
+    if (f["check"] == "ascend" || f["check"] == "rocm") {
+      ++vendor;
+      EXPECT_NE(f["status"], "absent") << f.dump();
+    }
+  }
+  EXPECT_EQ(vendor, 2) << r.out;
 }
 
 TEST(DoctorCli, JsonFindingsAndExitStatusAgree) {

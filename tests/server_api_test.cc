@@ -391,6 +391,25 @@ TEST(ServerApi, CancelRunningJobStopsItsRanks) {
   EXPECT_EQ(f.JobState(id), "cancelled");
 }
 
+// A job cancelled after it was placed but before its node fetched the launch: the launch is
+// withdrawn, so the node's work holds only the stop, and nothing of the job is sent again.
+TEST(ServerApi, CancelBeforeTheLaunchIsFetchedWithdrawsTheLaunch) {
+  ServerFixture f;
+  f.Start();
+  FakeAgent a(f, "node-a", 2);
+  ASSERT_EQ(a.Register().status, 200);
+  std::string id = f.Post("/v1/jobs", JobYaml("c", 1)).body["id"];
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(id) == "starting"; }));
+  ASSERT_EQ(f.Post("/v1/jobs/" + id + "/cancel", "").status, 200);
+  auto o = a.Work();
+  ASSERT_EQ(o.size(), 1u);
+  ASSERT_TRUE(o[0].stop);
+  EXPECT_EQ(o[0].job_id, id);
+  a.Report({{.order_id = o[0].id, .kind = wire::ReportKind::kStopped, .job_id = id}});
+  EXPECT_EQ(f.JobState(id), "cancelled");
+  EXPECT_TRUE(a.Work().empty());
+}
+
 // scheduler.preemption: a higher-priority job on a full cluster makes the lower-priority one
 // checkpoint and stop (no retry spent), runs, and the first is placed again afterwards. An
 // equal-priority job waits; with preemption off, so does a higher one.

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "data_sets.h"
 #include "tianshu/base/strings.h"
 #include "tianshu/placement/openb.h"
 
@@ -13,8 +14,9 @@ namespace tianshu::cli {
 namespace {
 
 struct FragFlags {
-  std::string nodes;
-  std::string pods;
+  std::string nodes;  // "": the shipped openb GPU node list
+  std::string pods;   // "": the shipped default pod list
+  std::string data;
   std::string strategy = "fgd";
   uint64_t seed = 42;
   std::string seeds;
@@ -64,12 +66,23 @@ int RunFragmentationCommand(FragFlags f) {
     }
     seeds = *parsed;
   }
-  auto nodes = placement::ReadOpenbNodes(f.nodes);
+  std::string nodes_file = f.nodes, pods_file = f.pods;
+  if (nodes_file.empty() || pods_file.empty()) {
+    auto dir = DataDir(f.data);
+    if (!dir) {
+      std::cerr << "tianshu bench fragmentation: no --nodes/--pods given and "
+                << dir.error().message << "\n";
+      return kExitInvalid;
+    }
+    if (nodes_file.empty()) nodes_file = *dir + "/openb/openb_node_list_gpu_node.csv";
+    if (pods_file.empty()) pods_file = *dir + "/openb/openb_pod_list_default.csv";
+  }
+  auto nodes = placement::ReadOpenbNodes(nodes_file);
   if (!nodes) {
     std::cerr << "tianshu bench fragmentation: " << nodes.error().message << "\n";
     return kExitInvalid;
   }
-  auto pods = placement::ReadOpenbPods(f.pods);
+  auto pods = placement::ReadOpenbPods(pods_file);
   if (!pods) {
     std::cerr << "tianshu bench fragmentation: " << pods.error().message << "\n";
     return kExitInvalid;
@@ -149,9 +162,13 @@ Runner RegisterBench(CLI::App& app) {
       "fragmentation",
       "The FGD experiment (Weng et al., ATC'23): openb pods grown to --inflate x GPU capacity, "
       "shuffled, placed once in order; GPU allocation ratio at 100% and at the end");
-  frag->add_option("--nodes", flags->nodes, "openb node list (sn,cpu_milli,memory_mib,gpu,model)")
-      ->required();
-  frag->add_option("--pods", flags->pods, "openb pod list")->required();
+  frag->add_option("--nodes", flags->nodes,
+                   "openb node list (sn,cpu_milli,memory_mib,gpu,model); default: the shipped "
+                   "openb GPU nodes");
+  frag->add_option("--pods", flags->pods, "openb pod list; default: the shipped default pods");
+  frag->add_option("--data", flags->data,
+                   "Folder of the shipped data sets (default: $TIANSHU_DATA, else "
+                   "share/tianshu/data beside the binary, else the source tree's data/)");
   frag->add_option("--strategy", flags->strategy, "placement strategy")->capture_default_str();
   auto* seed = frag->add_option("--seed", flags->seed, "one seed")->capture_default_str();
   frag->add_option("--seeds", flags->seeds, "seeds, e.g. 42-51 (mean reported)")->excludes(seed);

@@ -1,6 +1,7 @@
 // `tianshu doctor`: the node health checks (RDMA ports, NICs, accelerators, GPU-NIC affinity, a
 // job's cgroup, NCCL/HCCL environment, free space, the server). Prints one line per finding
 // (or JSON with --output json); exits 3 when any check fails, 1 on bad flags, 0 otherwise.
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -23,12 +24,23 @@ struct DoctorArgs {
   bool expect_rdma = false;
   std::string job;
   std::string cgroup_root = "/sys/fs/cgroup";
-  std::string workdir = "/var/lib/tianshu/agent";  // the agent's default
+  std::string workdir;  // "": the package's /var/lib/tianshu-agent, else the agent's default
   std::string min_free = "2TB";
   std::string server;
   std::string token_file;
   bool no_nvml = false;
 };
+
+// The directory to measure, absolute (a relative one is taken from the working directory).
+std::string Workdir(const std::string& flag) {
+  std::error_code ec;
+  if (flag.empty()) {
+    return std::filesystem::is_directory("/var/lib/tianshu-agent", ec) ? "/var/lib/tianshu-agent"
+                                                                       : "/var/lib/tianshu/agent";
+  }
+  auto abs = std::filesystem::absolute(flag, ec);
+  return ec ? flag : abs.lexically_normal().string();
+}
 
 std::map<std::string, std::string> Environment() {
   std::map<std::string, std::string> env;
@@ -98,7 +110,7 @@ int Run(const DoctorArgs& a) {
                                     .expect_rdma = a.expect_rdma,
                                     .job_id = a.job,
                                     .cgroup_root = a.cgroup_root,
-                                    .workdir = a.workdir,
+                                    .workdir = Workdir(a.workdir),
                                     .min_free_bytes = *min_free,
                                     .env = env});
   if (!findings) {
@@ -106,7 +118,10 @@ int Run(const DoctorArgs& a) {
     return kExitInvalid;
   }
   if (a.out.Json()) {
-    std::cout << agent::FindingsToJson(*findings).dump(2) << "\n";
+    // Vendor tools and sysfs may print bytes that are not UTF-8: replaced, never a throw.
+    std::cout << agent::FindingsToJson(*findings).dump(2, ' ', false,
+                                                       nlohmann::json::error_handler_t::replace)
+              << "\n";
   } else {
     std::cout << agent::FindingsToText(*findings);
   }
@@ -129,8 +144,9 @@ Runner RegisterDoctor(CLI::App& app) {
   cmd->add_option("--job", a->job, "Job id: show and check its cgroup on this node");
   cmd->add_option("--cgroup-root", a->cgroup_root, "Where cgroup hierarchies are mounted")
       ->capture_default_str();
-  cmd->add_option("--workdir", a->workdir, "The agent's work directory (checkpoints, logs)")
-      ->capture_default_str();
+  cmd->add_option("--workdir", a->workdir,
+                  "The agent's work directory or the checkpoint root to measure (default: "
+                  "/var/lib/tianshu-agent where the package made it, else /var/lib/tianshu/agent)");
   cmd->add_option("--min-free", a->min_free,
                   "Warn below this free space on --workdir (2TB, 500GiB)")
       ->capture_default_str();

@@ -26,6 +26,7 @@ struct ServeArgs {
   std::string config;
   std::string cluster;
   std::string token_file;
+  std::string checkpoint_root;
   std::string lost_after = "10s";
   std::string heartbeat = "1s";
   std::string placement;
@@ -43,6 +44,9 @@ void AddServeFlags(CLI::App* cmd, ServeArgs* a) {
                   "(others are refused; missing ones are listed as waiting)");
   cmd->add_option("--token-file", a->token_file,
                   "API token file (default: DATA/token, created when missing)");
+  cmd->add_option("--checkpoint-root", a->checkpoint_root,
+                  "Each job's checkpoints go to DIR/JOB_ID on the nodes that run it; a file system "
+                  "every node mounts at this path (default: DATA/checkpoints)");
   cmd->add_option("--lost-after", a->lost_after, "Declare a silent node lost after this long")
       ->capture_default_str();
   cmd->add_option("--heartbeat-interval", a->heartbeat, "Heartbeat period asked of agents")
@@ -69,6 +73,13 @@ Result<server::ServerOptions> BuildOptions(const ServeArgs& a) {
   o.host = host.empty() ? "127.0.0.1" : host;
   o.port = static_cast<int>(port);
   o.data_dir = a.data.empty() ? DefaultDataDir() : a.data;
+  if (!a.checkpoint_root.empty()) {
+    if (!std::filesystem::path(a.checkpoint_root).is_absolute()) {
+      return Fail("--checkpoint-root: '", a.checkpoint_root,
+                  "' must be an absolute path (it is used on every node)");
+    }
+    o.control.checkpoint_root = a.checkpoint_root;
+  }
   if (!a.config.empty()) {
     auto c = model::LoadEngineConfigFile(a.config);
     if (!c) return std::unexpected(c.error());

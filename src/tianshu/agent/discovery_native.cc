@@ -1,11 +1,11 @@
 // The native probes: hwloc (linked) and NVML (dlopen'ed at run time).
-#include <dlfcn.h>
 #include <hwloc.h>
 
 #include <cstdio>
 #include <memory>
 
 #include "tianshu/agent/discovery.h"
+#include "tianshu/agent/internal/nvml.h"
 
 namespace tianshu::agent {
 
@@ -60,78 +60,36 @@ Status HwlocProbe::Fill(HostInfo* host) {
   return Ok();
 }
 
-namespace {
-
-// The subset of nvml.h the agent calls; layouts as in NVML 11+ (nvmlPciInfo_t v3).
-using nvmlReturn_t = int;
-using nvmlDevice_t = struct nvmlDevice_st*;
-struct NvmlMemory {
-  unsigned long long total, free, used;
-};
-struct NvmlPciInfo {
-  char bus_id_legacy[16];
-  unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
-  char bus_id[32];
-};
-constexpr nvmlReturn_t kNvmlSuccess = 0;
-
-template <typename F>
-F Sym(void* lib, const char* name) {
-  return reinterpret_cast<F>(dlsym(lib, name));
-}
-
-}  // namespace
-
 Result<std::vector<Accelerator>> NvmlLibrary::Probe() {
-  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) return Fail("NVML not available: ", dlerror());
-  std::unique_ptr<void, int (*)(void*)> guard(lib, dlclose);
-  auto init = Sym<nvmlReturn_t (*)()>(lib, "nvmlInit_v2");
-  auto shutdown = Sym<nvmlReturn_t (*)()>(lib, "nvmlShutdown");
-  auto count_fn = Sym<nvmlReturn_t (*)(unsigned*)>(lib, "nvmlDeviceGetCount_v2");
-  auto handle_fn =
-      Sym<nvmlReturn_t (*)(unsigned, nvmlDevice_t*)>(lib, "nvmlDeviceGetHandleByIndex_v2");
-  auto name_fn = Sym<nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>(lib, "nvmlDeviceGetName");
-  auto uuid_fn = Sym<nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>(lib, "nvmlDeviceGetUUID");
-  auto mem_fn = Sym<nvmlReturn_t (*)(nvmlDevice_t, NvmlMemory*)>(lib, "nvmlDeviceGetMemoryInfo");
-  auto pci_fn = Sym<nvmlReturn_t (*)(nvmlDevice_t, NvmlPciInfo*)>(lib, "nvmlDeviceGetPciInfo_v3");
-  auto minor_fn = Sym<nvmlReturn_t (*)(nvmlDevice_t, unsigned*)>(lib, "nvmlDeviceGetMinorNumber");
+  using namespace internal;  // NOLINT(google-build-using-namespace): nvml.h's names
+  auto nvml = NvmlSession::Open();
+  if (!nvml) return std::unexpected(nvml.error());
+  const NvmlSession& n = **nvml;
+  auto uuid_fn = n.Symbol<nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>("nvmlDeviceGetUUID");
+  auto mem_fn = n.Symbol<nvmlReturn_t (*)(nvmlDevice_t, NvmlMemory*)>("nvmlDeviceGetMemoryInfo");
+  auto minor_fn = n.Symbol<nvmlReturn_t (*)(nvmlDevice_t, unsigned*)>("nvmlDeviceGetMinorNumber");
   auto mig_fn =
-      Sym<nvmlReturn_t (*)(nvmlDevice_t, unsigned*, unsigned*)>(lib, "nvmlDeviceGetMigMode");
+      n.Symbol<nvmlReturn_t (*)(nvmlDevice_t, unsigned*, unsigned*)>("nvmlDeviceGetMigMode");
   auto mig_max_fn =
-      Sym<nvmlReturn_t (*)(nvmlDevice_t, unsigned*)>(lib, "nvmlDeviceGetMaxMigDeviceCount");
-  auto mig_handle_fn = Sym<nvmlReturn_t (*)(nvmlDevice_t, unsigned, nvmlDevice_t*)>(
-      lib, "nvmlDeviceGetMigDeviceHandleByIndex");
-  auto err_fn = Sym<const char* (*)(nvmlReturn_t)>(lib, "nvmlErrorString");
-  if (!init || !shutdown || !count_fn || !handle_fn || !name_fn || !mem_fn) {
-    return Fail("NVML: libnvidia-ml.so.1 lacks the v2 entry points");
-  }
-  auto err = [&](nvmlReturn_t r) { return err_fn ? std::string(err_fn(r)) : std::to_string(r); };
-  if (nvmlReturn_t r = init(); r != kNvmlSuccess) return Fail("NVML: nvmlInit: ", err(r));
+      n.Symbol<nvmlReturn_t (*)(nvmlDevice_t, unsigned*)>("nvmlDeviceGetMaxMigDeviceCount");
+  auto mig_handle_fn = n.Symbol<nvmlReturn_t (*)(nvmlDevice_t, unsigned, nvmlDevice_t*)>(
+      "nvmlDeviceGetMigDeviceHandleByIndex");
+  if (!mem_fn) return Fail("NVML: libnvidia-ml.so.1 lacks nvmlDeviceGetMemoryInfo");
   std::vector<Accelerator> out;
-  unsigned count = 0;
-  if (nvmlReturn_t r = count_fn(&count); r != kNvmlSuccess) {
-    shutdown();
-    return Fail("NVML: nvmlDeviceGetCount: ", err(r));
-  }
-  for (unsigned i = 0; i < count; ++i) {
-    nvmlDevice_t dev;
-    if (handle_fn(i, &dev) != kNvmlSuccess) continue;
+  for (unsigned i = 0; i < n.Count(); ++i) {
+    auto handle = n.Device(i);
+    if (!handle) continue;
+    nvmlDevice_t dev = *handle;
     Accelerator a;
     a.index = static_cast<int>(i);
     a.vendor = model::Vendor::kNvidia;
     a.source = "nvml";
+    a.name = n.Name(dev);
     char buf[128] = {0};
-    if (name_fn(dev, buf, sizeof buf) == kNvmlSuccess) a.name = buf;
     if (uuid_fn && uuid_fn(dev, buf, sizeof buf) == kNvmlSuccess) a.uuid = buf;
     NvmlMemory mem{};
     if (mem_fn(dev, &mem) == kNvmlSuccess) a.memory_bytes = static_cast<int64_t>(mem.total);
-    NvmlPciInfo pci{};
-    if (pci_fn && pci_fn(dev, &pci) == kNvmlSuccess) {
-      char addr[32];
-      std::snprintf(addr, sizeof addr, "%04x:%02x:%02x.0", pci.domain, pci.bus, pci.device);
-      a.pci_address = addr;
-    }
+    a.pci_address = n.PciAddress(dev);
     unsigned minor = i;
     if (minor_fn) minor_fn(dev, &minor);
     a.device_node = "/dev/nvidia" + std::to_string(minor);
@@ -156,7 +114,6 @@ Result<std::vector<Accelerator>> NvmlLibrary::Probe() {
     if (a.model.empty()) a.model = a.name;
     out.push_back(std::move(a));
   }
-  shutdown();
   return out;
 }
 

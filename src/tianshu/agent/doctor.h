@@ -52,6 +52,7 @@ struct GpuHealth {
   std::optional<int64_t> ecc_uncorrected;  // volatile (since boot) uncorrected errors
   std::vector<int> nvlinks_up;             // link numbers reported active
   std::vector<int> nvlinks_down;           // links that exist but are inactive
+  std::string error;  // NVML could not open the device (fallen off the bus); "" when it could
 };
 
 // NVML's health queries. Probe() reads state only; it never changes a GPU setting. An error

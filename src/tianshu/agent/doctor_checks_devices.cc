@@ -24,7 +24,12 @@ std::string LastLine(const std::string& text) {
   auto lines = SplitString(text, '\n');
   for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
     std::string l(Trim(*it));
-    if (!l.empty()) return l.size() > 160 ? l.substr(0, 160) + "..." : l;
+    if (l.empty()) continue;
+    if (l.size() <= 160) return l;
+    // Cut on a UTF-8 character boundary (never inside a multi-byte sequence).
+    size_t cut = 160;
+    while (cut > 0 && (static_cast<unsigned char>(l[cut]) & 0xC0) == 0x80) --cut;
+    return l.substr(0, cut) + "...";
   }
   return "(no output)";
 }
@@ -36,6 +41,12 @@ std::string Subject(const GpuHealth& g) {
 
 Finding EccFinding(const GpuHealth& g) {
   std::string i = std::to_string(g.index);
+  if (!g.error.empty()) {
+    return {"nvidia", Subject(g), CheckStatus::kFail, "NVML cannot open the GPU: " + g.error,
+            "the GPU is inaccessible (fallen off the bus?): look for Xid errors in `dmesg | grep "
+            "-i xid`, drain the node and reset the GPU (`nvidia-smi -r -i " +
+                i + "`) or the node"};
+  }
   Finding f{"nvidia", Subject(g), CheckStatus::kOk, g.name.empty() ? "" : g.name + ": ", ""};
   if (!g.ecc_enabled) {
     f.detail += "ECC not supported";

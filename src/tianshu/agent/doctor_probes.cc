@@ -1,6 +1,5 @@
 // The doctor's real probes: NVML health (dlopen'ed), vendor tools (fork/exec), statvfs, and
 // the control plane over HTTP.
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <httplib.h>
 #include <poll.h>
@@ -17,30 +16,16 @@
 #include <memory>
 
 #include "tianshu/agent/doctor.h"
+#include "tianshu/agent/internal/nvml.h"
 #include "tianshu/base/strings.h"
 
 namespace tianshu::agent {
 namespace {
 
-// The subset of nvml.h the doctor calls (NVML 11+ layouts).
-using nvmlReturn_t = int;
-using nvmlDevice_t = struct nvmlDevice_st*;
-using nvmlEnableState_t = int;  // NVML_FEATURE_DISABLED 0, NVML_FEATURE_ENABLED 1
-struct NvmlPciInfo {
-  char bus_id_legacy[16];
-  unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
-  char bus_id[32];
-};
-constexpr nvmlReturn_t kNvmlSuccess = 0;
 constexpr int kNvmlUncorrected = 1;       // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
 constexpr int kNvmlVolatileEcc = 0;       // NVML_VOLATILE_ECC: since the driver loaded
 constexpr unsigned kNvlinkMaxLinks = 18;  // NVML_NVLINK_MAX_LINKS
 constexpr size_t kMaxOutput = 64 * 1024;
-
-template <typename F>
-F Sym(void* lib, const char* name) {
-  return reinterpret_cast<F>(dlsym(lib, name));
-}
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -51,51 +36,30 @@ int64_t NowMs() {
 }  // namespace
 
 Result<std::vector<GpuHealth>> NvmlHealthLibrary::Probe() {
-  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) return Fail("NVML not available: ", dlerror());
-  std::unique_ptr<void, int (*)(void*)> guard(lib, dlclose);
-  auto init = Sym<nvmlReturn_t (*)()>(lib, "nvmlInit_v2");
-  auto shutdown = Sym<nvmlReturn_t (*)()>(lib, "nvmlShutdown");
-  auto count_fn = Sym<nvmlReturn_t (*)(unsigned*)>(lib, "nvmlDeviceGetCount_v2");
-  auto handle_fn =
-      Sym<nvmlReturn_t (*)(unsigned, nvmlDevice_t*)>(lib, "nvmlDeviceGetHandleByIndex_v2");
-  auto name_fn = Sym<nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>(lib, "nvmlDeviceGetName");
-  auto pci_fn = Sym<nvmlReturn_t (*)(nvmlDevice_t, NvmlPciInfo*)>(lib, "nvmlDeviceGetPciInfo_v3");
-  auto ecc_mode_fn = Sym<nvmlReturn_t (*)(nvmlDevice_t, nvmlEnableState_t*, nvmlEnableState_t*)>(
-      lib, "nvmlDeviceGetEccMode");
-  auto ecc_count_fn = Sym<nvmlReturn_t (*)(nvmlDevice_t, int, int, unsigned long long*)>(
-      lib, "nvmlDeviceGetTotalEccErrors");
-  auto link_fn = Sym<nvmlReturn_t (*)(nvmlDevice_t, unsigned, nvmlEnableState_t*)>(
-      lib, "nvmlDeviceGetNvLinkState");
-  auto err_fn = Sym<const char* (*)(nvmlReturn_t)>(lib, "nvmlErrorString");
-  if (!init || !shutdown || !count_fn || !handle_fn) {
-    return Fail("NVML: libnvidia-ml.so.1 lacks the v2 entry points");
-  }
-  auto err = [&](nvmlReturn_t r) { return err_fn ? std::string(err_fn(r)) : std::to_string(r); };
-  if (nvmlReturn_t r = init(); r != kNvmlSuccess) return Fail("NVML: nvmlInit: ", err(r));
-  unsigned count = 0;
-  if (nvmlReturn_t r = count_fn(&count); r != kNvmlSuccess) {
-    shutdown();
-    return Fail("NVML: nvmlDeviceGetCount: ", err(r));
-  }
+  using namespace internal;  // NOLINT(google-build-using-namespace): nvml.h's names
+  auto nvml = NvmlSession::Open();
+  if (!nvml) return std::unexpected(nvml.error());
+  const NvmlSession& n = **nvml;
+  auto ecc_mode_fn =
+      n.Symbol<nvmlReturn_t (*)(nvmlDevice_t, nvmlEnableState_t*, nvmlEnableState_t*)>(
+          "nvmlDeviceGetEccMode");
+  auto ecc_count_fn = n.Symbol<nvmlReturn_t (*)(nvmlDevice_t, int, int, unsigned long long*)>(
+      "nvmlDeviceGetTotalEccErrors");
+  auto link_fn = n.Symbol<nvmlReturn_t (*)(nvmlDevice_t, unsigned, nvmlEnableState_t*)>(
+      "nvmlDeviceGetNvLinkState");
   std::vector<GpuHealth> out;
-  for (unsigned i = 0; i < count; ++i) {
-    nvmlDevice_t dev;
+  for (unsigned i = 0; i < n.Count(); ++i) {
     GpuHealth g;
     g.index = static_cast<int>(i);
-    if (handle_fn(i, &dev) != kNvmlSuccess) {
-      g.name = "(no handle: GPU inaccessible)";
+    auto handle = n.Device(i);
+    if (!handle) {
+      g.error = handle.error().message;
       out.push_back(std::move(g));
       continue;
     }
-    char buf[128] = {0};
-    if (name_fn && name_fn(dev, buf, sizeof buf) == kNvmlSuccess) g.name = buf;
-    NvmlPciInfo pci{};
-    if (pci_fn && pci_fn(dev, &pci) == kNvmlSuccess) {
-      char addr[32];
-      std::snprintf(addr, sizeof addr, "%04x:%02x:%02x.0", pci.domain, pci.bus, pci.device);
-      g.pci_address = addr;
-    }
+    nvmlDevice_t dev = *handle;
+    g.name = n.Name(dev);
+    g.pci_address = n.PciAddress(dev);
     nvmlEnableState_t current = 0, pending = 0;
     if (ecc_mode_fn && ecc_mode_fn(dev, &current, &pending) == kNvmlSuccess) {
       g.ecc_enabled = current == 1;
@@ -115,7 +79,6 @@ Result<std::vector<GpuHealth>> NvmlHealthLibrary::Probe() {
     }
     out.push_back(std::move(g));
   }
-  shutdown();
   return out;
 }
 

@@ -270,6 +270,21 @@ TEST(Doctor, EccErrorsFailAndDisabledEccWarns) {
   EXPECT_EQ(Find(f, "nvidia", "GPU 1 (0000:9b:00.0)")->status, CheckStatus::kWarn);
 }
 
+TEST(Doctor, GpuThatNvmlCannotOpenFails) {
+  Node s;
+  GpuHealth lost;
+  lost.index = 1;
+  lost.error = "nvmlDeviceGetHandleByIndex: GPU is lost";
+  s.gpus = {HealthyGpu(0, "0000:1b:00.0"), lost};
+  auto f = s.Run();
+  const Finding* g = Find(f, "nvidia", "GPU 1");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->status, CheckStatus::kFail);
+  EXPECT_NE(g->detail.find("GPU is lost"), std::string::npos);
+  EXPECT_NE(g->fix.find("xid"), std::string::npos);
+  EXPECT_EQ(DoctorExitStatus(f), kDoctorExitFailed);
+}
+
 TEST(Doctor, NvmlSeeingFewerGpusThanPciFails) {
   Node s;
   s.gpus = {HealthyGpu(0, "0000:1b:00.0")};
@@ -355,6 +370,18 @@ TEST(Doctor, VendorToolsRunWhenPresent) {
   // A leftover rocm-smi on a node without AMD/Hygon devices only warns when it fails.
   runner.Add("rocm-smi", {1, "ERROR: no GPU\n"});
   EXPECT_EQ(CheckVendorTools(*host, &runner, {}, env, 1000)[1].status, CheckStatus::kWarn);
+
+  // A long line of three-byte characters is cut between characters, never inside one, so the
+  // JSON stays valid UTF-8.
+  std::string wide;
+  for (int i = 0; i < 100; ++i) wide += "\xe5\xa4\xa9";
+  runner.Add("npu-smi", {1, wide + "\n"});
+  std::string detail = CheckVendorTools(*host, &runner, {}, env, 1000)[0].detail;
+  size_t start = detail.find("\xe5"), end = detail.find("...");
+  ASSERT_NE(start, std::string::npos);
+  ASSERT_NE(end, std::string::npos);
+  EXPECT_EQ((end - start) % 3, 0u) << detail;
+  EXPECT_NO_THROW((void)nlohmann::json(detail).dump());
 }
 
 TEST(Doctor, CollectiveEnvironment) {

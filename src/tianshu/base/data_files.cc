@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <string_view>
 
 #include "tianshu/base/strings.h"
 
@@ -16,9 +17,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool IsRegularFile(const std::string& path) {
+// Exists and is not a directory: regular files, and pipes (`<(zcat ...)`, /dev/stdin) too.
+bool IsReadableKind(const std::string& path) {
   std::error_code ec;
-  return fs::is_regular_file(path, ec);
+  auto st = fs::status(path, ec);
+  return !ec && fs::exists(st) && !fs::is_directory(st);
 }
 
 Result<std::string> ReadPlain(const std::string& path, size_t max_bytes) {
@@ -38,17 +41,25 @@ Result<std::string> ReadPlain(const std::string& path, size_t max_bytes) {
   return text;
 }
 
-// gzip through zlib's inflate (windowBits 15 + 32: gzip or zlib header, detected), several
-// concatenated members allowed as gunzip does.
+// gzip through zlib's inflate (windowBits 15 + 32: gzip or zlib header, detected). Several
+// concatenated members are read as gunzip reads them, and zero bytes after the last member
+// (tape padding) are ignored as gunzip does; anything else after it is an error.
 Result<std::string> ReadGzip(const std::string& path, const std::string& packed, size_t max_bytes) {
   z_stream z{};
   if (inflateInit2(&z, 15 + 32) != Z_OK) return Fail(path, ": cannot start zlib");
   std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&z, inflateEnd);
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed.data()));
-  z.avail_in = static_cast<uInt>(packed.size());
+  size_t fed = 0;  // bytes of `packed` handed to zlib so far (avail_in is 32-bit)
+  auto feed = [&] {
+    size_t n = std::min<size_t>(packed.size() - fed, size_t{1} << 30);
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed.data() + fed));
+    z.avail_in = static_cast<uInt>(n);
+    fed += n;
+  };
+  feed();
   std::string text;
   char buf[1 << 16];
   while (true) {
+    if (z.avail_in == 0 && fed < packed.size()) feed();
     z.next_out = reinterpret_cast<Bytef*>(buf);
     z.avail_out = sizeof buf;
     int rc = inflate(&z, Z_NO_FLUSH);
@@ -59,11 +70,14 @@ Result<std::string> ReadGzip(const std::string& path, const std::string& packed,
     }
     text.append(buf, n);
     if (rc == Z_STREAM_END) {
-      if (z.avail_in == 0) break;
+      size_t rest = packed.size() - fed + z.avail_in;
+      if (rest == 0) break;
+      std::string_view tail(packed.data() + packed.size() - rest, rest);
+      if (tail.find_first_not_of('\0') == std::string_view::npos) break;
       if (inflateReset(&z) != Z_OK) return Fail(path, ": corrupt gzip data");
       continue;
     }
-    if (rc == Z_BUF_ERROR && z.avail_in == 0) {
+    if (rc == Z_BUF_ERROR && z.avail_in == 0 && fed == packed.size()) {
       return Fail(path, ": truncated gzip data (the file ends inside the stream)");
     }
     if (rc != Z_OK) {
@@ -82,8 +96,8 @@ bool HoldsData(const fs::path& dir) {
 }  // namespace
 
 std::string ExistingDataFile(const std::string& path) {
-  if (IsRegularFile(path)) return path;
-  if (!EndsWith(path, ".gz") && IsRegularFile(path + ".gz")) return path + ".gz";
+  if (IsReadableKind(path)) return path;
+  if (!EndsWith(path, ".gz") && IsReadableKind(path + ".gz")) return path + ".gz";
   return "";
 }
 
@@ -103,24 +117,30 @@ Result<std::string> ReadDataFile(const std::string& path, size_t max_bytes) {
       static_cast<unsigned char>((*raw)[1]) == 0x8b) {
     return ReadGzip(file, *raw, max_bytes);
   }
+  if (EndsWith(file, ".gz")) {
+    return Fail(file, ": not gzip data (a .gz file must start with the gzip magic bytes 1f 8b)");
+  }
   return raw;
 }
 
 std::string DataDirSearch::Missing() const {
+  if (!chosen_by.empty()) {
+    return chosen_by + " " + looked.front() +
+           " is not a data folder (no README.md there; the data sets ship in the source tree's "
+           "data/ and in share/tianshu/data)";
+  }
   return "no data folder (one holding README.md and the data sets): looked in " +
          Join(looked, ", ") + "; set TIANSHU_DATA or pass --data DIR";
 }
 
 DataDirSearch FindDataDir(const DataDirHints& hints) {
   DataDirSearch s;
-  if (!hints.flag.empty()) {
-    s.looked.push_back(hints.flag);
-    s.dir = hints.flag;
-    return s;
-  }
-  if (!hints.env.empty()) {
-    s.looked.push_back(hints.env + " (TIANSHU_DATA)");
-    s.dir = hints.env;
+  // An explicit choice is used or refused, never replaced by a default behind the user's back.
+  for (const auto& [value, by] : {std::pair{hints.flag, "--data"}, {hints.env, "TIANSHU_DATA"}}) {
+    if (value.empty()) continue;
+    s.looked.push_back(value);
+    s.chosen_by = by;
+    if (HoldsData(value)) s.dir = value;
     return s;
   }
   std::vector<fs::path> candidates;

@@ -31,8 +31,8 @@ std::string ExistingDataFile(const std::string& path);
 
 // Where the caller may look for the data folder, in order of precedence.
 struct DataDirHints {
-  std::string flag;        // --data DIR; wins when given, even when it does not hold the data
-  std::string env;         // TIANSHU_DATA; wins over the defaults when set
+  std::string flag;        // --data DIR; when given, the only candidate
+  std::string env;         // TIANSHU_DATA; when set (and no flag), the only candidate
   std::string executable;  // the running binary (/proc/self/exe): <prefix>/share/tianshu/data
                            // beside it, then data/ in a source tree above it
   std::string source_dir;  // the source tree recorded at build time ("" when unknown)
@@ -41,13 +41,14 @@ struct DataDirHints {
 struct DataDirSearch {
   std::string dir;                  // "" when none of the candidates holds the data
   std::vector<std::string> looked;  // every candidate tried, in order, for the error message
+  std::string chosen_by;            // "--data" or "TIANSHU_DATA" when the user named the folder
   // "no data folder: looked in A, B, C; set TIANSHU_DATA or pass --data DIR".
   std::string Missing() const;
 };
 
 // The first candidate that holds the data (a folder with a README.md). An explicit flag or
-// environment value is returned as given, even when it does not hold the data, so that the
-// error names what the user asked for rather than a fallback.
+// environment value is the only candidate when given: a folder without the data is an error
+// naming it and where it came from, never silently replaced by a default.
 DataDirSearch FindDataDir(const DataDirHints& hints);
 
 }  // namespace tianshu

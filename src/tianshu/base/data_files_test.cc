@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 namespace tianshu {
 namespace {
@@ -76,6 +79,42 @@ TEST_F(DataFilesTest, ConcatenatedGzipMembersAreReadWhole) {
   EXPECT_EQ(*text, "first\nsecond\n");
 }
 
+TEST_F(DataFilesTest, ZeroPaddingAfterTheStreamIsIgnoredOtherTrailingBytesAreNot) {
+  AppendGzip("padded.csv.gz", "a,b\n");
+  std::string raw = ReadRaw("padded.csv.gz");
+  WritePlain("padded.csv.gz", raw + std::string(512, '\0'));
+  auto padded = ReadDataFile(Path("padded.csv.gz"));
+  ASSERT_TRUE(padded) << padded.error().message;
+  EXPECT_EQ(*padded, "a,b\n");
+  WritePlain("junk.csv.gz", raw + "trailing junk");
+  auto junk = ReadDataFile(Path("junk.csv.gz"));
+  ASSERT_FALSE(junk);
+  EXPECT_NE(junk.error().message.find(Path("junk.csv.gz") + ": corrupt gzip data"),
+            std::string::npos)
+      << junk.error().message;
+}
+
+TEST_F(DataFilesTest, GzNameWithoutGzipDataIsAnError) {
+  WritePlain("empty.csv.gz", "");
+  WritePlain("text.csv.gz", "a,b\n");
+  for (const char* name : {"empty.csv.gz", "text.csv.gz"}) {
+    auto r = ReadDataFile(Path(name));
+    ASSERT_FALSE(r) << name;
+    EXPECT_NE(r.error().message.find(Path(name) + ": not gzip data"), std::string::npos)
+        << r.error().message;
+  }
+}
+
+TEST_F(DataFilesTest, ReadsAPipe) {
+  // Process substitution and /dev/stdin are pipes, not regular files.
+  ASSERT_EQ(::mkfifo(Path("fifo").c_str(), 0600), 0);
+  std::thread writer([&] { std::ofstream(Path("fifo")) << "a,b\n1,2\n"; });
+  auto text = ReadDataFile(Path("fifo"));
+  writer.join();
+  ASSERT_TRUE(text) << text.error().message;
+  EXPECT_EQ(*text, "a,b\n1,2\n");
+}
+
 TEST_F(DataFilesTest, MissingFileNamesBothNamesTried) {
   auto r = ReadDataFile(Path("nowhere.csv"));
   ASSERT_FALSE(r);
@@ -135,9 +174,15 @@ TEST_F(DataFilesTest, DataDirPrecedence) {
   EXPECT_EQ(FindDataDir({.executable = Path("src/build/tools/tianshu/tianshu")}).dir, source);
   EXPECT_EQ(FindDataDir({.executable = Path("elsewhere/tianshu"), .source_dir = Path("src")}).dir,
             source);
-  // Explicit choices win, even over a found default, and are kept as given.
-  EXPECT_EQ(FindDataDir({.env = "/x", .executable = Path("usr/bin/tianshu")}).dir, "/x");
-  EXPECT_EQ(FindDataDir({.flag = "/y", .env = "/x"}).dir, "/y");
+  // Explicit choices win over a found default; one without the data is an error naming it.
+  EXPECT_EQ(FindDataDir({.env = source, .executable = Path("usr/bin/tianshu")}).dir, source);
+  EXPECT_EQ(FindDataDir({.flag = installed, .env = source}).dir, installed);
+  DataDirSearch stale = FindDataDir({.env = "/x", .executable = Path("usr/bin/tianshu")});
+  EXPECT_EQ(stale.dir, "");
+  EXPECT_NE(stale.Missing().find("TIANSHU_DATA /x is not a data folder"), std::string::npos)
+      << stale.Missing();
+  EXPECT_NE(FindDataDir({.flag = "/y", .env = source}).Missing().find("--data /y"),
+            std::string::npos);
 
   DataDirSearch none =
       FindDataDir({.executable = Path("elsewhere/bin/tianshu"), .source_dir = Path("gone")});

@@ -9,6 +9,22 @@ namespace {
 
 const std::string kDir = std::string(TIANSHU_DATA_DIR) + "/openb/";
 
+// The shipped openb GPU nodes and default pods, read once per test (a missing file fails the
+// test instead of crashing it).
+class OpenbSample : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto nodes = ReadOpenbNodes(kDir + "openb_node_list_gpu_node.csv");
+    ASSERT_TRUE(nodes) << nodes.error().message;
+    nodes_ = *nodes;
+    auto pods = ReadOpenbPods(kDir + "openb_pod_list_default.csv");
+    ASSERT_TRUE(pods) << pods.error().message;
+    pods_ = *pods;
+  }
+  std::vector<OpenbNode> nodes_;
+  std::vector<OpenbPod> pods_;
+};
+
 TEST(Openb, ReadsTheTrace) {
   auto nodes = ReadOpenbNodes(kDir + "openb_node_list_gpu_node.csv");
   ASSERT_TRUE(nodes) << nodes.error().message;
@@ -22,13 +38,9 @@ TEST(Openb, ReadsTheTrace) {
   EXPECT_FALSE(ReadOpenbPods(kDir + "missing.csv"));
 }
 
-TEST(Openb, FragmentationRunIsReproducible) {
-  auto nodes_read = ReadOpenbNodes(kDir + "openb_node_list_gpu_node.csv");
-  ASSERT_TRUE(nodes_read) << nodes_read.error().message;
-  auto nodes = *nodes_read;
-  auto pods_read = ReadOpenbPods(kDir + "openb_pod_list_default.csv");
-  ASSERT_TRUE(pods_read) << pods_read.error().message;
-  auto pods = *pods_read;
+TEST_F(OpenbSample, FragmentationRunIsReproducible) {
+  auto nodes = nodes_;
+  auto pods = pods_;
   nodes.resize(200);
   pods.resize(1200);
   auto a = RunFragmentation(nodes, pods, "best-fit", {.inflate = 1.3, .seed = 42});
@@ -71,13 +83,9 @@ TEST(Openb, PaperTypicalWorkloadKeepsThePopularKinds) {
 
 // The paper's protocol (--faithful): originals first, copies after, the figure averaged over
 // the placements while the arrived share rounds to 130%; reproducible for a seed.
-TEST(Openb, FaithfulRunReportsThePapersWindow) {
-  auto nodes_read = ReadOpenbNodes(kDir + "openb_node_list_gpu_node.csv");
-  ASSERT_TRUE(nodes_read) << nodes_read.error().message;
-  auto nodes = *nodes_read;
-  auto pods_read = ReadOpenbPods(kDir + "openb_pod_list_default.csv");
-  ASSERT_TRUE(pods_read) << pods_read.error().message;
-  auto pods = *pods_read;
+TEST_F(OpenbSample, FaithfulRunReportsThePapersWindow) {
+  auto nodes = nodes_;
+  auto pods = pods_;
   nodes.resize(200);
   pods.resize(1200);
   FragmentationOptions o{.inflate = 1.3, .seed = 42};

@@ -1087,6 +1087,11 @@ void ControlPlane::BeginStop(Txn& t, Job& j, const std::string& after, const std
   j.after_stop = after;
   j.stop_pending.clear();
   for (const auto& node : j.Nodes()) {
+    // A launch of this attempt that no agent has accepted yet is withdrawn: otherwise it stays
+    // in the node's work batch after the stop and could start the ranks of a stopped job. An
+    // agent that fetched it already gets the stop order after it, as for a started launch.
+    std::string launch = OrderId(j.id, j.attempt, "launch", node);
+    if (orders_.contains(launch)) FinishOrder(t, launch, "withdrawn");
     if (node == exclude_node) continue;
     auto it = nodes_.find(node);
     if (it == nodes_.end() || it->second.state == NodeState::kLost ||

@@ -472,6 +472,10 @@ Result<Workload> LoadWorkload(const std::string& spec, const WorkloadOptions& o)
     }
   }
   if (kind.empty()) {
+    // An unreadable file says why (missing, truncated), not that its kind is unknown.
+    if (!EndsWith(spec, ".yaml") && !EndsWith(spec, ".yml")) {
+      if (auto text = ReadDataFile(spec); !text) return std::unexpected(text.error());
+    }
     kind = DetectKind(spec);
     if (kind.empty()) {
       return Fail("cannot tell the kind of workload '", spec,
