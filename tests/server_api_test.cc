@@ -1,7 +1,11 @@
 // The control plane driven over HTTP: a real server on a free loopback port with a temporary
 // data directory; submit, list, cancel, bad input, node registration and loss, the work
 // channel's idempotency, the event stream, metrics, and a restart from the store.
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -45,6 +49,39 @@ TEST(ServerApi, HealthzNeedsNoTokenEverythingElseDoes) {
     int64_t offset = static_cast<int64_t>(timegm(&tm)) - static_cast<int64_t>(std::time(nullptr));
     EXPECT_LE(std::abs(offset), 5) << date;
   }
+}
+
+// A chunked upload is refused from its headers, before any of its body is read: cpp-httplib
+// would otherwise buffer all of it before checking the size limit (200 MiB were seen).
+TEST(ServerApi, ChunkedUploadIsRefusedBeforeItsBodyIsRead) {
+  ServerFixture f;
+  f.Start();
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(f.server().port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  // Headers and one 1 KiB chunk of a body that never ends: the answer comes anyway.
+  std::string head = std::string("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ") +
+                     kToken +
+                     "\r\nContent-Type: application/yaml\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     "400\r\n" +
+                     std::string(1024, '#') + "\r\n";
+  ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  // The server answers and closes the connection (Connection: close) without the body's end.
+  std::string answer;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;)
+    answer.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  ASSERT_FALSE(answer.empty()) << "no answer before the body ended";
+  EXPECT_EQ(answer.rfind("HTTP/1.1 411", 0), 0u) << answer;
+  EXPECT_NE(answer.find("chunked bodies are refused"), std::string::npos) << answer;
+  EXPECT_EQ(f.Get("/v1/jobs").body["total"], 0);  // nothing was submitted
 }
 
 TEST(ServerApi, SubmitListGetCancel) {

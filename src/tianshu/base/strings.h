@@ -31,4 +31,10 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep);
 bool ParseInt64(std::string_view s, int64_t* out);
 bool ParseDouble(std::string_view s, double* out);
 
+// Whether the arrays and objects of a JSON text nest at most `limit` deep, found by one scan
+// of its bytes (brackets inside strings do not count) before any parser sees it: nlohmann::json
+// builds and destroys documents recursively, so a body of 100,000 '[' would exhaust the stack.
+// A malformed text is judged by its brackets alone (the parser reports the rest).
+bool JsonNestingWithin(std::string_view text, int limit);
+
 }  // namespace tianshu

@@ -5,6 +5,17 @@
 namespace tianshu {
 namespace {
 
+TEST(Strings, JsonNestingCountsBracketsOutsideStrings) {
+  EXPECT_TRUE(JsonNestingWithin(R"({"a":[1,{"b":[]}]})", 4));
+  EXPECT_FALSE(JsonNestingWithin(R"({"a":[1,{"b":[]}]})", 3));
+  // Brackets inside strings, escaped quotes included, do not nest.
+  EXPECT_TRUE(JsonNestingWithin(R"({"a":"[[[[\"[[[[","b":"{{{{"})", 1));
+  EXPECT_FALSE(JsonNestingWithin(std::string(100000, '['), 64));
+  EXPECT_TRUE(JsonNestingWithin(std::string(64, '[') + std::string(64, ']'), 64));
+  // Closing brackets never make the depth negative (then let later ones through).
+  EXPECT_FALSE(JsonNestingWithin("]]]][[", 1));
+}
+
 TEST(Strings, SplitKeepsEmptyFields) {
   EXPECT_EQ(SplitString("a,b,,c", ','), (std::vector<std::string>{"a", "b", "", "c"}));
 }

@@ -202,6 +202,13 @@ void Server::Routes() {
     // RFC 9110 §6.6.1: an origin server with a clock sends Date; `tianshu doctor` reads it to
     // measure a node's clock offset from the server's.
     res.set_header("Date", HttpDate(options_.now_ms()));
+    // cpp-httplib 0.11 buffers a chunked body whole before it checks the size limit: refuse
+    // one before it is read (every client of this API knows its body's length).
+    if (req.has_header("Transfer-Encoding")) {
+      res.set_header("Connection", "close");
+      RespondError(res, {411, "send the body with a Content-Length (chunked bodies are refused)"});
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (req.path == "/healthz") return httplib::Server::HandlerResponse::Unhandled;
     std::string auth = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";

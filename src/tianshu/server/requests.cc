@@ -92,6 +92,10 @@ ApiResult<SubmitRequest> ParseYaml(const std::string& body, const std::string& f
 }
 
 ApiResult<SubmitRequest> ParseJson(const std::string& body, const std::string& file) {
+  if (!JsonNestingWithin(body, kMaxJsonNesting)) {
+    return Refuse(400, "JSON body nested deeper than " + std::to_string(kMaxJsonNesting) +
+                           " levels: a job spec nests a few");
+  }
   nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Refuse(400, "malformed JSON body");
   if (!j.is_object()) return Refuse(400, "expected a JSON object (the job's fields)");

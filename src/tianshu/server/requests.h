@@ -45,6 +45,8 @@ struct SubmitRequest {
 };
 
 inline constexpr size_t kMaxBodyBytes = 1 << 20;
+// The deepest a JSON body may nest (a job spec nests 3; wire messages 4).
+inline constexpr int kMaxJsonNesting = 64;
 
 // Parses and validates a submission. `content_type` "application/json" takes a JSON object
 // (the job's keys plus optional "run"); "application/yaml", "application/x-yaml", "text/yaml",

@@ -49,6 +49,26 @@ TEST(SubmitBody, JsonAndErrors) {
   EXPECT_NE(run.error().details[0].find("run.command"), std::string::npos);
 }
 
+// A body of deeply nested arrays, under the size limit: refused before it is parsed (it used to
+// be expanded quadratically by the re-indenting dump, and overflowed the stack at 100,000).
+TEST(SubmitBody, DeeplyNestedJsonIsRefusedBeforeParsing) {
+  std::string deep = R"({"name":"x","model":{"profile":"llama2-7b"},"gpus":2,"labels":)" +
+                     std::string(100000, '[') + std::string(100000, ']') + "}";
+  ASSERT_LT(deep.size(), kMaxBodyBytes);
+  auto r = ParseSubmitBody("application/json", deep, "x.json");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().status, 400);
+  EXPECT_NE(r.error().message.find("nested deeper than 64 levels"), std::string::npos)
+      << r.error().message;
+  // At the limit it is parsed (and refused for what it says, not for its depth).
+  std::string ok = R"({"name":"x","model":{"profile":"llama2-7b"},"gpus":2,"labels":)" +
+                   std::string(63, '[') + std::string(63, ']') + "}";
+  auto at = ParseSubmitBody("application/json", ok, "x.json");
+  if (!at) {
+    EXPECT_EQ(at.error().message.find("nested deeper"), std::string::npos);
+  }
+}
+
 // Inputs the fuzz target found that make yaml-cpp 0.7's LoadAll loop forever: refused at once.
 TEST(SubmitBody, StreamsThatHangYamlCppAreRefused) {
   for (const char* text : {",", "{a: 1},", "!,ndus a\nmodelCHECKPdi", "\"x\","}) {

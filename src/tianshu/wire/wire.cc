@@ -6,6 +6,8 @@
 #include <limits>
 #include <set>
 
+#include "tianshu/base/strings.h"
+
 namespace tianshu::wire {
 namespace {
 
@@ -186,6 +188,12 @@ Result<T> Finish(T value, const std::vector<std::string>& errors) {
 }
 
 Result<json> ParseText(std::string_view text) {
+  // Messages nest 4 levels; a deeper one is refused before it is built (and destroyed)
+  // recursively.
+  constexpr int kMaxNesting = 64;
+  if (!JsonNestingWithin(text, kMaxNesting)) {
+    return Fail("JSON nested deeper than ", std::to_string(kMaxNesting), " levels");
+  }
   json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Fail("malformed JSON");
   return j;

@@ -61,6 +61,15 @@ TEST(Wire, RegisterAndHeartbeatRoundTrip) {
   EXPECT_EQ(hb->health, Health::kDegraded);
 }
 
+TEST(Wire, DeeplyNestedMessagesAreRefused) {
+  std::string deep =
+      R"({"agent_id":"a","reports":)" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  auto r = ParseReportBatch(deep);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("nested deeper than 64"), std::string::npos)
+      << r.error().message;
+}
+
 TEST(Wire, StrictParsingNamesTheField) {
   auto a = ParseHeartbeat(R"({"agent_id":"a","health":"ok","bogus":1})");
   ASSERT_FALSE(a);
