@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Checks the tree: no file reads or names a path outside the repository (../shared, the folder
-# the data sets came from); the C++ files against .clang-format and, without --format-only,
+# Checks the tree: no file reads or names a path outside the repository (such as the shared
+# folder beside it that the data sets came from); the C++ files against .clang-format and, without --format-only,
 # .clang-tidy using build/compile_commands.json. Exit 1 when something needs changing; prints
 # what. --paths-only runs the first check alone.
 set -uo pipefail
@@ -11,7 +11,7 @@ outside=$(git ls-files -co --exclude-standard -z | grep -zv '^scripts/lint\.sh$'
           xargs -0 -r grep -In -e '\.\./shared' -- 2>/dev/null)
 if [ -n "$outside" ]; then
   echo "$outside" | sed 's/^/lint: names a path outside the repository: /'
-  echo "lint: use data/ (the shipped data sets) instead of ../shared"
+  echo "lint: use data/ (the shipped data sets) instead of a folder beside the repository"
   exit 1
 fi
 if [ "${1:-}" = "--paths-only" ]; then
