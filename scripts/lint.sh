@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Checks the tree: no file reads or names a path outside the repository (such as the shared
-# folder beside it that the data sets came from); the C++ files against .clang-format and, without --format-only,
-# .clang-tidy using build/compile_commands.json. Exit 1 when something needs changing; prints
-# what. --paths-only runs the first check alone.
+# folder beside it that the data sets came from); the C++ files against .clang-format and,
+# without --format-only, .clang-tidy using build/compile_commands.json. Exit 1 when something
+# needs changing; prints what. --paths-only runs the first check alone.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
