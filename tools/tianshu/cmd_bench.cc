@@ -74,8 +74,8 @@ int RunFragmentationCommand(FragFlags f) {
                 << dir.error().message << "\n";
       return kExitInvalid;
     }
-    if (nodes_file.empty()) nodes_file = *dir + "/openb/openb_node_list_gpu_node.csv";
-    if (pods_file.empty()) pods_file = *dir + "/openb/openb_pod_list_default.csv";
+    if (nodes_file.empty()) nodes_file = *dir + "/" + kOpenbNodes;
+    if (pods_file.empty()) pods_file = *dir + "/" + kOpenbPods;
   }
   auto nodes = placement::ReadOpenbNodes(nodes_file);
   if (!nodes) {

@@ -23,6 +23,8 @@ Result<std::string> DataDir(const std::string& flag) {
   return s.dir;
 }
 
+namespace {
+
 bool IsBareTrace(const std::string& spec) {
   if (spec == "philly" || spec == "openb") return true;
   // "itp:cluster04" but not a file of that name in the working directory.
@@ -34,16 +36,18 @@ bool IsBareCluster(const std::string& spec) { return spec == "lingjun" || spec =
 
 std::string ResolveTrace(const std::string& spec, const std::string& dir) {
   if (spec == "philly") return "philly:" + dir + "/philly/philly.csv";
-  if (spec == "openb") return "openb:" + dir + "/openb/openb_pod_list_default.csv";
+  if (spec == "openb") return "openb:" + dir + "/" + kOpenbPods;
   if (IsBareTrace(spec)) return "itp:" + dir + "/itp/" + spec.substr(4) + ".csv";
   return spec;
 }
 
 std::string ResolveCluster(const std::string& spec, const std::string& dir) {
   if (spec == "lingjun") return "lingjun:" + dir + "/lingjun/topo.csv";
-  if (spec == "openb") return "openb:" + dir + "/openb/openb_node_list_gpu_node.csv";
+  if (spec == "openb") return "openb:" + dir + "/" + kOpenbNodes;
   return spec;
 }
+
+}  // namespace
 
 Result<std::string> ResolveTraceSpec(const std::string& spec, const std::string& flag) {
   if (!IsBareTrace(spec)) return spec;

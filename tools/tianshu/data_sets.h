@@ -2,8 +2,8 @@
 // `itp:clusterNN` and `openb` as traces, `lingjun` and `openb` as clusters. The data folder is
 // found as base/data_files.h says: --data, TIANSHU_DATA, share/tianshu/data beside the
 // installed binary, then the source tree.
-//   Result<std::string> dir = DataDir(flags.data);          // "/usr/share/tianshu/data"
-//   std::string spec = ResolveTrace("philly", *dir);         // "philly:/usr/.../philly.csv"
+//   Result<std::string> dir = DataDir(flags.data);              // "/usr/share/tianshu/data"
+//   Result<std::string> spec = ResolveTraceSpec("philly", "");  // "philly:/usr/.../philly.csv"
 #pragma once
 
 #include <string>
@@ -12,22 +12,19 @@
 
 namespace tianshu::cli {
 
+// The openb files inside the data folder: the GPU nodes (a cluster) and the default pods.
+inline constexpr const char* kOpenbNodes = "openb/openb_node_list_gpu_node.csv";
+inline constexpr const char* kOpenbPods = "openb/openb_pod_list_default.csv";
+
 // The data folder, or an error listing every place looked in.
 [[nodiscard]] Result<std::string> DataDir(const std::string& flag);
 
-// True when `spec` names a shipped data set rather than a file or a generator.
-bool IsBareTrace(const std::string& spec);
-bool IsBareCluster(const std::string& spec);
-
-// "philly" -> "philly:DIR/philly/philly.csv" (read compressed), "itp:cluster04" ->
-// "itp:DIR/itp/cluster04.csv", "openb" -> the default pod list; anything else unchanged.
-std::string ResolveTrace(const std::string& spec, const std::string& dir);
-// "lingjun" -> "lingjun:DIR/lingjun/topo.csv", "openb" -> the GPU node list; else unchanged.
-std::string ResolveCluster(const std::string& spec, const std::string& dir);
-
-// Resolves a bare trace or cluster name, finding the data folder only when one is named.
+// A bare trace name resolved in the data folder found from `flag` ("philly" ->
+// "philly:DIR/philly/philly.csv", read compressed; "itp:cluster04" -> "itp:DIR/itp/cluster04.csv";
+// "openb" -> the default pods); anything else unchanged, without looking for the folder.
 [[nodiscard]] Result<std::string> ResolveTraceSpec(const std::string& spec,
                                                    const std::string& flag);
+// "lingjun" -> "lingjun:DIR/lingjun/topo.csv", "openb" -> the GPU node list; else unchanged.
 [[nodiscard]] Result<std::string> ResolveClusterSpec(const std::string& spec,
                                                      const std::string& flag);
 

@@ -38,8 +38,6 @@ struct Rng {
   double Exponential(double mean) { return -mean * std::log(1.0 - Uniform()); }
 };
 
-Result<std::string> ReadFile(const std::string& path) { return ReadDataFile(path); }
-
 struct Csv {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
@@ -52,7 +50,7 @@ struct Csv {
 };
 
 Result<Csv> ReadCsv(const std::string& path) {
-  auto text = ReadFile(path);
+  auto text = ReadDataFile(path);
   if (!text) return std::unexpected(text.error());
   Csv csv;
   std::istringstream in(*text);
@@ -409,10 +407,12 @@ Result<Workload> LoadYamlWorkload(const std::string& path) {
   return w;
 }
 
-std::string DetectKind(const std::string& path) {
+// The workload kind of a file from its name or its header ("" when neither tells). An
+// unreadable file is an error that says why (missing, truncated), not an unknown kind.
+Result<std::string> DetectKind(const std::string& path) {
   if (EndsWith(path, ".yaml") || EndsWith(path, ".yml")) return "yaml";
   auto text = ReadDataFile(path);
-  if (!text) return "";
+  if (!text) return std::unexpected(text.error());
   std::string header = ToLower(text->substr(0, text->find('\n')));
   if (header.find("timestamp") != std::string::npos) return "philly";
   if (header.find("submission_time") != std::string::npos) return "itp";
@@ -472,11 +472,9 @@ Result<Workload> LoadWorkload(const std::string& spec, const WorkloadOptions& o)
     }
   }
   if (kind.empty()) {
-    // An unreadable file says why (missing, truncated), not that its kind is unknown.
-    if (!EndsWith(spec, ".yaml") && !EndsWith(spec, ".yml")) {
-      if (auto text = ReadDataFile(spec); !text) return std::unexpected(text.error());
-    }
-    kind = DetectKind(spec);
+    auto detected = DetectKind(spec);
+    if (!detected) return std::unexpected(detected.error());
+    kind = *detected;
     if (kind.empty()) {
       return Fail("cannot tell the kind of workload '", spec,
                   "': use philly:, itp:, openb:, tiresias:, yaml: or llm:");
