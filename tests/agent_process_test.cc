@@ -98,10 +98,12 @@ TEST_F(AgentProcesses, ReportsTheExitCodeAndKeepsTheLog) {
 TEST_F(AgentProcesses, StopAsksForACheckpointThenTerminates) {
   PosixProcessRunner runner;
   auto a = Make(runner);
-  // A rank that checkpoints on SIGUSR1 (writes its marker) and dies on SIGTERM.
+  // A rank that checkpoints on SIGUSR1 (writes its marker), says it is ready once its trap is
+  // set, and dies on SIGTERM.
   std::string script =
       "trap 'echo \"{\\\"step\\\": 5, \\\"path\\\": \\\"$TIANSHU_CHECKPOINT_DIR/s5\\\"}\" > "
-      "$TIANSHU_CHECKPOINT_MARKER' USR1; echo ready; while :; do sleep 0.05; done";
+      "$TIANSHU_CHECKPOINT_MARKER' USR1; touch \"$TIANSHU_READY_FILE\"; "
+      "while :; do sleep 0.05; done";
   a->Apply(Launch("l1", {"/bin/sh", "-c", script}), Now());
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the trap be set
   a->Apply(Stop(true, 2000), Now());

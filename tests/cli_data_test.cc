@@ -74,6 +74,18 @@ TEST_F(CliData, BenchDefaultsToTheShippedOpenbData) {
       << none.err;
 }
 
+// A node list without a GPU printed "nan %" and exited 0.
+TEST_F(CliData, BenchRefusesANodeListWithoutGpus) {
+  std::ofstream(dir_ / "nodes.csv") << "sn,cpu_milli,memory_mib,gpu,model\n"
+                                       "cpu-1,96000,786432,0,\n"
+                                       "cpu-2,96000,786432,0,\n";
+  auto r = RunCommand(kBin + " bench fragmentation --nodes " + (dir_ / "nodes.csv").string() +
+                      " --strategy fgd --seed 42");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("nodes.csv: 2 node(s) and not one GPU"), std::string::npos) << r.err;
+}
+
 TEST_F(CliData, InstalledLayoutReadsShareTianshuData) {
   // <prefix>/bin/tianshu finds <prefix>/share/tianshu/data before the source tree.
   fs::create_directories(dir_ / "usr/bin");

@@ -176,12 +176,18 @@ TEST(ServerApi, BadInputIsRefusedWithAClearMessageAndChangesNothing) {
                           "application/json");
   EXPECT_EQ(bad_agent.status, 400);
   EXPECT_NE(bad_agent.ErrorText().find("extra: unknown field"), std::string::npos);
-  EXPECT_EQ(f.Post("/v1/agents/ghost/heartbeat", "{", "application/json").status, 400);
-  EXPECT_EQ(f.Get("/v1/agents/ghost/work").status, 404);
+  // The agents' calls take a node's own credential only: the admin token gets 403.
+  EXPECT_EQ(f.Post("/v1/agents/ghost/heartbeat", "{", "application/json").status, 403);
+  EXPECT_EQ(f.Get("/v1/agents/ghost/work").status, 403);
+  FakeAgent ghost(f, "ghost", 1);
+  ASSERT_EQ(ghost.Register().status, 200);
+  auto node = f.NewClient(f.credentials.at("ghost"));
+  EXPECT_EQ(node->Post("/v1/agents/ghost/heartbeat", "{", "application/json")->status, 400);
+  EXPECT_EQ(node->Get("/v1/agents/other/work")->status, 403);
+  EXPECT_EQ(node->Get("/v1/jobs")->status, 403);  // a node is not a user
 
   EXPECT_EQ(f.Get("/v1/jobs").body["total"], 0);
-  EXPECT_EQ(f.Get("/v1/nodes").body["nodes"].size(), 0u);
-  EXPECT_EQ(f.Get("/v1/events").body["events"].size(), 0u);
+  EXPECT_EQ(f.Get("/v1/nodes").body["nodes"].size(), 1u);  // ghost
 }
 
 TEST(ServerApi, NodeRegistrationPlacementLossAndRetry) {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -75,6 +76,7 @@ class ServerFixture {
     o.control.heartbeat_interval_ms = 100;
     o.control.commit_batch = commit_batch;
     o.control.placement = "topology";
+    if (adjust) adjust(o);
     auto s = server::Server::Start(o);
     ASSERT_TRUE(s) << s.error().message;
     server_ = std::move(*s);
@@ -82,6 +84,10 @@ class ServerFixture {
   }
   // The engine configuration Start uses (its preemption comes from Start's argument).
   model::EngineConfig config;
+  // Applied to the options last, before the server starts (grace periods, pool size...).
+  std::function<void(server::ServerOptions&)> adjust;
+  // Each node's credential, as its agent keeps it in its work directory (FakeAgent fills it).
+  std::map<std::string, std::string> credentials;
 
   void Stop() {
     client_.reset();
@@ -124,10 +130,10 @@ class ServerFixture {
 class FakeAgent {
  public:
   FakeAgent(ServerFixture& f, std::string node, int devices, std::string agent_id = "")
-      : node_(std::move(node)),
+      : f_(f),
+        node_(std::move(node)),
         devices_(devices),
-        agent_id_(agent_id.empty() ? node_ + "-agent-1" : std::move(agent_id)),
-        client_(f.NewClient()) {}
+        agent_id_(agent_id.empty() ? node_ + "-agent-1" : std::move(agent_id)) {}
 
   server::ApiResponse Register(const std::vector<wire::RunningRank>& running = {}) {
     wire::RegisterRequest r;
@@ -141,19 +147,26 @@ class FakeAgent {
     r.hardware.cpu_milli = 64000;
     r.hardware.memory_bytes = int64_t{512} << 30;
     r.running = running;
-    return Call(
-        client_->Post("/v1/agents/register", wire::Dump(wire::ToJson(r)), "application/json"));
+    // With the node's credential once it has one, else the admin token (which may join).
+    auto res =
+        Call(Node()->Post("/v1/agents/register", wire::Dump(wire::ToJson(r)), "application/json"));
+    if (res.status == 200) {
+      auto answer = wire::ParseRegisterResponse(res.text);
+      EXPECT_TRUE(answer) << res.text;
+      if (answer && !answer->credential.empty()) f_.credentials[node_] = answer->credential;
+    }
+    return res;
   }
   server::ApiResponse Heartbeat(wire::Health health = wire::Health::kOk,
                                 const std::vector<wire::RunningRank>& running = {}) {
     wire::Heartbeat h{.agent_id = agent_id_, .health = health};
     h.running = running;
-    return Call(client_->Post("/v1/agents/" + node_ + "/heartbeat", wire::Dump(wire::ToJson(h)),
-                              "application/json"));
+    return Call(Node()->Post("/v1/agents/" + node_ + "/heartbeat", wire::Dump(wire::ToJson(h)),
+                             "application/json"));
   }
   std::vector<wire::WorkOrder> Work(int wait_ms = 0) {
-    auto r = Call(client_->Get("/v1/agents/" + node_ + "/work?agent_id=" + agent_id_ +
-                               "&wait_ms=" + std::to_string(wait_ms)));
+    auto r = Call(Node()->Get("/v1/agents/" + node_ + "/work?agent_id=" + agent_id_ +
+                              "&wait_ms=" + std::to_string(wait_ms)));
     EXPECT_EQ(r.status, 200) << r.text;
     auto b = wire::ParseWorkBatch(r.text);
     EXPECT_TRUE(b) << (b ? "" : b.error().message);
@@ -161,8 +174,8 @@ class FakeAgent {
   }
   server::ApiResponse Report(const std::vector<wire::Report>& reports) {
     wire::ReportBatch b{.agent_id = agent_id_, .reports = reports};
-    return Call(client_->Post("/v1/agents/" + node_ + "/reports", wire::Dump(wire::ToJson(b)),
-                              "application/json"));
+    return Call(Node()->Post("/v1/agents/" + node_ + "/reports", wire::Dump(wire::ToJson(b)),
+                             "application/json"));
   }
   // Accepts and starts every rank of a launch order.
   void AcceptAndStart(const wire::WorkOrder& o) {
@@ -197,9 +210,21 @@ class FakeAgent {
     EXPECT_TRUE(r) << r.error().message;
     return r ? *r : server::ApiResponse{};
   }
+  // A client with the node's credential (the admin token before its first registration).
+  server::Client* Node() {
+    auto it = f_.credentials.find(node_);
+    const std::string token = it == f_.credentials.end() ? kToken : it->second;
+    if (!client_ || token != token_) {
+      client_ = f_.NewClient(token);
+      token_ = token;
+    }
+    return client_.get();
+  }
+  ServerFixture& f_;
   std::string node_;
   int devices_;
   std::string agent_id_;
+  std::string token_;
   std::unique_ptr<server::Client> client_;
 };
 

@@ -6,6 +6,7 @@ example needs no network); each decodes --new-tokens tokens greedily. Every requ
 goes to --latency-log (default: latency-rank<R>.log in the working directory) and a summary
 line (count, p50, p99, over the last --report-every seconds) to stdout. SIGUSR1 writes the
 checkpoint marker at once (a service has no training state); SIGTERM ends it with a summary.
+Creates $TIANSHU_READY_FILE once it serves (the agent signals only ready ranks).
 
     /usr/bin/python3 infer_service.py --rate 20 --duration 10
 """
@@ -73,6 +74,9 @@ def main():
     last_report = start
     next_arrival = start
     print(f"[rank {rank}] serving at {args.rate} req/s, latency log {log_path}", flush=True)
+    ready = os.environ.get("TIANSHU_READY_FILE", "")
+    if ready:  # handlers set, model loaded: the agent may send SIGUSR1 from now on
+        open(ready, "w").close()
     with open(log_path, "a") as lat_log, torch.no_grad():
         while not STOP and (args.duration <= 0 or time.time() - start < args.duration):
             global MARK

@@ -6,8 +6,10 @@ LOCAL_RANK); gloo on CPU, NCCL when a GPU is visible. Checkpoints every --checkp
 steps and when SIGUSR1 arrives (all ranks agree on the step through an all-reduce), into
 $TIANSHU_CHECKPOINT_DIR (step-NNNNNNNN.pt plus a `latest` pointer), then writes the rank's
 marker $TIANSHU_CHECKPOINT_MARKER = {"step": N, "path": ...} that the agent waits for. Resumes
-from $TIANSHU_RESUME_FROM, else from the newest checkpoint in the directory. Logs one line per
---log-every steps: step, loss, tokens/s.
+from $TIANSHU_RESUME_FROM, else from the newest checkpoint in the directory. Creates
+$TIANSHU_READY_FILE once its rendezvous and resume are done: the agent sends SIGUSR1 only after
+that (a signal inside torch's rendezvous fails it with "Interrupted system call"). Logs one line
+per --log-every steps: step, loss, tokens/s.
 
     WORLD_SIZE=1 RANK=0 TIANSHU_CHECKPOINT_DIR=/tmp/ck /usr/bin/python3 train_gpt.py --steps 200
 """
@@ -87,6 +89,10 @@ def main():
         os.makedirs(ckpt_dir, exist_ok=True)
 
     signal.signal(signal.SIGUSR1, on_sigusr1)
+    # Restart system calls a SIGUSR1 interrupts (SA_RESTART): a late signal during start-up is
+    # then merely remembered. Calls the kernel never restarts (poll) are why the agent also
+    # waits for the ready file below.
+    signal.siginterrupt(signal.SIGUSR1, False)
     if "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, local_world)))
 
@@ -138,6 +144,9 @@ def main():
     tokens = 0
     window_loss = 0.0
     window_n = 0
+    ready = os.environ.get("TIANSHU_READY_FILE", "")
+    if ready:  # rendezvous and resume done: checkpoint signals are safe from here on
+        atomic_write(ready, b"ready\n")
     while step < args.steps:
         x, y = tinygpt.batch(gen, args.batch, args.seq, device)
         logits = ddp(x)

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -17,6 +18,7 @@
 #include "tianshu/agent/discovery.h"
 #include "tianshu/agent/log_server.h"
 #include "tianshu/agent/session.h"
+#include "tianshu/base/secret_files.h"
 #include "tianshu/base/strings.h"
 #include "tianshu/base/units.h"
 
@@ -91,13 +93,12 @@ int Run(const AgentArgs& a) {
   if (server.empty()) server = "127.0.0.1:7070";
   std::string token = Env("TIANSHU_TOKEN");
   if (!a.token_file.empty()) {
-    std::ifstream f(a.token_file);
-    if (!f) {
-      std::cerr << "tianshu agent: cannot read --token-file " << a.token_file << "\n";
+    auto read = ReadSecretFile(a.token_file);
+    if (!read) {
+      std::cerr << "tianshu agent: --token-file: " << read.error().message << "\n";
       return kExitInvalid;
     }
-    std::getline(f, token);
-    token = std::string(Trim(token));
+    token = *read;
   }
   auto duration = ParseDurationNs(a.checkpoint_grace);
   if (!duration) {
@@ -143,6 +144,9 @@ int Run(const AgentArgs& a) {
     std::cerr << "tianshu agent: journal: " << s.error().message << "\n";
     return kExitFailure;
   }
+  for (const auto& w : core.RecoveryWarnings()) {
+    std::cerr << "tianshu agent: " << w << " (skipped; kept in the .rejected file)\n";
+  }
   // The rank logs, for `tianshu logs` through the server: on the address's port, or any free
   // one; the node registers as host:port.
   std::string log_host = a.address;
@@ -155,19 +159,42 @@ int Run(const AgentArgs& a) {
       return kExitInvalid;
     }
   }
+  // The log server accepts only the key the server hands over at registration.
   auto log_server = agent::LogServer::Start(
-      {.host = log_host, .port = static_cast<int>(log_port), .token = token, .workdir = a.workdir});
+      {.host = log_host, .port = static_cast<int>(log_port), .token = "", .workdir = a.workdir});
   if (!log_server) {
     std::cerr << "tianshu agent: " << log_server.error().message << "\n";
     return kExitFailure;
   }
   const std::string address = log_host + ":" + std::to_string((*log_server)->port());
+  // The node's own credential, minted at its first registration and kept private in the
+  // work directory; the join token (--token-file) is only needed until then.
   agent::HttpControlPlane http(server, token);
+  const std::string credential_file = a.workdir + "/credential";
+  if (std::filesystem::exists(credential_file)) {
+    auto credential = ReadSecretFile(credential_file);
+    if (!credential) {
+      std::cerr << "tianshu agent: " << credential.error().message << "\n";
+      return kExitInvalid;
+    }
+    http.SetCredential(*credential);
+  }
   std::string agent_id = RandomId();
+  agent::LogServer* logs = log_server->get();
+  auto on_register = [&http, logs, credential_file](const wire::RegisterResponse& r) {
+    logs->SetKey(r.log_key);
+    if (r.credential.empty()) return;
+    if (Status s = ReplacePrivateFile(credential_file, r.credential + "\n"); !s) {
+      std::cerr << "tianshu agent: cannot keep the node credential: " << s.error().message
+                << " (the next start will need the node forgotten by an admin)\n";
+    }
+    http.SetCredential(r.credential);
+  };
   agent::Session session({.node = host->hostname,
                           .agent_id = agent_id,
                           .address = address,
                           .labels = labels,
+                          .on_register = on_register,
                           .seed = std::hash<std::string>{}(agent_id)},
                          http, core);
   std::cerr << "tianshu agent: node " << host->hostname << ", " << host->accelerators.size()

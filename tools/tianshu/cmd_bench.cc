@@ -82,6 +82,13 @@ int RunFragmentationCommand(FragFlags f) {
     std::cerr << "tianshu bench fragmentation: " << nodes.error().message << "\n";
     return kExitInvalid;
   }
+  int total_gpus = 0;
+  for (const auto& n : *nodes) total_gpus += n.gpus;
+  if (total_gpus == 0) {  // every ratio below is per GPU: nothing to measure (was "nan %")
+    std::cerr << "tianshu bench fragmentation: " << nodes_file << ": " << nodes->size()
+              << " node(s) and not one GPU among them (column 'gpu'): nothing to fragment\n";
+    return kExitInvalid;
+  }
   auto pods = placement::ReadOpenbPods(pods_file);
   if (!pods) {
     std::cerr << "tianshu bench fragmentation: " << pods.error().message << "\n";

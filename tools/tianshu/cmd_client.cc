@@ -6,6 +6,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -13,8 +14,10 @@
 
 #include "client_flags.h"
 #include "commands.h"
+#include "tianshu/base/secret_files.h"
 #include "tianshu/base/strings.h"
 #include "tianshu/base/units.h"
+#include "tianshu/server/requests.h"
 
 namespace tianshu::cli {
 
@@ -44,13 +47,12 @@ Result<std::unique_ptr<server::Client>> MakeClient(const ClientFlags& flags) {
     o.token = env_token;
   } else {
     if (file.empty()) file = DefaultDataDir() + "/token";
-    std::ifstream in(file);
-    if (in) {
-      std::string line;
-      std::getline(in, line);
-      o.token = std::string(Trim(line));
-    } else if (!flags.token_file.empty()) {
-      return Fail("cannot read token file ", file);
+    // The default file is optional (the server answers 401 without a token); one given by
+    // --token-file must be readable and private.
+    if (!flags.token_file.empty() || std::filesystem::exists(file)) {
+      auto token = ReadSecretFile(file);
+      if (!token) return std::unexpected(token.error());
+      o.token = *token;
     }
   }
   return std::make_unique<server::Client>(o);
@@ -89,7 +91,7 @@ std::string Time(int64_t ms) {
 std::string S(const json& j, const char* key) {
   if (!j.contains(key)) return "";
   const json& v = j[key];
-  if (v.is_string()) return v.get<std::string>();
+  if (v.is_string()) return ForTerminal(v.get<std::string>());  // what users sent, escaped
   if (v.is_null()) return "-";
   return v.dump();
 }
@@ -97,7 +99,9 @@ std::string S(const json& j, const char* key) {
 std::string JoinArray(const json& a) {
   std::vector<std::string> parts;
   if (a.is_array()) {
-    for (const auto& e : a) parts.push_back(e.is_string() ? e.get<std::string>() : e.dump());
+    for (const auto& e : a) {
+      parts.push_back(e.is_string() ? ForTerminal(e.get<std::string>()) : e.dump());
+    }
   }
   return Join(parts, ",");
 }
@@ -123,13 +127,29 @@ CLI::App* Command(CLI::App& app, const char* name, const char* help, Common* c) 
 
 }  // namespace
 
+// 128 random bits in hex: a fresh Idempotency-Key.
+std::string RandomKey() {
+  std::random_device rd;
+  std::string out;
+  const char* hex = "0123456789abcdef";
+  for (int i = 0; i < 32; ++i) out += hex[rd() % 16];
+  return out;
+}
+
 Runner RegisterSubmit(CLI::App& app) {
   struct Args : Common {
-    std::string file;
+    std::string file, idempotency_key;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = Command(app, "submit", "Submit a job (YAML or JSON file; '-' reads stdin)", a.get());
   cmd->add_option("file", a->file, "Job spec, as `tianshu validate` checks it")->required();
+  cmd->add_option("--idempotency-key", a->idempotency_key,
+                  "Key that makes a resubmission (by a retrying script) return the job the "
+                  "first one made (default: a random key, used for the CLI's own resends)")
+      ->check([](const std::string& k) {
+        return server::IsValidIdempotencyKey(k) ? std::string()
+                                                : std::string("1-128 of A-Z a-z 0-9 . _ : -");
+      });
   return [a] {
     std::string text;
     if (a->file == "-") {
@@ -155,9 +175,12 @@ Runner RegisterSubmit(CLI::App& app) {
         EndsWith(ToLower(a->file), ".json") ? "application/json" : "application/yaml";
     std::error_code ec;
     std::string cwd = std::filesystem::current_path(ec).string();
-    auto r = (*client)->Post("/v1/jobs", text, type,
-                             {{"X-Tianshu-File", a->file == "-" ? "stdin" : a->file},
-                              {"X-Tianshu-Workdir", ec ? std::string() : cwd}});
+    // The key makes a resend safe: after a lost answer or a restarting server the CLI sends
+    // again, and the server answers with the job the first send made.
+    std::string key = a->idempotency_key.empty() ? RandomKey() : a->idempotency_key;
+    auto r = (*client)->PostIdempotent("/v1/jobs", text, type, key,
+                                       {{"X-Tianshu-File", a->file == "-" ? "stdin" : a->file},
+                                        {"X-Tianshu-Workdir", ec ? std::string() : cwd}});
     if (auto code = Failed(r, "submit")) return *code;
     const json& j = r->body;
     if (a->out.Json()) {
@@ -195,13 +218,14 @@ Runner RegisterJobs(CLI::App& app) {
       std::cout << r->body.dump(2) << "\n";
       return kExitOk;
     }
-    std::cout << fmt::format("{:<10} {:<24} {:<10} {:<10} {:>5} {:>4} {:>7}  {}\n", "ID", "NAME",
-                             "QUEUE", "STATE", "GPUS", "TRY", "AGE", "NODES / MESSAGE");
+    std::cout << fmt::format("{:<10} {:<24} {:<10} {:<10} {:<10} {:>5} {:>4} {:>7}  {}\n", "ID",
+                             "NAME", "OWNER", "QUEUE", "STATE", "GPUS", "TRY", "AGE",
+                             "NODES / MESSAGE");
     for (const auto& j : r->body["jobs"]) {
       std::string where = j["nodes"].empty() ? S(j, "message") : JoinArray(j["nodes"]);
-      std::cout << fmt::format("{:<10} {:<24} {:<10} {:<10} {:>5} {:>4} {:>7}  {}\n", S(j, "id"),
-                               S(j, "name").substr(0, 24), S(j, "queue"), S(j, "state"),
-                               S(j, "gpus"), S(j, "attempt"),
+      std::cout << fmt::format("{:<10} {:<24} {:<10} {:<10} {:<10} {:>5} {:>4} {:>7}  {}\n",
+                               S(j, "id"), S(j, "name").substr(0, 24), S(j, "owner").substr(0, 10),
+                               S(j, "queue"), S(j, "state"), S(j, "gpus"), S(j, "attempt"),
                                Age(j.value("submitted_ms", int64_t{0})), where);
     }
     return kExitOk;
@@ -231,6 +255,7 @@ Runner RegisterJob(CLI::App& app) {
     std::cout << S(j, "id") << "  " << S(j, "name") << "  (" << S(j, "kind") << ", queue "
               << S(j, "queue") << ", priority " << S(j, "priority") << ", " << S(j, "gpus")
               << " GPUs)\n";
+    std::cout << "owner:    " << S(j, "owner") << "\n";
     std::cout << "state:    " << S(j, "state") << "  attempt " << S(j, "attempt") << ", retries "
               << S(j, "retries") << "/" << S(j, "max_retries") << "\n";
     if (!S(j, "message").empty()) std::cout << "message:  " << S(j, "message") << "\n";
@@ -356,13 +381,34 @@ Runner RegisterLogs(CLI::App& app) {
 }
 
 Runner RegisterNodes(CLI::App& app) {
-  auto a = std::make_shared<Common>();
-  Command(app, "nodes", "List registered nodes with devices, health and allocations", a.get());
-  return [a] {
+  struct Args : Common {
+    std::string forget;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd =
+      Command(app, "nodes", "List registered nodes with devices, health and allocations", a.get());
+  cmd->fallthrough();
+  auto* forget = cmd->add_subcommand(
+      "forget",
+      "Drop a node's credential (admin), so that its agent can join again with a join "
+      "token; for an agent that lost its work directory");
+  forget->add_option("name", a->forget, "Node name")->required();
+  return [a, forget] {
     auto client = MakeClient(a->client);
     if (!client) {
       std::cerr << "tianshu nodes: " << client.error().message << "\n";
       return kExitInvalid;
+    }
+    if (forget->parsed()) {
+      auto f = (*client)->Post("/v1/nodes/" + a->forget + "/forget", "", "application/json");
+      if (auto code = Failed(f, "nodes forget")) return *code;
+      if (a->out.Json()) {
+        std::cout << f->body.dump(2) << "\n";
+      } else {
+        std::cout << "node " << ForTerminal(a->forget)
+                  << ": credential dropped; its agent joins again with a join token\n";
+      }
+      return kExitOk;
     }
     auto r = (*client)->Get("/v1/nodes");
     if (auto code = Failed(r, "nodes")) return *code;
@@ -392,6 +438,66 @@ Runner RegisterNodes(CLI::App& app) {
               : "-";
       std::cout << fmt::format("{:<20} {:<9} {:<22} {:>5} {:>9}  {}\n", S(n, "name"), S(n, "state"),
                                devices, used, heartbeat, tail);
+    }
+    return kExitOk;
+  };
+}
+
+// `tianshu users add NAME [--role user|admin|join] [--unix-user U]`, `users list`,
+// `users remove NAME`: an admin's (the server's token) management of identities.
+Runner RegisterUsers(CLI::App& app) {
+  struct Args : Common {
+    std::string name, role = "user", unix_user;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = Command(app, "users", "Manage users and join tokens (admin)", a.get());
+  cmd->require_subcommand(1, 1);
+  cmd->fallthrough();  // --server, --token-file, -o after the subcommand too
+  auto* add = cmd->add_subcommand(
+      "add", "Create a user (or a join token for agents) and print its token, once");
+  add->add_option("name", a->name, "User name (a-z 0-9 . _ -)")->required();
+  add->add_option("--role", a->role, "user, admin or join (agents registering new nodes)")
+      ->check(CLI::IsMember({"user", "admin", "join"}))
+      ->capture_default_str();
+  add->add_option("--unix-user", a->unix_user,
+                  "Unix account the user's ranks run as on the nodes (default: the name)");
+  auto* list = cmd->add_subcommand("list", "List users (never their tokens)");
+  auto* remove = cmd->add_subcommand("remove", "Revoke a user's token (its jobs stay)");
+  remove->add_option("name", a->name, "User name")->required();
+  return [a, add, list, remove] {
+    auto client = MakeClient(a->client);
+    if (!client) {
+      std::cerr << "tianshu users: " << client.error().message << "\n";
+      return kExitInvalid;
+    }
+    Result<server::ApiResponse> r = Fail("no subcommand");
+    if (add->parsed()) {
+      json body = {{"name", a->name}, {"role", a->role}};
+      if (!a->unix_user.empty()) body["unix_user"] = a->unix_user;
+      r = (*client)->Post("/v1/users", body.dump(), "application/json");
+    } else if (list->parsed()) {
+      r = (*client)->Get("/v1/users");
+    } else if (remove->parsed()) {
+      r = (*client)->Delete("/v1/users/" + a->name);
+    }
+    if (auto code = Failed(r, "users")) return *code;
+    if (a->out.Json()) {
+      std::cout << r->body.dump(2) << "\n";
+    } else if (add->parsed()) {
+      std::cout << "user " << S(r->body, "name") << " (" << S(r->body, "role") << ")"
+                << (S(r->body, "unix_user").empty() ? ""
+                                                    : ", ranks run as " + S(r->body, "unix_user"))
+                << "\ntoken (shown once; the server keeps only its SHA-256): "
+                << S(r->body, "token") << "\n";
+    } else if (list->parsed()) {
+      std::cout << fmt::format("{:<24} {:<6} {}\n", "NAME", "ROLE", "RUNS AS");
+      for (const auto& u : r->body["users"]) {
+        std::string runs = S(u, "unix_user");
+        std::cout << fmt::format("{:<24} {:<6} {}\n", S(u, "name"), S(u, "role"),
+                                 runs.empty() ? "(the agent's user)" : runs);
+      }
+    } else {
+      std::cout << "user " << S(r->body, "name") << " removed: its token no longer works\n";
     }
     return kExitOk;
   };

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "tianshu/agent/discovery.h"
 #include "tianshu/agent/doctor.h"
+#include "tianshu/base/secret_files.h"
 #include "tianshu/base/strings.h"
 #include "tianshu/base/units.h"
 
@@ -57,14 +58,8 @@ Result<std::string> Token(const DoctorArgs& a, const std::map<std::string, std::
   auto it = env.find("TIANSHU_TOKEN");
   if (a.token_file.empty() && it != env.end() && !it->second.empty()) return it->second;
   std::string file = a.token_file.empty() ? DefaultDataDir() + "/token" : a.token_file;
-  std::ifstream in(file);
-  if (!in) {
-    if (!a.token_file.empty()) return Fail("cannot read --token-file ", file);
-    return std::string();
-  }
-  std::string line;
-  std::getline(in, line);
-  return std::string(Trim(line));
+  if (a.token_file.empty() && !std::filesystem::exists(file)) return std::string();
+  return ReadSecretFile(file);
 }
 
 int Run(const DoctorArgs& a) {

@@ -28,10 +28,11 @@ struct ServeArgs {
   std::string token_file;
   std::string checkpoint_root;
   std::string lost_after = "10s";
+  std::string restart_grace = "45s";
   std::string heartbeat = "1s";
   std::string placement;
   int commit_batch = 512;
-  int http_threads = 128;
+  int http_threads = 1024;
 };
 
 void AddServeFlags(CLI::App* cmd, ServeArgs* a) {
@@ -49,6 +50,10 @@ void AddServeFlags(CLI::App* cmd, ServeArgs* a) {
                   "every node mounts at this path (default: DATA/checkpoints)");
   cmd->add_option("--lost-after", a->lost_after, "Declare a silent node lost after this long")
       ->capture_default_str();
+  cmd->add_option("--restart-grace", a->restart_grace,
+                  "After a start, declare no node known before it lost for this long (longer "
+                  "than an agent's 30 s reconnect backoff)")
+      ->capture_default_str();
   cmd->add_option("--heartbeat-interval", a->heartbeat, "Heartbeat period asked of agents")
       ->capture_default_str();
   cmd->add_option("--placement", a->placement,
@@ -56,7 +61,10 @@ void AddServeFlags(CLI::App* cmd, ServeArgs* a) {
   cmd->add_option("--commit-batch", a->commit_batch,
                   "Most state changes per store transaction (1 = one each)")
       ->capture_default_str();
-  cmd->add_option("--http-threads", a->http_threads, "HTTP worker threads")->capture_default_str();
+  cmd->add_option("--http-threads", a->http_threads,
+                  "Most connections served at once (one thread each, started on demand)")
+      ->capture_default_str()
+      ->check(CLI::Range(8, 65536));
 }
 
 // Builds the server options from the flags (and the environment for the engine's knobs).
@@ -110,6 +118,9 @@ Result<server::ServerOptions> BuildOptions(const ServeArgs& a) {
   auto hb = ParseDurationNs(a.heartbeat);
   if (!hb) return Fail("--heartbeat-interval: ", hb.error().message);
   o.control.lost_after_ms = std::max<int64_t>(1, *lost / 1'000'000);
+  auto grace = ParseDurationNs(a.restart_grace);
+  if (!grace) return Fail("--restart-grace: ", grace.error().message);
+  o.control.restart_grace_ms = *grace / 1'000'000;
   o.control.heartbeat_interval_ms = std::max<int64_t>(1, *hb / 1'000'000);
   o.control.placement = a.placement;
   o.control.commit_batch = static_cast<size_t>(std::max(1, a.commit_batch));

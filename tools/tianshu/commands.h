@@ -42,6 +42,7 @@ Runner RegisterJob(CLI::App& app);
 Runner RegisterCancel(CLI::App& app);
 Runner RegisterLogs(CLI::App& app);
 Runner RegisterNodes(CLI::App& app);
+Runner RegisterUsers(CLI::App& app);
 Runner RegisterQueues(CLI::App& app);
 Runner RegisterEvents(CLI::App& app);
 Runner RegisterDoctor(CLI::App& app);  // cmd_doctor.cc

@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   add(RegisterCancel);
   add(RegisterLogs);
   add(RegisterNodes);
+  add(RegisterUsers);
   add(RegisterQueues);
   add(RegisterEvents);
   add(RegisterDoctor);

@@ -171,7 +171,6 @@ void Agent::Apply(const wire::WorkOrder& order, int64_t now_ns) {
 }
 
 void Agent::Launch(const wire::WorkOrder& order, int64_t now_ns, bool replay) {
-  (void)now_ns;
   std::string key = Key(order.job_id, order.attempt);
   if (jobs_.count(key) && !replay) {
     Report({.order_id = order.id,
@@ -201,6 +200,8 @@ void Agent::Launch(const wire::WorkOrder& order, int64_t now_ns, bool replay) {
     r.log_path = base + ".log";
     r.exit_path = base + ".exit";
     r.marker_path = base + ".ckpt";
+    r.ready_path = base + ".ready";
+    r.started_ns = now_ns;
     job.ranks.push_back(std::move(r));
   }
   if (replay) return;
@@ -245,6 +246,10 @@ void Agent::StartRank(JobRun& job, RankRun& r, const IsolationPlan& plan, int64_
   for (const auto& [k, v] : plan.env) env[k] = v;
   for (const auto& [k, v] : RankEnvironment(order, r.launch, job.checkpoint_dir)) env[k] = v;
   env["TIANSHU_CHECKPOINT_MARKER"] = r.marker_path;
+  env["TIANSHU_READY_FILE"] = r.ready_path;
+  (void)fs_.Remove(r.ready_path);
+  r.started_ns = now_ns;
+  r.ready = false;
   env["TIANSHU_NODE"] = options_.node;
   // Where to resume: the workload's own "latest" pointer in the checkpoint directory.
   if (auto latest = fs_.Read(job.checkpoint_dir + "/latest")) {
@@ -280,12 +285,18 @@ void Agent::StartRank(JobRun& job, RankRun& r, const IsolationPlan& plan, int64_
   std::vector<std::string> procs =
       job.cgroup_created ? cgroups_.ProcsFiles(job.cgroup) : std::vector<std::string>{};
   std::string cwd = order.launch->workdir.empty() ? job.dir : order.launch->workdir;
+  // Ranks of a user's job run as its owner: the job's directory (markers, the ready file) and
+  // its checkpoint directory become theirs; the agent's own state stays root's.
+  std::vector<std::string> owned;
+  if (!order.launch->run_as.empty()) owned = {job.dir, job.checkpoint_dir};
   auto pid = runner_.Spawn({.argv = r.launch.command,
                             .env = env,
                             .cwd = cwd,
                             .log_path = r.log_path,
                             .exit_path = r.exit_path,
-                            .cgroup_procs_files = procs});
+                            .cgroup_procs_files = procs,
+                            .run_as = order.launch->run_as,
+                            .owned_dirs = owned});
   if (!pid) {
     r.exited = true;
     r.exit = {127, 0, false};
@@ -346,6 +357,22 @@ void Agent::SignalAll(JobRun& job, int sig) {
   }
 }
 
+bool Agent::Ready(RankRun& r, int64_t now_ns) {
+  if (!r.ready) {
+    r.ready = r.marker_seen || r.last_step >= 0 || fs_.Exists(r.ready_path) ||
+              now_ns - r.started_ns >= options_.ready_timeout_ns;
+  }
+  return r.ready;
+}
+
+void Agent::SignalCheckpoint(JobRun& job, int64_t now_ns) {
+  for (RankRun& r : job.ranks) {
+    if (!r.started || r.exited || r.pid == 0) continue;
+    r.usr1_pending = !Ready(r, now_ns);
+    if (!r.usr1_pending) (void)runner_.Signal(r.pid, SIGUSR1);
+  }
+}
+
 void Agent::Checkpoint(const wire::WorkOrder& order, int64_t now_ns) {
   auto jobs = JobsOf(order.job_id, order.attempt);
   if (jobs.empty()) {
@@ -363,7 +390,7 @@ void Agent::Checkpoint(const wire::WorkOrder& order, int64_t now_ns) {
     }
     job->ckpt_order_id = order.id;
     job->ckpt_deadline_ns = now_ns + options_.checkpoint_grace_ns;
-    SignalAll(*job, SIGUSR1);
+    SignalCheckpoint(*job, now_ns);
   }
 }
 
@@ -385,14 +412,26 @@ void Agent::Stop(const wire::WorkOrder& order, int64_t now_ns) {
     job->term_grace_ns = std::max<int64_t>(0, s.grace_ms) * 1'000'000;
     bool live = std::any_of(job->ranks.begin(), job->ranks.end(),
                             [](const RankRun& r) { return r.started && !r.exited && r.pid > 0; });
-    if (s.checkpoint_first && live) {
+    // A gang with a rank still in its rendezvous has trained nothing since its last
+    // checkpoint: there is nothing new to save, and a signal now would kill that rank.
+    std::vector<std::string> starting;
+    for (RankRun& r : job->ranks) {
+      if (r.started && !r.exited && r.pid > 0 && !Ready(r, now_ns)) {
+        starting.push_back(std::to_string(r.launch.rank));
+      }
+    }
+    if (s.checkpoint_first && live && !starting.empty()) {
+      job->stop_note += "; no checkpoint: rank(s) " + Join(starting, ",") +
+                        " not ready yet (still starting), nothing new to save";
+    }
+    if (s.checkpoint_first && live && starting.empty()) {
       for (RankRun& r : job->ranks) {
         (void)fs_.Remove(r.marker_path);
         r.marker_seen = false;
       }
       job->phase = Phase::kCheckpointing;
       job->deadline_ns = now_ns + options_.checkpoint_grace_ns;
-      SignalAll(*job, SIGUSR1);
+      SignalCheckpoint(*job, now_ns);
     } else {
       BeginTerminate(*job, now_ns);
     }
@@ -429,6 +468,15 @@ void Agent::Tick(int64_t now_ns) {
       if (!r.started || r.exited || r.pid == 0) continue;
       if (!r.marker_seen || job.phase == Phase::kCheckpointing || !job.ckpt_order_id.empty()) {
         ReadMarker(r);
+      }
+      if (r.usr1_pending) {  // a checkpoint signal held back until the rank is ready
+        const bool wanted = job.phase == Phase::kCheckpointing || !job.ckpt_order_id.empty();
+        if (!wanted) {
+          r.usr1_pending = false;
+        } else if (Ready(r, now_ns)) {
+          r.usr1_pending = false;
+          (void)runner_.Signal(r.pid, SIGUSR1);
+        }
       }
       std::optional<ProcessExit> e = runner_.Poll(r.pid);
       if (!e) continue;
@@ -695,12 +743,14 @@ wire::Hardware Agent::Hardware() const {
 }
 
 Status Agent::Recover(int64_t now_ns) {
-  auto records = journal_.ReadAll();
-  if (!records) return std::unexpected(records.error());
+  auto contents = journal_.ReadAll();
+  if (!contents) return std::unexpected(contents.error());
+  recovery_warnings_ = contents->skipped;
+  const std::vector<nlohmann::json>& records = contents->records;
   std::vector<wire::WorkOrder> launches, stops;
   std::map<std::string, std::map<int, nlohmann::json>> starts, exits;  // order -> rank -> rec
   std::set<std::string> done_orders;
-  for (const auto& rec : *records) {
+  for (const auto& rec : records) {
     std::string t = rec.value("t", "");
     if (t == "seen") {
       seen_orders_.insert(rec.value("id", ""));

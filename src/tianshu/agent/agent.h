@@ -37,6 +37,10 @@ struct AgentOptions {
   std::string workdir;          // journal, per-job logs, exit files and markers
   std::string checkpoint_root;  // checkpoint dirs <root>/<job> when the order names none
   int64_t checkpoint_grace_ns = 120 * kNsPerSec;  // SIGUSR1 -> marker, before SIGTERM
+  // A rank gets SIGUSR1 only once it is ready: it created $TIANSHU_READY_FILE (after its
+  // rendezvous), or wrote a checkpoint marker, or has run this long (workloads that do
+  // neither). A signal during torch's rendezvous kills it ("Interrupted system call").
+  int64_t ready_timeout_ns = 120 * kNsPerSec;
   bool apply_partitions = false;
   // The environment every rank starts from (PATH, HOME, LANG, PYTHONPATH...): the caller
   // chooses it; the agent reads no environment of its own.
@@ -68,6 +72,8 @@ class Agent {
   // Replays the journal: ranks still alive are adopted, ranks that ended while the agent was
   // away are reported from their exit files, and nothing is started twice. Call once, first.
   [[nodiscard]] Status Recover(int64_t now_ns);
+  // What Recover skipped (corrupt journal lines), one line each, for the agent's log.
+  const std::vector<std::string>& RecoveryWarnings() const { return recovery_warnings_; }
   // Carries out an order (validated with wire::ValidateOrder); a repeated id does nothing.
   void Apply(const wire::WorkOrder& order, int64_t now_ns);
   // Reaps exits, watches checkpoint markers, advances stop sequences, removes cgroups.
@@ -99,7 +105,10 @@ class Agent {
     bool started = false;
     bool exited = false;
     ProcessExit exit;
-    std::string log_path, exit_path, marker_path;
+    std::string log_path, exit_path, marker_path, ready_path;
+    int64_t started_ns = 0;     // when this agent started (or adopted) it
+    bool ready = false;         // see AgentOptions::ready_timeout_ns
+    bool usr1_pending = false;  // a checkpoint signal waits for it to be ready
     int64_t last_step = -1;
     std::string last_path;
     bool marker_seen = false;  // since the last SIGUSR1
@@ -134,6 +143,9 @@ class Agent {
   void Stop(const wire::WorkOrder& order, int64_t now_ns);
   void EndPlaceholder(JobRun& job, RankRun& r, int64_t step, const std::string& message);
   void SignalAll(JobRun& job, int sig);
+  // SIGUSR1 to the ranks that are ready; the others get it from Tick once they are.
+  void SignalCheckpoint(JobRun& job, int64_t now_ns);
+  bool Ready(RankRun& r, int64_t now_ns);
   void BeginTerminate(JobRun& job, int64_t now_ns);
   bool ReadMarker(RankRun& rank);
   void Finish(JobRun& job);
@@ -150,8 +162,9 @@ class Agent {
   std::set<std::string> seen_orders_;
   std::map<std::string, JobRun> jobs_;  // by key
   std::vector<wire::Report> reports_;
-  std::set<std::string> report_keys_;     // (order, kind, rank) already queued
-  int64_t cpu_busy_ = 0, cpu_total_ = 0;  // /proc/stat at the previous HostUsage()
+  std::vector<std::string> recovery_warnings_;  // from Recover
+  std::set<std::string> report_keys_;           // (order, kind, rank) already queued
+  int64_t cpu_busy_ = 0, cpu_total_ = 0;        // /proc/stat at the previous HostUsage()
 };
 
 }  // namespace tianshu::agent

@@ -228,6 +228,12 @@ std::vector<Finding> CheckServer(ServerProbe* server) {
     out.push_back({"server", subject, CheckStatus::kFail, "token refused: " + took,
                    "pass the server's token with --token-file or TIANSHU_TOKEN (`tianshu serve` "
                    "prints where it keeps it)"});
+  } else if (ans->status == 403) {  // a join token or a node credential: known, not a user
+    out.push_back({"server", subject, CheckStatus::kOk,
+                   "reachable, token accepted (a node's join token or credential, which may not "
+                   "list queues): " +
+                       took,
+                   ""});
   } else if (ans->status < 200 || ans->status >= 300) {
     out.push_back({"server", subject, CheckStatus::kFail, "answered " + took,
                    "look at the server's log; `curl " + subject + "/healthz`"});

@@ -531,6 +531,9 @@ TEST(Doctor, ServerReachabilityTokenAndClock) {
   FakeServerProbe refused(Answer(401, 0));
   EXPECT_EQ(CheckServer(&refused)[0].status, CheckStatus::kFail);
   EXPECT_EQ(CheckServer(&refused)[0].detail, "token refused: GET /v1/queues 401 in 10 ms");
+  // A node's join token is known to the server but may not list queues: reachable, accepted.
+  FakeServerProbe joiner(Answer(403, 0));
+  EXPECT_EQ(CheckServer(&joiner)[0].status, CheckStatus::kOk);
 
   FakeServerProbe ahead(Answer(200, 3000));
   auto a = CheckServer(&ahead);

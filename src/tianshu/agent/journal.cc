@@ -8,22 +8,27 @@ Status Journal::Append(const nlohmann::json& record) {
   return fs_.Append(path_, record.dump() + "\n");
 }
 
-Result<std::vector<nlohmann::json>> Journal::ReadAll() {
-  std::vector<nlohmann::json> out;
+Result<Journal::Contents> Journal::ReadAll() {
+  Contents out;
   if (!fs_.Exists(path_)) return out;
   auto text = fs_.Read(path_);
   if (!text) return std::unexpected(text.error());
   auto lines = SplitString(*text, '\n');
+  std::string rejected;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (Trim(lines[i]).empty()) continue;
     auto j = nlohmann::json::parse(lines[i], nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) {
-      bool last = i + 1 == lines.size() || (i + 2 == lines.size() && lines.back().empty());
-      if (last) break;  // torn final append
-      return Fail(path_, ":", std::to_string(i + 1), ": corrupt journal record");
+      // A torn append (a crash mid-write) is a last line without its newline; a complete
+      // line that is not a record was put there.
+      if (i + 1 == lines.size()) break;
+      out.skipped.push_back(path_ + ":" + std::to_string(i + 1) + ": corrupt journal record");
+      rejected += lines[i].substr(0, 4096) + "\n";
+      continue;
     }
-    out.push_back(std::move(j));
+    out.records.push_back(std::move(j));
   }
+  if (!rejected.empty()) (void)fs_.Append(path_ + ".rejected", rejected);
   return out;
 }
 

@@ -20,9 +20,16 @@ class Journal {
   Journal(SystemFiles& fs, std::string path) : fs_(fs), path_(std::move(path)) {}
   // Appends one record durably. Thread-compatible.
   [[nodiscard]] Status Append(const nlohmann::json& record);
-  // Every record in order. A torn last line (crash mid-append) is skipped; a corrupt line in
-  // the middle is an error naming its line number.
-  [[nodiscard]] Result<std::vector<nlohmann::json>> ReadAll();
+  struct Contents {
+    std::vector<nlohmann::json> records;  // in order
+    // Lines that are not a JSON object, as "path:line: corrupt journal record" (a torn last
+    // line, without its newline, from a crash mid-append is not one of them: it is dropped).
+    std::vector<std::string> skipped;
+  };
+  // Every readable record in order. A corrupt line is skipped, named in `skipped` and copied
+  // to path() + ".rejected" for inspection: one bad line never keeps the agent from starting.
+  // Fails only when the file cannot be read.
+  [[nodiscard]] Result<Contents> ReadAll();
   // Atomically replaces the journal with `records` (compaction after recovery).
   [[nodiscard]] Status Rewrite(const std::vector<nlohmann::json>& records);
   const std::string& path() const { return path_; }

@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "tianshu/agent/agent.h"
@@ -34,6 +35,7 @@ Result<LogChunk> ReadRankLog(const std::string& workdir, const std::string& job,
 }
 
 struct LogServer::Impl {
+  std::mutex mu;  // guards options.token
   LogServerOptions options;
   httplib::Server http;
   std::thread thread;
@@ -49,6 +51,11 @@ LogServer::~LogServer() {
 
 int LogServer::port() const { return impl_->port; }
 
+void LogServer::SetKey(const std::string& key) {
+  std::lock_guard l(impl_->mu);
+  impl_->options.token = key;
+}
+
 Result<std::unique_ptr<LogServer>> LogServer::Start(LogServerOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
@@ -56,7 +63,12 @@ Result<std::unique_ptr<LogServer>> LogServer::Start(LogServerOptions options) {
   impl->http.new_task_queue = [] { return new httplib::ThreadPool(2); };
   impl->http.Get(
       R"(/v1/logs/([^/]+)/(\d+))", [self](const httplib::Request& req, httplib::Response& res) {
-        if (req.get_header_value("Authorization") != "Bearer " + self->options.token) {
+        std::string key;
+        {
+          std::lock_guard l(self->mu);
+          key = self->options.token;
+        }
+        if (key.empty() || req.get_header_value("Authorization") != "Bearer " + key) {
           res.status = 401;
           res.set_content("missing or wrong bearer token\n", "text/plain");
           return;

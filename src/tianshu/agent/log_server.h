@@ -1,6 +1,6 @@
 // Serves the rank logs this agent keeps, so that `tianshu logs JOB` works from anywhere
 // through the control plane (which forwards to the agent of the rank's node):
-//   GET /v1/logs/{job}/{rank}?offset=N&max=B   (bearer token: the cluster's)
+//   GET /v1/logs/{job}/{rank}?offset=N&max=B   (bearer: the log key the server gave this node)
 // answers the log's bytes from `offset` (at most `max`, 1 MiB by default) with
 // `X-Tianshu-Log-Next` (the offset to ask for next), `X-Tianshu-Log-Size` and
 // `X-Tianshu-Log-Ended` ("1" once the rank has ended); 404 when the agent has no such rank.
@@ -18,8 +18,8 @@ namespace tianshu::agent {
 
 struct LogServerOptions {
   std::string host = "127.0.0.1";
-  int port = 0;  // 0: any free port
-  std::string token;
+  int port = 0;         // 0: any free port
+  std::string token;    // the key to accept; "" accepts nothing until SetKey
   std::string workdir;  // the agent's work directory (jobs/<cgroup>/rank-<R>.log)
 };
 
@@ -28,6 +28,8 @@ class LogServer {
   [[nodiscard]] static Result<std::unique_ptr<LogServer>> Start(LogServerOptions options);
   ~LogServer();
   int port() const;
+  // The key the server presents (from its registration answer); thread-safe.
+  void SetKey(const std::string& key);
 
  private:
   struct Impl;

@@ -1,12 +1,17 @@
 #include "tianshu/agent/process.h"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <optional>
+#include <vector>
 
 #include "tianshu/base/strings.h"
 
@@ -51,11 +56,65 @@ std::optional<ProcessExit> ParseExitFile(const std::string& text) {
   return std::nullopt;
 }
 
+namespace {
+
+struct Account {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;
+  std::string home, name;
+};
+
+// The account `user` as this node knows it (passwd and group databases, NSS included).
+Result<Account> LookUp(const std::string& user) {
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  int rc = ::getpwnam_r(user.c_str(), &pw, buf.data(), buf.size(), &found);
+  if (rc != 0 || found == nullptr) {
+    return Fail("no Unix user '", user, "' on this node (the job's owner runs its ranks as it)");
+  }
+  Account a{pw.pw_uid, pw.pw_gid, {}, pw.pw_dir ? pw.pw_dir : "/", user};
+  int n = 64;
+  a.groups.resize(static_cast<size_t>(n));
+  while (::getgrouplist(user.c_str(), a.gid, a.groups.data(), &n) < 0) {
+    a.groups.resize(static_cast<size_t>(n) * 2);
+    n = static_cast<int>(a.groups.size());
+  }
+  a.groups.resize(static_cast<size_t>(n));
+  return a;
+}
+
+}  // namespace
+
 Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
   if (spec.argv.empty()) return Fail("spawn: empty command");
+  std::optional<Account> account;
+  if (!spec.run_as.empty()) {
+    auto a = LookUp(spec.run_as);
+    if (!a) return std::unexpected(a.error());
+    if (::geteuid() != 0 && a->uid != ::geteuid()) {
+      return Fail("the agent runs as uid ", std::to_string(::geteuid()),
+                  " and cannot start ranks as ", spec.run_as,
+                  " (run the agent as root to run each job as its owner)");
+    }
+    for (const auto& d : spec.owned_dirs) {
+      if (::chown(d.c_str(), a->uid, a->gid) != 0) {
+        return Fail("chown ", d, " to ", spec.run_as, ": ", std::strerror(errno));
+      }
+    }
+    account = std::move(*a);
+  }
+  const bool as_root = ::geteuid() == 0;  // else run_as is the agent's own account
   // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
+  std::map<std::string, std::string> env = spec.env;
+  if (account) {
+    env["HOME"] = account->home;
+    env["USER"] = account->name;
+    env["LOGNAME"] = account->name;
+  }
   std::vector<std::string> env_strings;
-  for (const auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp, argv;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -86,7 +145,7 @@ Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
       ::close(fd);
     }
     if (!spec.log_path.empty()) {
-      int fd = ::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      int fd = ::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
       if (fd < 0) ShimFail(spec.log_path.c_str());
       ::dup2(fd, 1);
       ::dup2(fd, 2);
@@ -94,7 +153,8 @@ Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
     }
     int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull >= 0) ::dup2(devnull, 0);
-    if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) ShimFail(spec.cwd.c_str());
+    // The working directory is entered by the rank, as its user (below): the kernel's
+    // permission checks then confine it.
     // Unblock everything the agent may have blocked; the shim ignores the stop signals so that
     // it outlives the rank and records how it ended.
     sigset_t none;
@@ -107,6 +167,12 @@ Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
     if (rank < 0) ShimFail("fork");
     if (rank == 0) {
       for (int s : kIgnored) ::signal(s, SIG_DFL);  // SIG_IGN would survive exec
+      if (account && as_root) {  // groups, then gid, then uid: each later step drops the right
+        if (::setgroups(account->groups.size(), account->groups.data()) != 0) ShimFail("setgroups");
+        if (::setgid(account->gid) != 0) ShimFail("setgid");
+        if (::setuid(account->uid) != 0) ShimFail("setuid");
+      }
+      if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) ShimFail(spec.cwd.c_str());
       for (const auto& c : candidates) ::execve(c.c_str(), argv.data(), envp.data());
       ShimFail(args[0].c_str());
     }
@@ -128,7 +194,7 @@ Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
     std::strcat(line, num);
     std::strcat(line, "\n");
     if (!spec.exit_path.empty()) {
-      int fd = ::open(spec.exit_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      int fd = ::open(spec.exit_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
       if (fd >= 0) {
         SafeWrite(fd, line);
         ::fsync(fd);

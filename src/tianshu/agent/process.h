@@ -26,6 +26,11 @@ struct SpawnSpec {
   std::string log_path;                         // stdout and stderr, appended
   std::string exit_path;                        // where the shim writes how the rank ended
   std::vector<std::string> cgroup_procs_files;  // joined (write "0") before exec
+  // The Unix account the rank runs as ("" = the agent's own): its uid, primary gid and
+  // supplementary groups (initgroups), HOME/USER/LOGNAME set, the working directory entered
+  // as that user. Needs an agent running as root; an account this node lacks fails the spawn.
+  std::string run_as;
+  std::vector<std::string> owned_dirs;  // given to run_as (chown) before the rank starts
 };
 
 struct ProcessExit {

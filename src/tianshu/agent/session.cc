@@ -14,10 +14,12 @@ namespace tianshu::agent {
 struct HttpControlPlane::Impl {
   Impl(const std::string& host, int port) : client(host, port) {}
   httplib::Client client;
-  httplib::Headers headers;
+  httplib::Headers headers;  // the current bearer
+  std::string join_token, credential;
+  void Bearer(const std::string& t) { headers = {{"Authorization", "Bearer " + t}}; }
 };
 
-HttpControlPlane::HttpControlPlane(const std::string& server, const std::string& token) {
+HttpControlPlane::HttpControlPlane(const std::string& server, const std::string& join_token) {
   std::string s = server;
   for (const char* scheme : {"http://", "https://"}) {
     if (StartsWith(s, scheme)) s = s.substr(std::string(scheme).size());
@@ -35,7 +37,13 @@ HttpControlPlane::HttpControlPlane(const std::string& server, const std::string&
   impl_->client.set_connection_timeout(2, 0);
   impl_->client.set_read_timeout(10, 0);
   impl_->client.set_write_timeout(10, 0);
-  impl_->headers = {{"Authorization", "Bearer " + token}};
+  impl_->join_token = join_token;
+  impl_->Bearer(join_token);
+}
+
+void HttpControlPlane::SetCredential(const std::string& credential) {
+  impl_->credential = credential;
+  impl_->Bearer(credential.empty() ? impl_->join_token : credential);
 }
 
 HttpControlPlane::~HttpControlPlane() = default;
@@ -58,6 +66,11 @@ Result<T> Answer(const httplib::Result& res, const std::string& what, Parse pars
 Result<wire::RegisterResponse> HttpControlPlane::Register(const wire::RegisterRequest& r) {
   auto res = impl_->client.Post("/v1/agents/register", impl_->headers, wire::ToJson(r).dump(),
                                 "application/json");
+  if (res && res->status == 401 && !impl_->credential.empty()) {
+    SetCredential("");  // a credential the server does not know: join again
+    res = impl_->client.Post("/v1/agents/register", impl_->headers, wire::ToJson(r).dump(),
+                             "application/json");
+  }
   return Answer<wire::RegisterResponse>(
       res, "register", [](const std::string& b) { return wire::ParseRegisterResponse(b); });
 }
@@ -66,7 +79,8 @@ Result<wire::HeartbeatResponse> HttpControlPlane::Heartbeat(const std::string& n
                                                             const wire::Heartbeat& hb) {
   auto res = impl_->client.Post("/v1/agents/" + node + "/heartbeat", impl_->headers,
                                 wire::ToJson(hb).dump(), "application/json");
-  if (res && (res->status == 404 || res->status == 409)) {
+  // 404/409: the server does not know this node or agent; 401: nor its credential.
+  if (res && (res->status == 404 || res->status == 409 || res->status == 401)) {
     return wire::HeartbeatResponse{.reregister = true};
   }
   return Answer<wire::HeartbeatResponse>(
@@ -149,6 +163,7 @@ int64_t Session::Step(int64_t now_ns) {
     }
     registered_ = true;
     ++registrations_;
+    if (options_.on_register) options_.on_register(*resp);
     backoff_.Reset();
     heartbeat_ns_ = std::max<int64_t>(resp->heartbeat_interval_ms, 50) * 1'000'000;
   }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -34,10 +35,13 @@ class ControlPlane {
                                            const wire::ReportBatch& batch) = 0;
 };
 
-// HTTP/1.1 with keep-alive to "host:port", bearer token on every request.
+// HTTP/1.1 to "host:port". The bearer is the node's credential once it has one, else the join
+// token; a registration whose credential the server no longer knows (401: the node was
+// forgotten, or the server's store is new) is tried once more with the join token.
 class HttpControlPlane final : public ControlPlane {
  public:
-  HttpControlPlane(const std::string& server, const std::string& token);
+  HttpControlPlane(const std::string& server, const std::string& join_token);
+  void SetCredential(const std::string& credential);
   ~HttpControlPlane() override;
   Result<wire::RegisterResponse> Register(const wire::RegisterRequest& r) override;
   Result<wire::HeartbeatResponse> Heartbeat(const std::string& node,
@@ -71,6 +75,9 @@ struct SessionOptions {
   std::string agent_id;
   std::string address;
   std::map<std::string, std::string> labels;
+  // Called with every successful registration's answer (a newly minted credential to keep,
+  // the log key); may be empty.
+  std::function<void(const wire::RegisterResponse&)> on_register;
   uint64_t seed = 1;
   int64_t backoff_base_ns = 500'000'000;
   int64_t backoff_cap_ns = 30'000'000'000;

@@ -61,7 +61,7 @@ Result<std::string> RealSystemFiles::Read(const std::string& path) {
 }
 
 Status RealSystemFiles::Write(const std::string& path, const std::string& data) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_CREAT | O_TRUNC, 0644);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_CREAT | O_TRUNC, 0600);
   if (fd < 0) return Errno("open", path);
   // One write call: cgroup files parse each write(2) as one command.
   ssize_t n = ::write(fd, data.data(), data.size());
@@ -75,7 +75,7 @@ Status RealSystemFiles::Write(const std::string& path, const std::string& data) 
 }
 
 Status RealSystemFiles::Append(const std::string& path, const std::string& data) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_CREAT | O_APPEND, 0644);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_CREAT | O_APPEND, 0600);
   if (fd < 0) return Errno("open", path);
   Status s = WriteAll(fd, data, path);
   if (s && ::fdatasync(fd) != 0) s = Errno("fdatasync", path);
@@ -106,7 +106,9 @@ Status RealSystemFiles::MakeDirs(const std::string& path) {
   for (const std::string& part : SplitString(path, '/')) {
     if (part.empty()) continue;
     cur += "/" + part;
-    if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return Errno("mkdir", cur);
+    // 0711: others may pass through (a rank running as its job's owner reaches its own job
+    // directory) but not list; every file the agent writes is 0600.
+    if (::mkdir(cur.c_str(), 0711) != 0 && errno != EEXIST) return Errno("mkdir", cur);
   }
   return Ok();
 }
@@ -125,7 +127,7 @@ Result<std::string> RealSystemFiles::ReadLink(const std::string& path) {
 
 Status RealSystemFiles::Replace(const std::string& path, const std::string& data) {
   std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC | O_CREAT | O_TRUNC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC | O_CREAT | O_TRUNC, 0600);
   if (fd < 0) return Errno("open", tmp);
   Status s = WriteAll(fd, data, tmp);
   if (s && ::fdatasync(fd) != 0) s = Errno("fdatasync", tmp);

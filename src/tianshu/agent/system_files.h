@@ -30,7 +30,7 @@ class SystemFiles {
   // an error, not an empty result.
   [[nodiscard]] virtual Result<std::vector<std::string>> List(const std::string& path) = 0;
   virtual bool Exists(const std::string& path) = 0;
-  // mkdir -p. Idempotent.
+  // mkdir -p, new directories 0711 (traverse, not list). Idempotent.
   [[nodiscard]] virtual Status MakeDirs(const std::string& path) = 0;
   // rmdir (cgroups) — the directory must be empty of subdirectories. Idempotent: a missing
   // directory is success.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -112,6 +114,57 @@ bool JsonNestingWithin(std::string_view text, int limit) {
     }
   }
   return true;
+}
+
+std::string ForTerminal(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  auto hex = [&](unsigned char c) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\x%02x", c);
+    out += buf;
+  };
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7f) {
+        hex(c);
+      } else {
+        out.push_back(static_cast<char>(c));
+      }
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: its length from the lead byte, then continuation bytes.
+    const size_t len = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+    uint32_t cp = len == 4 ? c & 0x07u : len == 3 ? c & 0x0fu : c & 0x1fu;
+    bool ok = len != 0 && i + len <= s.size();
+    for (size_t k = 1; ok && k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      ok = (cc & 0xc0) == 0x80;
+      cp = (cp << 6) | (cc & 0x3fu);
+    }
+    ok = ok && !(len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) &&
+         !(len == 4 && (cp < 0x10000 || cp > 0x10ffff));
+    if (!ok) {
+      hex(c);
+      ++i;
+      continue;
+    }
+    const bool control = (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c || cp == 0x200e ||
+                         cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
+                         (cp >= 0x2066 && cp <= 0x2069);
+    if (control) {
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "\\u{%04x}", cp);
+      out += buf;
+    } else {
+      out.append(s.substr(i, len));
+    }
+    i += len;
+  }
+  return out;
 }
 
 }  // namespace tianshu

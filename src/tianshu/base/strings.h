@@ -37,4 +37,10 @@ bool ParseDouble(std::string_view s, double* out);
 // A malformed text is judged by its brackets alone (the parser reports the rest).
 bool JsonNestingWithin(std::string_view text, int limit);
 
+// `s` made safe to print on a terminal: control characters (C0, DEL, C1), Unicode bidi
+// controls and invalid UTF-8 are shown escaped (\x1b, \u{202e}); other text, UTF-8 included, is
+// kept. What a user sent (a job name, a message) can then neither forge a row nor move the
+// cursor nor reorder what follows it.
+std::string ForTerminal(std::string_view s);
+
 }  // namespace tianshu

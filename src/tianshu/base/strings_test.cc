@@ -37,5 +37,21 @@ TEST(Strings, StrictNumbers) {
   EXPECT_FALSE(ParseDouble("", &d));
 }
 
+// Hostile names: a forged row (newline), a cleared screen (ESC), a hidden NUL, a right-to-left
+// override that reorders what follows, a C1 control and a stray byte all come out escaped.
+TEST(ForTerminal, EscapesWhatCouldForgeOrHideText) {
+  EXPECT_EQ(ForTerminal("gpt-7b"), "gpt-7b");
+  EXPECT_EQ(ForTerminal("\u6a21\u578b"), "\u6a21\u578b");  // UTF-8 text is kept
+  EXPECT_EQ(ForTerminal("a\nj-000009 running"), "a\\x0aj-000009 running");
+  EXPECT_EQ(ForTerminal("\x1b[2J"), "\\x1b[2J");
+  EXPECT_EQ(ForTerminal(std::string("a\0b", 3)), "a\\x00b");
+  EXPECT_EQ(ForTerminal("x\u202egnp.exe"), "x\\u{202e}gnp.exe");
+  EXPECT_EQ(ForTerminal("\u2067x"), "\\u{2067}x");
+  EXPECT_EQ(ForTerminal("\xc2\x9b"), "\\u{009b}");            // C1 CSI
+  EXPECT_EQ(ForTerminal("\xff\xc3"), "\\xff\\xc3");           // invalid and truncated UTF-8
+  EXPECT_EQ(ForTerminal("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
+  EXPECT_EQ(ForTerminal("\x7f"), "\\x7f");
+}
+
 }  // namespace
 }  // namespace tianshu

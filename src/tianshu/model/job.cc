@@ -19,6 +19,19 @@ std::string_view GroupScopeName(GroupScope s) {
 std::string_view JobKindName(JobKind k) {
   return k == JobKind::kTraining ? "training" : "inference";
 }
+bool IsValidJobName(std::string_view name) {
+  auto alnum = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  if (name.empty() || name.size() > 128 || !alnum(name.front()) || !alnum(name.back())) {
+    return false;
+  }
+  for (char c : name) {
+    if (!alnum(c) && c != '.' && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
 std::string_view RecomputeName(Recompute r) {
   switch (r) {
     case Recompute::kNone:

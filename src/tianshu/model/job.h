@@ -50,6 +50,8 @@ struct RankGroup {
 std::string_view GroupScopeName(GroupScope s);
 
 std::string_view JobKindName(JobKind k);
+// A job name a user may give: 1-128 of [A-Za-z0-9._-], first and last a letter or digit.
+bool IsValidJobName(std::string_view name);
 std::string_view RecomputeName(Recompute r);
 std::string_view CheckpointModeName(CheckpointMode m);
 

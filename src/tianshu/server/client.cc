@@ -99,6 +99,22 @@ Result<ApiResponse> Client::Post(const std::string& path, const std::string& bod
                  options_.server);
 }
 
+Result<ApiResponse> Client::PostIdempotent(const std::string& path, const std::string& body,
+                                           const std::string& content_type,
+                                           const std::string& idempotency_key,
+                                           std::map<std::string, std::string> headers,
+                                           int attempts) {
+  headers["Idempotency-Key"] = idempotency_key;
+  Result<ApiResponse> r = Fail("not sent");
+  for (int i = 0; i < std::max(1, attempts); ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(std::min(5000, 200 << i)));
+    r = Post(path, body, content_type, headers);
+    if (r && r->status != 503) return r;
+    if (!r && r.error().message.starts_with("the server refused the token")) return r;
+  }
+  return r;
+}
+
 Result<ApiResponse> Client::Delete(const std::string& path) {
   if (!base_error_.empty()) return Fail(base_error_);
   return Convert(WithRetry([&] { return http_->Delete(path); }), options_.server);

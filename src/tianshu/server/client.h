@@ -52,6 +52,14 @@ class Client {
                                          const std::string& content_type,
                                          const std::map<std::string, std::string>& headers = {});
   [[nodiscard]] Result<ApiResponse> Delete(const std::string& path);
+  // A POST carrying an Idempotency-Key, which makes resending it safe: it is resent after any
+  // transport failure (an answer lost to a server crash included) and after a 503, up to
+  // `attempts` times with a growing pause (0.2 s, 0.4 s, ... at most 5 s).
+  [[nodiscard]] Result<ApiResponse> PostIdempotent(const std::string& path, const std::string& body,
+                                                   const std::string& content_type,
+                                                   const std::string& idempotency_key,
+                                                   std::map<std::string, std::string> headers,
+                                                   int attempts = 8);
   const ClientOptions& options() const { return options_; }
 
  private:

@@ -181,6 +181,7 @@ struct ControlPlane::Txn {
   std::vector<int64_t> created;
   std::map<std::string, std::string> meta;
   bool wake_work = false;
+  uint64_t wait_for = 0;  // a commit the answer depends on (a replayed submission's)
   bool Empty() const {
     return jobs.empty() && nodes.empty() && orders.empty() && events.empty() && meta.empty();
   }
@@ -213,8 +214,11 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Open(std::unique_ptr<Store> 
   }
   auto cp = std::unique_ptr<ControlPlane>(new ControlPlane(std::move(store), std::move(options)));
   cp->engine_options_ = std::move(*engine_options);
+  cp->admin_token_hash_ =
+      cp->options_.admin_token.empty() ? "" : TokenHash(cp->options_.admin_token);
   if (auto s = cp->Load(now_ms); !s) return std::unexpected(s.error());
   cp->committer_ = std::make_unique<Committer>(cp->store_.get(), cp->options_.commit_batch);
+  if (auto s = cp->Quarantine(now_ms); !s) return std::unexpected(s.error());
   return cp;
 }
 
@@ -222,18 +226,35 @@ Status ControlPlane::Load(int64_t now_ms) {
   auto st = store_->Load(options_.events_kept);
   if (!st) return std::unexpected(st.error());
   for (const JobRow& row : st->jobs) {
+    // A record that cannot be read back is quarantined, never fatal: the job is failed with
+    // the reason (after Open, in one transaction) and the control plane starts.
     json d = json::parse(row.doc, nullptr, false);
-    if (d.is_discarded()) return Fail("store: job ", row.id, " has an unreadable record");
     Job j;
     j.seq = row.seq;
     j.id = row.id;
+    next_job_seq_ = std::max(next_job_seq_, j.seq + 1);
+    if (!d.is_object()) {
+      j.text = row.doc.substr(0, 4096);
+      j.format = "unreadable";
+      quarantined_.push_back({j.seq, "its stored record is not a JSON object"});
+      jobs_.emplace(j.seq, std::move(j));
+      continue;
+    }
     j.text = d.value("text", "");
     j.format = d.value("format", "yaml");
-    model::ValidationResult v = model::ValidateText(j.id, j.text);
+    model::ValidationResult v = ValidateStoredSpec(j.id, j.format, j.text);
+    const bool finished =
+        IsTerminal(ParseJobState(d.value("state", "pending")).value_or(JobState::kPending));
     if (!v.document || v.document->kind != model::DocumentKind::kJob) {
-      return Fail("store: job ", row.id, " has a spec that no longer validates");
+      // A finished job keeps its outcome (one quarantined before stays failed, quietly).
+      if (!finished) {
+        quarantined_.push_back(
+            {j.seq, "its stored spec no longer validates" +
+                        (v.diagnostics.empty() ? "" : " (" + v.diagnostics[0].ToString() + ")")});
+      }
+    } else {
+      j.spec = std::get<model::JobSpec>(v.document->value);
     }
-    j.spec = std::get<model::JobSpec>(v.document->value);
     j.run = RunFromJson(d.value("run", json::object()));
     j.state = ParseJobState(d.value("state", "pending")).value_or(JobState::kPending);
     j.starting_since_ms = now_ms;  // a starting gang gets its whole timeout again
@@ -269,12 +290,18 @@ Status ControlPlane::Load(int64_t now_ms) {
     j.run_started_ms = d.value("run_started_ms", j.updated_ms);
     j.run_gpus = d.value("run_gpus", static_cast<int>(j.placement.size()));
     j.colocated = d.value("colocated", false);
-    next_job_seq_ = std::max(next_job_seq_, j.seq + 1);
+    j.idempotency_key = d.value("idempotency_key", "");
+    j.owner = d.value("owner", "admin");  // jobs from before identities: the admin's
+    j.run_as = d.value("run_as", "");
+    if (!j.idempotency_key.empty()) idempotency_keys_[j.owner + "/" + j.idempotency_key] = j.seq;
     jobs_.emplace(j.seq, std::move(j));
   }
   for (const NodeRow& row : st->nodes) {
     json d = json::parse(row.doc, nullptr, false);
-    if (d.is_discarded()) return Fail("store: node ", row.name, " has an unreadable record");
+    if (!d.is_object()) {  // its agent registers again
+      skipped_records_.push_back("node " + row.name + ": its stored record is not a JSON object");
+      continue;
+    }
     NodeEntry n;
     n.name = row.name;
     n.agent_id = d.value("agent_id", "");
@@ -289,13 +316,22 @@ Status ControlPlane::Load(int64_t now_ms) {
                                     : NodeState::kReady;
     n.message = d.value("message", "");
     n.registered_ms = d.value("registered_ms", int64_t{0});
-    n.last_heartbeat_ms = now_ms;  // a grace period of lost_after_ms to hear from it again
+    n.credential_hash = d.value("credential_sha256", "");
+    n.log_key = d.value("log_key", "");
+    if (!n.credential_hash.empty()) node_by_credential_[n.credential_hash] = n.name;
+    n.last_heartbeat_ms = now_ms;
+    // Agents retry a lost server with a backoff of up to 30 s: after a restart no node known
+    // before it is declared lost until its agent has had the time to come back.
+    n.grace_until_ms = now_ms + std::max(options_.restart_grace_ms, options_.lost_after_ms);
     nodes_.emplace(n.name, std::move(n));
   }
   for (const OrderRow& row : st->orders) {
     if (row.status != kOutstanding) continue;
     auto o = wire::ParseWorkOrder(row.doc);
-    if (!o) return Fail("store: order ", row.id, ": ", o.error().message);
+    if (!o) {  // the job it belongs to is reconciled from its agents' reports
+      skipped_records_.push_back("order " + row.id + ": " + o.error().message);
+      continue;
+    }
     orders_[row.id] = {*o, row.node};
     node_orders_[row.node].push_back(row.id);
   }
@@ -308,6 +344,19 @@ Status ControlPlane::Load(int64_t now_ms) {
   if (auto it = st->meta.find("next_event_seq"); it != st->meta.end()) {
     int64_t v = 0;
     if (ParseInt64(it->second, &v)) next_event_seq_ = std::max(next_event_seq_, v);
+  }
+  for (const auto& [key, value] : st->meta) {
+    if (!key.starts_with("user/") || value.empty()) continue;  // "" = removed
+    json d = json::parse(value, nullptr, false);
+    auto role = d.is_object() ? ParseRole(d.value("role", "")) : std::nullopt;
+    if (!role || d.value("token_sha256", "").size() != 64) {
+      skipped_records_.push_back(key + ": unreadable user record (the user cannot log in)");
+      continue;
+    }
+    UserEntry u{*role, d.value("token_sha256", ""), d.value("unix_user", ""),
+                d.value("created_ms", int64_t{0})};
+    user_by_token_[u.token_hash] = key.substr(5);
+    users_[key.substr(5)] = std::move(u);
   }
   if (auto it = st->meta.find("next_job_seq"); it != st->meta.end()) {
     int64_t v = 0;
@@ -335,6 +384,40 @@ Status ControlPlane::Load(int64_t now_ms) {
   return Ok();
 }
 
+Status ControlPlane::Quarantine(int64_t now_ms) {
+  if (quarantined_.empty()) return Ok();
+  auto r = Mutate<bool>([&](Txn& t) -> ApiResult<bool> {
+    for (const auto& [seq, why] : quarantined_) {
+      Job& j = jobs_.at(seq);
+      const std::string reason = "quarantined at start: " + why;
+      metrics_.quarantined++;
+      if (HoldsPlacement(j.state) || j.state == JobState::kStopping) {
+        j.cancel_requested = false;
+        BeginStop(t, j, "failed", reason, "", false, now_ms);
+      } else {
+        SetState(t, j, JobState::kFailed, reason, now_ms);
+      }
+    }
+    return true;
+  });
+  if (!r) return Fail("store: cannot record the quarantined jobs: ", r.error().message);
+  return Ok();
+}
+
+void ControlPlane::DeferLosses(int64_t until_ms) {
+  std::lock_guard l(mu_);
+  losses_not_before_ms_ = std::max(losses_not_before_ms_, until_ms);
+}
+
+std::vector<std::string> ControlPlane::StartupWarnings() const {
+  std::lock_guard l(mu_);
+  std::vector<std::string> out = skipped_records_;
+  for (const auto& [seq, why] : quarantined_) {
+    out.push_back("job " + jobs_.at(seq).id + " quarantined (failed): " + why);
+  }
+  return out;
+}
+
 void ControlPlane::LearnRuntime(const Job& j) {
   // What its runs held, per GPU it last held (run_gpus is kept until the run's end is
   // accounted; a loaded job has 0 and uses its request).
@@ -356,6 +439,9 @@ std::string ControlPlane::JobDoc(const Job& j) const {
   }
   json d = {{"text", j.text},
             {"format", j.format},
+            {"idempotency_key", j.idempotency_key},
+            {"owner", j.owner},
+            {"run_as", j.run_as},
             {"run", RunJson(j.run)},
             {"name", j.spec.name},
             {"queue", j.spec.queue},
@@ -401,6 +487,11 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
   if (txn.Empty()) {
     lock.unlock();
     if (txn.wake_work) work_cv_.notify_all();
+    if (txn.wait_for != 0) {
+      if (Status s = committer_->Wait(txn.wait_for); !s) {
+        return Refuse(503, "the store failed to write: " + s.error().message);
+      }
+    }
     return r;
   }
   Change c;
@@ -415,7 +506,9 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
               {"hardware", wire::ToJson(n.hardware)},
               {"state", NodeStateName(n.state)},
               {"message", n.message},
-              {"registered_ms", n.registered_ms}};
+              {"registered_ms", n.registered_ms},
+              {"credential_sha256", n.credential_hash},
+              {"log_key", n.log_key}};
     c.nodes.push_back({name, wire::Dump(d)});
   }
   c.orders = std::move(txn.orders);
@@ -511,10 +604,117 @@ void ControlPlane::DropOrdersFor(Txn& t, const std::string& node) {
   for (const auto& id : list) FinishOrder(t, id, "done");
 }
 
+// ---- identities ----
+
+std::optional<Identity> ControlPlane::Authenticate(std::string_view bearer) const {
+  if (bearer.empty()) return std::nullopt;
+  const std::string hash = TokenHash(bearer);
+  std::lock_guard l(mu_);
+  if (!admin_token_hash_.empty() && hash == admin_token_hash_) {
+    return Identity{.name = "admin", .role = Role::kAdmin};
+  }
+  if (auto u = user_by_token_.find(hash); u != user_by_token_.end()) {
+    const UserEntry& e = users_.at(u->second);
+    return Identity{.name = u->second, .role = e.role, .unix_user = e.unix_user};
+  }
+  if (auto n = node_by_credential_.find(hash); n != node_by_credential_.end()) {
+    return Identity{.name = "node:" + n->second, .role = Role::kNode, .node = n->second};
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+json UserJson(const std::string& name, Role role, const std::string& unix_user,
+              int64_t created_ms) {
+  return {{"name", name},
+          {"role", RoleName(role)},
+          {"unix_user", unix_user},
+          {"created_ms", created_ms}};
+}
+
+}  // namespace
+
+ApiResult<json> ControlPlane::CreateUser(const std::string& name, Role role,
+                                         const std::string& unix_user, int64_t now_ms) {
+  if (!IsValidUserName(name) || name == "admin") {
+    return Refuse(400, "user name '" + name.substr(0, 64) +
+                           "' must be 1-64 of a-z 0-9 . _ -, starting with a letter ('admin' "
+                           "is the server's own token)");
+  }
+  if (!unix_user.empty() && !IsValidUserName(unix_user)) {
+    return Refuse(400, "unix_user must be a login name (a-z 0-9 . _ -, starting with a letter)");
+  }
+  const std::string token = NewToken();
+  return Mutate<json>([&](Txn& t) -> ApiResult<json> {
+    if (users_.contains(name)) return Refuse(409, "user " + name + " exists");
+    // A user's ranks run as the Unix account of the same name unless told otherwise; join
+    // tokens and admins run nothing of their own by default.
+    const std::string run_as = !unix_user.empty() ? unix_user : role == Role::kUser ? name : "";
+    UserEntry u{role, TokenHash(token), run_as, now_ms};
+    t.meta["user/" + name] = wire::Dump(json{{"role", RoleName(role)},
+                                             {"token_sha256", u.token_hash},
+                                             {"unix_user", run_as},
+                                             {"created_ms", now_ms}});
+    user_by_token_[u.token_hash] = name;
+    users_[name] = u;
+    json out = UserJson(name, role, run_as, now_ms);
+    out["token"] = token;  // shown this once; the store keeps its SHA-256
+    return out;
+  });
+}
+
+json ControlPlane::ListUsers() const {
+  std::lock_guard l(mu_);
+  json out = json::array();
+  out.push_back(UserJson("admin", Role::kAdmin, "", 0));
+  for (const auto& [name, u] : users_)
+    out.push_back(UserJson(name, u.role, u.unix_user, u.created_ms));
+  return {{"users", out}};
+}
+
+ApiResult<json> ControlPlane::RemoveUser(const std::string& name) {
+  return Mutate<json>([&](Txn& t) -> ApiResult<json> {
+    auto it = users_.find(name);
+    if (it == users_.end()) return Refuse(404, "no user " + name);
+    json out = UserJson(name, it->second.role, it->second.unix_user, it->second.created_ms);
+    user_by_token_.erase(it->second.token_hash);
+    users_.erase(it);
+    t.meta["user/" + name] = "";  // its token no longer works; its jobs keep their owner
+    return out;
+  });
+}
+
+ApiResult<json> ControlPlane::ForgetNode(const std::string& name) {
+  return Mutate<json>([&](Txn& t) -> ApiResult<json> {
+    auto it = nodes_.find(name);
+    if (it == nodes_.end()) return Refuse(404, "no node " + name);
+    node_by_credential_.erase(it->second.credential_hash);
+    it->second.credential_hash.clear();
+    it->second.log_key.clear();
+    t.nodes.insert(name);
+    return json{{"node", name}, {"credential", "forgotten: the next registration mints one"}};
+  });
+}
+
 // ---- users ----
 
-ApiResult<json> ControlPlane::Submit(SubmitRequest request, int64_t now_ms) {
-  auto r = Mutate<json>([&](Txn& t) -> ApiResult<json> {
+ApiResult<Submitted> ControlPlane::Submit(SubmitRequest request, int64_t now_ms) {
+  auto r = Mutate<Submitted>([&](Txn& t) -> ApiResult<Submitted> {
+    // Keys are per user: another user's equal key is another submission.
+    const std::string key = request.owner + "/" + request.idempotency_key;
+    if (!request.idempotency_key.empty()) {
+      if (auto k = idempotency_keys_.find(key); k != idempotency_keys_.end()) {
+        const Job& before = jobs_.at(k->second);
+        if (before.text != request.text || before.format != request.format) {
+          return Refuse(422, "Idempotency-Key " + request.idempotency_key + " was used for job " +
+                                 before.id + " with a different body: use a new key");
+        }
+        metrics_.idempotent_replays++;
+        t.wait_for = before.created_ticket;  // acknowledged only once the first try is durable
+        return Submitted{JobJson(before, true), true};
+      }
+    }
     Job j;
     j.seq = next_job_seq_++;
     j.id = FormatJobId(j.seq);
@@ -522,17 +722,21 @@ ApiResult<json> ControlPlane::Submit(SubmitRequest request, int64_t now_ms) {
     j.format = std::move(request.format);
     j.spec = std::move(request.spec);
     j.run = std::move(request.run);
+    j.idempotency_key = std::move(request.idempotency_key);
+    j.owner = std::move(request.owner);
+    j.run_as = std::move(request.run_as);
     j.max_retries = j.spec.max_retries >= 0 ? j.spec.max_retries : options_.config.max_retries;
     j.submitted_ms = now_ms;
+    if (!j.idempotency_key.empty()) idempotency_keys_[key] = j.seq;
     auto [it, inserted] = jobs_.emplace(j.seq, std::move(j));
     SetState(t, it->second, JobState::kPending, "submitted", now_ms);
     t.created.push_back(it->first);
     schedule_dirty_ = true;
-    return JobJson(it->second, true);
+    return Submitted{JobJson(it->second, true), false};
   });
-  if (r) {
+  if (r && !r->replayed) {
     metrics_.submissions_accepted++;
-  } else {
+  } else if (!r) {
     metrics_.submissions_rejected++;
   }
   return r;
@@ -540,12 +744,16 @@ ApiResult<json> ControlPlane::Submit(SubmitRequest request, int64_t now_ms) {
 
 void ControlPlane::CountRejected() { metrics_.submissions_rejected++; }
 
-ApiResult<json> ControlPlane::Cancel(const std::string& id, int64_t now_ms) {
+ApiResult<json> ControlPlane::Cancel(const std::string& id, const Identity& who, int64_t now_ms) {
   return Mutate<json>([&](Txn& t) -> ApiResult<json> {
     auto seq = ParseJobId(id);
     auto it = seq ? jobs_.find(*seq) : jobs_.end();
     if (it == jobs_.end() || !Visible(it->second)) return Refuse(404, "no job " + id);
     Job& j = it->second;
+    if (!who.IsAdmin() && who.name != j.owner) {
+      return Refuse(403, "job " + id + " belongs to " + j.owner +
+                             ": only its owner or an admin may cancel it");
+    }
     switch (j.state) {
       case JobState::kPending:
         SetState(t, j, JobState::kCancelled, "cancelled by user", now_ms);
@@ -598,7 +806,8 @@ json ControlPlane::JobJson(const Job& j, bool full) const {
               {"resizes", j.resizes},
               {"migrations", j.migrations},
               {"attained_gpu_s", AttainedNow(j, last_tick_ms_)},
-              {"colocated", j.colocated}};
+              {"colocated", j.colocated},
+              {"owner", j.owner}};
   // The run time the scheduler assumes (backfill, SRTF): the user's `duration`, else learned
   // from succeeded jobs like it, else unknown.
   const double learned = runtimes_.Predict(j.spec, j.spec.TotalGpus());
@@ -630,12 +839,17 @@ json ControlPlane::JobJson(const Job& j, bool full) const {
   return out;
 }
 
-ApiResult<json> ControlPlane::GetJob(const std::string& id) const {
+ApiResult<json> ControlPlane::GetJob(const std::string& id, const Identity& who) const {
   std::lock_guard l(mu_);
   auto seq = ParseJobId(id);
   auto it = seq ? jobs_.find(*seq) : jobs_.end();
   if (it == jobs_.end() || !Visible(it->second)) return Refuse(404, "no job " + id);
-  return JobJson(it->second, true);
+  json out = JobJson(it->second, true);
+  if (!who.IsAdmin() && who.name != it->second.owner) {  // run.env may hold secrets
+    out.erase("run");
+    out.erase("spec");
+  }
+  return out;
 }
 
 json ControlPlane::ListJobs(const JobFilter& filter) const {
@@ -712,12 +926,17 @@ json ControlPlane::ListNodes(int64_t now_ms) const {
   return {{"nodes", out}};
 }
 
-ApiResult<std::string> ControlPlane::RankAddress(const std::string& id, int rank) const {
+ApiResult<ControlPlane::LogSource> ControlPlane::RankLog(const std::string& id, int rank,
+                                                         const Identity& who) const {
   std::lock_guard l(mu_);
   auto seq = ParseJobId(id);
   auto it = seq ? jobs_.find(*seq) : jobs_.end();
   if (it == jobs_.end() || !Visible(it->second)) return Refuse(404, "no job " + id);
   const Job& j = it->second;
+  if (!who.IsAdmin() && who.name != j.owner) {
+    return Refuse(403, "job " + id + " belongs to " + j.owner +
+                           ": only its owner or an admin may read its logs");
+  }
   const auto& places = j.placement.empty() ? j.last_placement : j.placement;
   if (places.empty()) {
     return Refuse(409, "job " + id + " has not been placed yet (" +
@@ -730,7 +949,10 @@ ApiResult<std::string> ControlPlane::RankAddress(const std::string& id, int rank
       return Refuse(404, "the node of rank " + std::to_string(rank) + " (" + p.node +
                              ") has no log address registered");
     }
-    return n->second.address;
+    if (n->second.log_key.empty()) {
+      return Refuse(404, "node " + p.node + " has not registered since logs needed a key");
+    }
+    return LogSource{n->second.address, n->second.log_key};
   }
   return Refuse(404, "job " + id + " has no rank " + std::to_string(rank) + " (" +
                          std::to_string(places.size()) + " ranks)");
@@ -888,6 +1110,16 @@ std::string ControlPlane::Metrics() const {
   out += "tianshu_job_migrations_total " + std::to_string(metrics_.migrations) + "\n";
   out += MetricHeader("tianshu_nodes_lost_total", "counter", "Nodes declared lost or failed.");
   out += "tianshu_nodes_lost_total " + std::to_string(metrics_.nodes_lost) + "\n";
+  out += MetricHeader("tianshu_jobs_quarantined_total", "counter",
+                      "Jobs failed at start because their stored record could not be read back.");
+  out += "tianshu_jobs_quarantined_total " + std::to_string(metrics_.quarantined) + "\n";
+  out += MetricHeader("tianshu_mass_silences_total", "counter",
+                      "Times more than half of the live nodes went silent at once (no node is "
+                      "declared lost while it lasts).");
+  out += "tianshu_mass_silences_total " + std::to_string(metrics_.mass_silences) + "\n";
+  out += MetricHeader("tianshu_idempotent_replays_total", "counter",
+                      "Submissions answered with the job their Idempotency-Key made before.");
+  out += "tianshu_idempotent_replays_total " + std::to_string(metrics_.idempotent_replays) + "\n";
   CommitStats cs = committer_->Stats();
   out += MetricHeader("tianshu_store_commits_total", "counter", "Durable store transactions.");
   out += "tianshu_store_commits_total " + std::to_string(cs.commits) + "\n";
@@ -1018,6 +1250,7 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
     l.master_port = port;
     l.checkpoint_dir = ckpt;
     l.workdir = j.run.workdir;
+    l.run_as = j.run_as;
     int local_rank = 0;
     int local_world = 0;
     for (const auto& p : j.placement) local_world += p.node == node.name ? 1 : 0;
@@ -1296,7 +1529,7 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
 // ---- agents ----
 
 ApiResult<wire::RegisterResponse> ControlPlane::Register(const wire::RegisterRequest& req,
-                                                         int64_t now_ms) {
+                                                         const Identity& who, int64_t now_ms) {
   const auto& allowed = options_.static_nodes;
   if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), req.node) == allowed.end()) {
     return Refuse(403, "node " + req.node + " is not in the static cluster " +
@@ -1304,9 +1537,33 @@ ApiResult<wire::RegisterResponse> ControlPlane::Register(const wire::RegisterReq
                            " (cluster.node_discovery: static); register it under one of its "
                            "node names, or use dynamic discovery");
   }
+  if (who.role == Role::kUser) {
+    return Refuse(403,
+                  "a user token cannot register a node: agents use a join token (tianshu "
+                  "users add NAME --role join) and then their node's own credential");
+  }
+  if (who.role == Role::kNode && who.node != req.node) {
+    return Refuse(403, "this credential belongs to node " + who.node + ", not " + req.node);
+  }
   return Mutate<wire::RegisterResponse>([&](Txn& t) -> ApiResult<wire::RegisterResponse> {
+    if (auto held = nodes_.find(req.node);
+        who.role != Role::kNode && held != nodes_.end() && !held->second.credential_hash.empty()) {
+      // An impostor with the join (or admin) token cannot take over a registered name.
+      return Refuse(403, "node " + req.node +
+                             " is registered with its own credential: its agent registers with "
+                             "it (WORKDIR/credential); an agent that lost it needs an admin to "
+                             "run `tianshu nodes forget " +
+                             req.node + "` first");
+    }
     auto [it, is_new] = nodes_.try_emplace(req.node);
     NodeEntry& n = it->second;
+    std::string minted;
+    if (n.credential_hash.empty()) {
+      minted = NewToken();
+      n.credential_hash = TokenHash(minted);
+      n.log_key = NewToken();
+      node_by_credential_[n.credential_hash] = req.node;
+    }
     const bool restarted = !is_new && n.agent_id != req.agent_id;
     const NodeState old_state = n.state;
     n.name = req.node;
@@ -1370,6 +1627,8 @@ ApiResult<wire::RegisterResponse> ControlPlane::Register(const wire::RegisterReq
     StopStale(t, n.name, req.running);
     t.wake_work = true;
     return wire::RegisterResponse{.node = n.name,
+                                  .credential = minted,
+                                  .log_key = n.log_key,
                                   .heartbeat_interval_ms = options_.heartbeat_interval_ms,
                                   .lost_after_ms = options_.lost_after_ms,
                                   .server_id = options_.server_id};
@@ -1448,9 +1707,32 @@ ApiResult<int> ControlPlane::Reports(const std::string& node, const wire::Report
 void ControlPlane::Tick(int64_t now_ms) {
   (void)Mutate<bool>([&](Txn& t) -> ApiResult<bool> {
     last_tick_ms_ = now_ms;
+    auto live = [](const NodeEntry& n) {
+      return n.state == NodeState::kReady || n.state == NodeState::kDegraded;
+    };
+    auto silent = [&](const NodeEntry& n) {
+      return live(n) && now_ms - n.last_heartbeat_ms > options_.lost_after_ms &&
+             now_ms >= n.grace_until_ms;
+    };
+    int live_nodes = 0, silent_nodes = 0;
+    for (const auto& [name, n] : nodes_) {
+      live_nodes += live(n);
+      silent_nodes += silent(n);
+    }
+    // Most nodes silent at once: the server was starved or cut off, not the nodes. Hold off
+    // until the silence ends (then give the rest a full window) or has lasted too long.
+    const bool mass = silent_nodes >= 2 && 2 * silent_nodes > live_nodes;
+    if (mass && mass_silence_since_ms_ == 0) {
+      mass_silence_since_ms_ = now_ms;
+      metrics_.mass_silences++;
+    } else if (!mass && mass_silence_since_ms_ != 0) {
+      mass_silence_since_ms_ = 0;
+      losses_not_before_ms_ = std::max(losses_not_before_ms_, now_ms + options_.lost_after_ms);
+    }
+    const bool hold = now_ms < losses_not_before_ms_ ||
+                      (mass && now_ms - mass_silence_since_ms_ < options_.mass_silence_max_ms);
     for (auto& [name, n] : nodes_) {
-      if ((n.state == NodeState::kReady || n.state == NodeState::kDegraded) &&
-          now_ms - n.last_heartbeat_ms > options_.lost_after_ms) {
+      if (!hold && silent(n)) {
         LoseNode(t, n, NodeState::kLost,
                  "no heartbeat for " + std::to_string((now_ms - n.last_heartbeat_ms) / 1000) + " s",
                  now_ms);

@@ -28,6 +28,7 @@
 #include "tianshu/model/engine_config.h"
 #include "tianshu/model/topology.h"
 #include "tianshu/server/committer.h"
+#include "tianshu/server/identity.h"
 #include "tianshu/server/metrics.h"
 #include "tianshu/server/placer.h"
 #include "tianshu/server/requests.h"
@@ -63,7 +64,10 @@ struct Transition {
 struct Job {
   int64_t seq = 0;
   std::string id;
-  std::string text, format;  // the spec as submitted (without its run section)
+  std::string text, format;     // the body as submitted, byte for byte ("yaml" or "json")
+  std::string idempotency_key;  // the client's Idempotency-Key, if it sent one
+  std::string owner;            // the user that submitted it ("admin": the server's token)
+  std::string run_as;           // the Unix user its ranks run as ("" = the agent's own)
   model::JobSpec spec;
   RunSpec run;
   JobState state = JobState::kPending;
@@ -126,14 +130,32 @@ struct NodeEntry {
   std::string message;
   int64_t registered_ms = 0;
   int64_t last_heartbeat_ms = 0;  // not persisted; set to the load time on start
+  int64_t grace_until_ms = 0;     // not persisted; no loss before (restart_grace_ms)
+  std::string credential_hash;    // SHA-256 of its node credential (minted at first register)
+  std::string log_key;            // what the server shows the node's agent to read rank logs
   wire::Heartbeat last;           // not persisted
+};
+
+// What a submission made: the job (full view), and whether it was made before (an earlier
+// try with the same Idempotency-Key and body).
+struct Submitted {
+  nlohmann::json job;
+  bool replayed = false;
 };
 
 struct ControlPlaneOptions {
   model::EngineConfig config;
+  std::string admin_token;      // the server's token file: the built-in admin identity
   std::string checkpoint_root;  // TIANSHU_CHECKPOINT_DIR = checkpoint_root/JOB_ID
   int64_t heartbeat_interval_ms = 1000;
   int64_t lost_after_ms = 10000;
+  // After a start, no node is declared lost for this long: longer than an agent's longest
+  // reconnect backoff (30 s) plus lost_after_ms, so a server outage costs no healthy node.
+  int64_t restart_grace_ms = 45000;
+  // When more than half of the live nodes (at least two) go silent at once, the server (or its
+  // network) is the likelier fault: nothing is declared lost until the silence has lasted this
+  // long (Kubernetes' node controller stops evicting in a full disruption the same way).
+  int64_t mass_silence_max_ms = 120000;
   size_t commit_batch = 512;   // 1: one transaction per change
   size_t events_kept = 20000;  // in memory, for the event stream
   std::string placement;       // strategy name; "" = config.algorithm
@@ -151,14 +173,33 @@ class ControlPlane {
                                                                   int64_t now_ms);
   ~ControlPlane();
 
+  // ---- identities ----
+  // Who holds `bearer`: the admin token, a user's or join token, or a node credential.
+  std::optional<Identity> Authenticate(std::string_view bearer) const;
+  // Admin only (checked by the caller): a new user with a new token, shown once.
+  ApiResult<nlohmann::json> CreateUser(const std::string& name, Role role,
+                                       const std::string& unix_user, int64_t now_ms);
+  nlohmann::json ListUsers() const;
+  ApiResult<nlohmann::json> RemoveUser(const std::string& name);
+  // Admin only: drops a node's credential, so that its next registration (with a join token)
+  // mints a new one; for an agent that lost its work directory.
+  ApiResult<nlohmann::json> ForgetNode(const std::string& name);
+
   // ---- users ----
   // Accepts a validated job; durable before it returns. Returns the job's JSON view.
-  ApiResult<nlohmann::json> Submit(SubmitRequest request, int64_t now_ms);
+  ApiResult<Submitted> Submit(SubmitRequest request, int64_t now_ms);
   // pending -> cancelled; starting/running -> stopping (then cancelled); 409 when terminal.
-  ApiResult<nlohmann::json> Cancel(const std::string& id, int64_t now_ms);
-  ApiResult<nlohmann::json> GetJob(const std::string& id) const;
-  // host:port of the agent holding `rank` of the job's current (or last) attempt, for its log.
-  ApiResult<std::string> RankAddress(const std::string& id, int rank) const;
+  // Only its owner or an admin may cancel a job (403 otherwise).
+  ApiResult<nlohmann::json> Cancel(const std::string& id, const Identity& who, int64_t now_ms);
+  // The full view; `run` and `spec` (which hold env values) only for its owner or an admin.
+  ApiResult<nlohmann::json> GetJob(const std::string& id, const Identity& who) const;
+  // Where to read a rank's log: the registered host:port of the agent holding `rank` of the
+  // job's current (or last) attempt, and the key that agent accepts from the server. Only the
+  // job's owner or an admin (403 otherwise).
+  struct LogSource {
+    std::string address, key;
+  };
+  ApiResult<LogSource> RankLog(const std::string& id, int rank, const Identity& who) const;
   nlohmann::json ListJobs(const JobFilter& filter) const;
   nlohmann::json ListNodes(int64_t now_ms) const;
   ApiResult<nlohmann::json> GetNode(const std::string& name, int64_t now_ms) const;
@@ -170,7 +211,10 @@ class ControlPlane {
   void CountRejected();
 
   // ---- agents ----
-  ApiResult<wire::RegisterResponse> Register(const wire::RegisterRequest& request, int64_t now_ms);
+  // `who` registers the node: its own credential (again), or a join or admin token for a
+  // name that holds no credential yet (one is minted and returned); anything else is 403.
+  ApiResult<wire::RegisterResponse> Register(const wire::RegisterRequest& request,
+                                             const Identity& who, int64_t now_ms);
   ApiResult<wire::HeartbeatResponse> Heartbeat(const std::string& node,
                                                const wire::Heartbeat& heartbeat, int64_t now_ms);
   // Outstanding orders of the node, waiting up to wait_ms when there are none.
@@ -182,10 +226,17 @@ class ControlPlane {
   // Failure detection, one scheduling cycle when something changed, periodic checkpoints.
   void Tick(int64_t now_ms);
 
+  // Declares no node lost before `until_ms`: the server calls it when it could not serve
+  // heartbeats in time itself (its request workers were all busy).
+  void DeferLosses(int64_t until_ms);
+
   // Wakes every waiter (long polls) so that the server can stop.
   void Shutdown();
   bool StoreFailed() const { return committer_->Failed(); }
   std::string StoreDescription() const { return store_->Describe(); }
+  // What the start could not read back: quarantined (failed) jobs, skipped node and order
+  // records, one line each.
+  std::vector<std::string> StartupWarnings() const;
   CommitStats StoreStats() const { return committer_->Stats(); }
 
  private:
@@ -197,6 +248,8 @@ class ControlPlane {
 
   ControlPlane(std::unique_ptr<Store> store, ControlPlaneOptions options);
   Status Load(int64_t now_ms);
+  // Fails the jobs Load could not read back (one transaction); see StartupWarnings.
+  Status Quarantine(int64_t now_ms);
   // Runs `f` under the lock; if it made changes, writes them and waits until durable.
   template <typename T, typename F>
   ApiResult<T> Mutate(F&& f);
@@ -258,6 +311,22 @@ class ControlPlane {
   bool schedule_dirty_ = true;
   int64_t next_reshape_check_ms_ = 0;
   int64_t last_tick_ms_ = 0;  // the ticker's last time (a job's service up to now, for views)
+  // No node is declared lost before this (the server was starved, or a mass silence ended),
+  // nor while most go silent at once.
+  int64_t losses_not_before_ms_ = 0;
+  int64_t mass_silence_since_ms_ = 0;                         // 0: not in a mass silence
+  std::vector<std::pair<int64_t, std::string>> quarantined_;  // job seq, why (from Load)
+  std::vector<std::string> skipped_records_;                  // node and order records
+  std::map<std::string, int64_t> idempotency_keys_;           // key -> job seq
+  struct UserEntry {
+    Role role = Role::kUser;
+    std::string token_hash, unix_user;
+    int64_t created_ms = 0;
+  };
+  std::map<std::string, UserEntry> users_;                 // by name
+  std::map<std::string, std::string> user_by_token_;       // token hash -> user name
+  std::map<std::string, std::string> node_by_credential_;  // credential hash -> node name
+  std::string admin_token_hash_;
   // Run times of succeeded jobs (in completion order), for the engine's learned estimates.
   engine::RuntimeHistory runtimes_;
   // Per overlaid service: the share of each of its GPUs training loses to it (serving model),

@@ -3,14 +3,18 @@
 #include <httplib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <ctime>
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <random>
 
+#include "tianshu/base/secret_files.h"
 #include "tianshu/base/strings.h"
+#include "tianshu/server/metrics.h"
+#include "tianshu/server/requests.h"
+#include "tianshu/server/worker_pool.h"
 
 namespace tianshu::server {
 
@@ -43,11 +47,10 @@ std::map<std::string, std::string> Params(const httplib::Request& req) {
   return out;
 }
 
-bool SameToken(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
+std::string BearerOf(const httplib::Request& req) {
+  std::string auth = req.get_header_value("Authorization");
+  const std::string prefix = "Bearer ";
+  return auth.starts_with(prefix) ? auth.substr(prefix.size()) : std::string();
 }
 
 std::string DefaultMessage(int status) {
@@ -69,31 +72,19 @@ std::string DefaultMessage(int status) {
 
 }  // namespace
 
-Result<std::string> ReadTokenFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Fail("cannot read token file ", path);
-  std::string line;
-  std::getline(in, line);
-  std::string token(Trim(line));
-  if (token.empty()) return Fail("token file ", path, " is empty");
-  return token;
-}
+Result<std::string> ReadTokenFile(const std::string& path) { return ReadSecretFile(path); }
 
 Result<std::string> EnsureTokenFile(const std::string& path) {
-  if (std::filesystem::exists(path)) return ReadTokenFile(path);
-  std::error_code ec;
+  if (std::filesystem::exists(path)) return ReadSecretFile(path);
   auto dir = std::filesystem::path(path).parent_path();
-  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-  std::random_device rd;
+  if (!dir.empty()) {
+    if (auto s = MakePrivateDirs(dir.string()); !s) return std::unexpected(s.error());
+  }
+  std::random_device rd;  // the kernel's random source
   std::string token;
   const char* hex = "0123456789abcdef";
   for (int i = 0; i < 32; ++i) token += hex[rd() % 16];
-  {
-    std::ofstream out(path);
-    if (!out) return Fail("cannot write token file ", path);
-    out << token << "\n";
-  }
-  ::chmod(path.c_str(), 0600);
+  if (auto s = WritePrivateFile(path, token + "\n"); !s) return std::unexpected(s.error());
   return token;
 }
 
@@ -110,11 +101,21 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     options.control.checkpoint_root =
         std::filesystem::absolute(std::filesystem::path(options.data_dir) / "checkpoints").string();
   }
-  std::error_code ec;
-  std::filesystem::create_directories(options.data_dir, ec);
-  if (ec) return Fail("cannot create data directory ", options.data_dir, ": ", ec.message());
-  auto store = OpenSqliteStore((std::filesystem::path(options.data_dir) / "tianshu.db").string());
+  if (auto s = MakePrivateDirs(options.data_dir); !s) return std::unexpected(s.error());
+  // The store holds run.env values (API keys): 0600 from its creation. SQLite gives its WAL and
+  // shared-memory files the database file's mode; older ones made wider are narrowed.
+  const std::string db = (std::filesystem::path(options.data_dir) / "tianshu.db").string();
+  for (const std::string& f : {db + "-wal", db + "-shm", db + "-journal"}) {
+    if (auto s = NarrowToPrivate(f); !s) return std::unexpected(s.error());
+  }
+  if (auto fd = OpenPrivateAppend(db); !fd) {
+    return std::unexpected(fd.error());
+  } else {
+    ::close(*fd);
+  }
+  auto store = OpenSqliteStore(db);
   if (!store) return std::unexpected(store.error());
+  options.control.admin_token = options.token;
   auto cp = ControlPlane::Open(std::move(*store), options.control, options.now_ms());
   if (!cp) return std::unexpected(cp.error());
 
@@ -122,10 +123,17 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   s->options_ = std::move(options);
   s->cp_ = std::move(*cp);
   s->http_ = std::make_unique<httplib::Server>();
-  const int threads = std::max(4, s->options_.http_threads);
-  s->http_->new_task_queue = [threads] {
-    return new httplib::ThreadPool(static_cast<size_t>(threads));
+  // httplib deletes the queue it is given when its accept loop ends; the pool itself lives as
+  // long as the server (the ticker reads it).
+  struct Forward : httplib::TaskQueue {
+    explicit Forward(WorkerPool* p) : pool(p) {}
+    void enqueue(std::function<void()> fn) override { pool->enqueue(std::move(fn)); }
+    void shutdown() override { pool->shutdown(); }
+    WorkerPool* pool;
   };
+  s->pool_ = std::make_unique<WorkerPool>(WorkerPoolOptions{
+      .min_threads = 8, .max_threads = static_cast<size_t>(std::max(8, s->options_.http_threads))});
+  s->http_->new_task_queue = [pool = s->pool_.get()] { return new Forward(pool); };
   s->http_->set_payload_max_length(kMaxBodyBytes);
   s->http_->set_keep_alive_max_count(1000);
   s->http_->set_tcp_nodelay(true);  // answers go out at once, not after a delayed ACK
@@ -162,6 +170,12 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   }
   s->ticker_ = std::thread([self] {
     while (!self->stopping_) {
+      // Connections waiting for a worker: heartbeats may be among them, so silence now says
+      // nothing about the nodes. No node is declared lost until the server has caught up.
+      const int64_t lost_after = self->options_.control.lost_after_ms;
+      if (self->pool_->OldestWaitMs() > std::min<int64_t>(1000, lost_after / 4)) {
+        self->cp_->DeferLosses(self->options_.now_ms() + lost_after);
+      }
       self->cp_->Tick(self->options_.now_ms());
       for (int64_t slept = 0; slept < self->options_.tick_ms && !self->stopping_; slept += 10) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -169,6 +183,7 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     }
   });
   if (s->options_.log) {
+    for (const auto& w : s->cp_->StartupWarnings()) s->options_.log("tianshu serve: store: " + w);
     s->options_.log("tianshu serve: listening on http://" + o.host + ":" +
                     std::to_string(s->port_) + ", store " + s->cp_->StoreDescription());
   }
@@ -197,6 +212,24 @@ void Server::Routes() {
   httplib::Server& h = *http_;
   ControlPlane* cp = cp_.get();
   auto now = [this] { return options_.now_ms(); };
+  // The caller (authenticated by the pre-routing handler) when its role may make this call;
+  // otherwise the 403 is written and nullopt returned.
+  auto allowed = [cp](const httplib::Request& req, httplib::Response& res,
+                      const std::vector<Role>& roles,
+                      const std::string& what) -> std::optional<Identity> {
+    auto who = cp->Authenticate(BearerOf(req));
+    if (!who) {
+      RespondError(res, {401, "wrong token"});
+      return std::nullopt;
+    }
+    for (Role r : roles) {
+      if (who->role == r) return who;
+    }
+    RespondError(res, {403, std::string(RoleName(who->role)) + " token (" + who->name +
+                                ") may not " + what});
+    return std::nullopt;
+  };
+  const std::vector<Role> people = {Role::kAdmin, Role::kUser};  // copied into each route
 
   h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     // RFC 9110 §6.6.1: an origin server with a clock sends Date; `tianshu doctor` reads it to
@@ -210,16 +243,14 @@ void Server::Routes() {
       return httplib::Server::HandlerResponse::Handled;
     }
     if (req.path == "/healthz") return httplib::Server::HandlerResponse::Unhandled;
-    std::string auth = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    if (auth.empty()) {
+    if (!req.has_header("Authorization")) {
       if (req.path == "/v1/jobs" && req.method == "POST") cp_->CountRejected();
       RespondError(res, {401,
                          "missing bearer token: send 'Authorization: Bearer <token>' "
                          "(tianshu: --token-file or TIANSHU_TOKEN)"});
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (!auth.starts_with(prefix) || !SameToken(auth.substr(prefix.size()), options_.token)) {
+    if (!cp_->Authenticate(BearerOf(req))) {
       if (req.path == "/v1/jobs" && req.method == "POST") cp_->CountRejected();
       RespondError(res, {401, "wrong token"});
       return httplib::Server::HandlerResponse::Handled;
@@ -248,65 +279,113 @@ void Server::Routes() {
     bool ok = !cp_->StoreFailed();
     Respond(res, ok ? 200 : 503, {{"status", ok ? "ok" : "store failed"}});
   });
-  h.Get("/metrics", [cp](const httplib::Request&, httplib::Response& res) {
-    res.set_content(cp->Metrics(), "text/plain; version=0.0.4");
+  h.Get("/metrics", [this, cp, allowed](const httplib::Request& req, httplib::Response& res) {
+    if (!allowed(req, res, {Role::kAdmin, Role::kUser, Role::kNode}, "read metrics")) return;
+    std::string out = cp->Metrics();
+    out += MetricHeader("tianshu_http_workers", "gauge",
+                        "HTTP worker threads alive (one per connection being served).");
+    out += "tianshu_http_workers " + std::to_string(pool_->Threads()) + "\n";
+    out += MetricHeader("tianshu_http_workers_peak", "gauge", "Most HTTP worker threads at once.");
+    out += "tianshu_http_workers_peak " + std::to_string(pool_->Peak()) + "\n";
+    out += MetricHeader("tianshu_http_queue_wait_seconds", "gauge",
+                        "How long the oldest connection has waited for a worker.");
+    out += "tianshu_http_queue_wait_seconds " +
+           std::to_string(static_cast<double>(pool_->OldestWaitMs()) / 1000.0) + "\n";
+    res.set_content(out, "text/plain; version=0.0.4");
   });
 
   // ---- jobs ----
-  h.Post("/v1/jobs", [cp, now](const httplib::Request& req, httplib::Response& res) {
-    auto parsed = ParseSubmitBody(req.get_header_value("Content-Type"), req.body,
-                                  req.get_header_value("X-Tianshu-File"));
-    if (!parsed) {
-      cp->CountRejected();
-      return RespondError(res, parsed.error());
-    }
-    // Like sbatch: ranks of a job whose run section names no workdir start where it was
-    // submitted from (the CLI sends its working directory).
-    std::string submit_dir = req.get_header_value("X-Tianshu-Workdir");
-    if (parsed->run.workdir.empty() && !parsed->run.command.empty() &&
-        submit_dir.starts_with("/")) {
-      parsed->run.workdir = submit_dir;
-    }
-    auto job = cp->Submit(std::move(*parsed), now());
-    if (!job) return RespondError(res, job.error());
-    res.set_header("Location", "/v1/jobs/" + (*job)["id"].get<std::string>());
-    Respond(res, 201, *job);
-  });
-  h.Get("/v1/jobs", [cp](const httplib::Request& req, httplib::Response& res) {
+  h.Post(
+      "/v1/jobs", [cp, now, allowed, people](const httplib::Request& req, httplib::Response& res) {
+        auto who = allowed(req, res, people, "submit jobs");
+        if (!who) return cp->CountRejected();
+        auto parsed = ParseSubmitBody(req.get_header_value("Content-Type"), req.body,
+                                      req.get_header_value("X-Tianshu-File"));
+        if (!parsed) {
+          cp->CountRejected();
+          return RespondError(res, parsed.error());
+        }
+        // Like sbatch: ranks of a job whose run section names no workdir start where it was
+        // submitted from (the CLI sends its working directory).
+        std::string submit_dir = req.get_header_value("X-Tianshu-Workdir");
+        if (submit_dir.find("/../") != std::string::npos || submit_dir.ends_with("/..")) {
+          submit_dir.clear();
+        }
+        if (parsed->run.workdir.empty() && !parsed->run.command.empty() &&
+            submit_dir.starts_with("/")) {
+          parsed->run.workdir = submit_dir;
+        } else if (!parsed->run.workdir.empty() && !parsed->run.workdir.starts_with("/")) {
+          // Relative: under the submit directory (the validator refused any "..").
+          if (!submit_dir.starts_with("/")) {
+            cp->CountRejected();
+            return RespondError(res, {400, "run.workdir '" + parsed->run.workdir.substr(0, 256) +
+                                               "' is relative and the request names no absolute "
+                                               "X-Tianshu-Workdir: give an absolute path"});
+          }
+          parsed->run.workdir = submit_dir + "/" + parsed->run.workdir;
+        }
+        if (req.has_header("Idempotency-Key")) {
+          parsed->idempotency_key = req.get_header_value("Idempotency-Key");
+          if (!IsValidIdempotencyKey(parsed->idempotency_key)) {
+            cp->CountRejected();
+            return RespondError(res, {400, "Idempotency-Key must be 1-128 of A-Z a-z 0-9 . _ : -"});
+          }
+        }
+        parsed->owner = who->name;
+        parsed->run_as = who->unix_user;
+        auto made = cp->Submit(std::move(*parsed), now());
+        if (!made) return RespondError(res, made.error());
+        res.set_header("Location", "/v1/jobs/" + made->job["id"].get<std::string>());
+        // A retry of a submission that was made: the same job, not a second one.
+        if (made->replayed) res.set_header("Idempotent-Replayed", "true");
+        Respond(res, made->replayed ? 200 : 201, made->job);
+      });
+  h.Get("/v1/jobs", [cp, allowed, people](const httplib::Request& req, httplib::Response& res) {
+    if (!allowed(req, res, people, "list jobs")) return;
     auto f = ParseJobFilter(Params(req));
     if (!f) return RespondError(res, f.error());
     Respond(res, 200, cp->ListJobs(*f));
   });
-  h.Get(R"(/v1/jobs/([^/]+))", [cp](const httplib::Request& req, httplib::Response& res) {
-    auto j = cp->GetJob(req.matches[1]);
-    if (!j) return RespondError(res, j.error());
-    Respond(res, 200, *j);
-  });
-  auto cancel = [cp, now](const httplib::Request& req, httplib::Response& res) {
-    auto j = cp->Cancel(req.matches[1], now());
+  h.Get(R"(/v1/jobs/([^/]+))",
+        [cp, allowed, people](const httplib::Request& req, httplib::Response& res) {
+          auto who = allowed(req, res, people, "read jobs");
+          if (!who) return;
+          auto j = cp->GetJob(req.matches[1], *who);
+          if (!j) return RespondError(res, j.error());
+          Respond(res, 200, *j);
+        });
+  auto cancel = [cp, now, allowed, people](const httplib::Request& req, httplib::Response& res) {
+    auto who = allowed(req, res, people, "cancel jobs");
+    if (!who) return;
+    auto j = cp->Cancel(req.matches[1], *who, now());
     if (!j) return RespondError(res, j.error());
     Respond(res, 200, *j);
   };
   // A rank's log, read from the agent of its node (the agent serves it on its address).
-  h.Get(R"(/v1/jobs/([^/]+)/logs)", [this, cp](const httplib::Request& req,
-                                               httplib::Response& res) {
+  h.Get(R"(/v1/jobs/([^/]+)/logs)", [cp, allowed, people](const httplib::Request& req,
+                                                          httplib::Response& res) {
+    auto who = allowed(req, res, people, "read logs");
+    if (!who) return;
     int64_t rank = 0, offset = 0;
     if ((req.has_param("rank") && !ParseInt64(req.get_param_value("rank"), &rank)) ||
         (req.has_param("offset") && !ParseInt64(req.get_param_value("offset"), &offset)) ||
         rank < 0 || offset < 0) {
       return RespondError(res, {400, "rank and offset are non-negative integers"});
     }
-    auto where = cp->RankAddress(req.matches[1], static_cast<int>(rank));
+    // Only ever the node's registered address, with the key that node's agent was given: no
+    // user's token goes to a node.
+    auto where = cp->RankLog(req.matches[1], static_cast<int>(rank), *who);
     if (!where) return RespondError(res, where.error());
-    httplib::Client agent("http://" + *where);
+    httplib::Client agent("http://" + where->address);
     agent.set_connection_timeout(2, 0);
     agent.set_read_timeout(10, 0);
     auto r = agent.Get("/v1/logs/" + std::string(req.matches[1]) + "/" + std::to_string(rank) +
                            "?offset=" + std::to_string(offset),
-                       {{"Authorization", "Bearer " + options_.token}});
+                       {{"Authorization", "Bearer " + where->key}});
     if (!r) {
-      return RespondError(res, {502, "the agent at " + *where + " did not answer for the log (" +
-                                         httplib::to_string(r.error()) + ")"});
+      return RespondError(res,
+                          {502, "the agent at " + where->address + " did not answer for the log (" +
+                                    httplib::to_string(r.error()) + ")"});
     }
     if (r->status != 200) {
       return RespondError(res, {r->status == 404 ? 404 : 502, std::string(Trim(r->body))});
@@ -320,18 +399,25 @@ void Server::Routes() {
   h.Delete(R"(/v1/jobs/([^/]+))", cancel);
 
   // ---- nodes, queues, events ----
-  h.Get("/v1/nodes", [cp, now](const httplib::Request&, httplib::Response& res) {
-    Respond(res, 200, cp->ListNodes(now()));
-  });
-  h.Get(R"(/v1/nodes/([^/]+))", [cp, now](const httplib::Request& req, httplib::Response& res) {
-    auto n = cp->GetNode(req.matches[1], now());
-    if (!n) return RespondError(res, n.error());
-    Respond(res, 200, *n);
-  });
-  h.Get("/v1/queues", [cp](const httplib::Request&, httplib::Response& res) {
+  h.Get("/v1/nodes",
+        [cp, now, allowed, people](const httplib::Request& req, httplib::Response& res) {
+          if (!allowed(req, res, people, "list nodes")) return;
+          Respond(res, 200, cp->ListNodes(now()));
+        });
+  h.Get(R"(/v1/nodes/([^/]+))",
+        [cp, now, allowed, people](const httplib::Request& req, httplib::Response& res) {
+          if (!allowed(req, res, people, "read nodes")) return;
+          auto n = cp->GetNode(req.matches[1], now());
+          if (!n) return RespondError(res, n.error());
+          Respond(res, 200, *n);
+        });
+  h.Get("/v1/queues", [cp, allowed, people](const httplib::Request& req, httplib::Response& res) {
+    if (!allowed(req, res, people, "list queues")) return;
     Respond(res, 200, cp->ListQueues());
   });
-  h.Get("/v1/events", [this, cp](const httplib::Request& req, httplib::Response& res) {
+  h.Get("/v1/events", [this, cp, allowed, people](const httplib::Request& req,
+                                                  httplib::Response& res) {
+    if (!allowed(req, res, people, "read events")) return;
     auto q = ParseEventQuery(Params(req));
     if (!q) return RespondError(res, q.error());
     if (req.get_header_value("Accept").find("text/event-stream") == std::string::npos) {
@@ -362,35 +448,96 @@ void Server::Routes() {
         });
   });
 
-  // ---- agents ----
-  h.Post("/v1/agents/register", [cp, now](const httplib::Request& req, httplib::Response& res) {
-    auto r = wire::ParseRegisterRequest(req.body);
-    if (!r) return RespondError(res, {400, "bad registration: " + r.error().message});
-    auto out = cp->Register(*r, now());
+  // ---- identities (admin) ----
+  h.Post("/v1/users", [cp, now, allowed](const httplib::Request& req, httplib::Response& res) {
+    if (!allowed(req, res, {Role::kAdmin}, "manage users")) return;
+    if (!JsonNestingWithin(req.body, kMaxJsonNesting)) {
+      return RespondError(res, {400, "malformed JSON body"});
+    }
+    json b = json::parse(req.body, nullptr, false);
+    if (!b.is_object() || !b.contains("name") || !b["name"].is_string()) {
+      return RespondError(
+          res,
+          {400, R"(expected {"name": "...", "role": "user"|"admin"|"join", "unix_user": "..."})"});
+    }
+    for (auto it = b.begin(); it != b.end(); ++it) {
+      if (it.key() != "name" && it.key() != "role" && it.key() != "unix_user") {
+        return RespondError(res, {400, "unknown field '" + it.key().substr(0, 64) + "'"});
+      }
+      if (!it->is_string()) return RespondError(res, {400, it.key() + ": expected a string"});
+    }
+    auto role = ParseRole(b.value("role", "user"));
+    if (!role) return RespondError(res, {400, "role: expected user, admin or join"});
+    auto out = cp->CreateUser(b["name"], *role, b.value("unix_user", ""), now());
     if (!out) return RespondError(res, out.error());
-    Respond(res, 200, wire::ToJson(*out));
+    Respond(res, 201, *out);
   });
+  h.Get("/v1/users", [cp, allowed](const httplib::Request& req, httplib::Response& res) {
+    if (!allowed(req, res, {Role::kAdmin}, "manage users")) return;
+    Respond(res, 200, cp->ListUsers());
+  });
+  h.Delete(R"(/v1/users/([^/]+))",
+           [cp, allowed](const httplib::Request& req, httplib::Response& res) {
+             if (!allowed(req, res, {Role::kAdmin}, "manage users")) return;
+             auto out = cp->RemoveUser(req.matches[1]);
+             if (!out) return RespondError(res, out.error());
+             Respond(res, 200, *out);
+           });
+  h.Post(R"(/v1/nodes/([^/]+)/forget)",
+         [cp, allowed](const httplib::Request& req, httplib::Response& res) {
+           if (!allowed(req, res, {Role::kAdmin}, "forget nodes")) return;
+           auto out = cp->ForgetNode(req.matches[1]);
+           if (!out) return RespondError(res, out.error());
+           Respond(res, 200, *out);
+         });
+
+  // ---- agents ----
+  h.Post("/v1/agents/register",
+         [cp, now, allowed](const httplib::Request& req, httplib::Response& res) {
+           auto who = allowed(req, res, {Role::kAdmin, Role::kJoin, Role::kNode}, "register nodes");
+           if (!who) return;
+           auto r = wire::ParseRegisterRequest(req.body);
+           if (!r) return RespondError(res, {400, "bad registration: " + r.error().message});
+           auto out = cp->Register(*r, *who, now());
+           if (!out) return RespondError(res, out.error());
+           Respond(res, 200, wire::ToJson(*out));
+         });
+  // A node's own credential, and only for that node.
+  auto node_only = [allowed](const httplib::Request& req, httplib::Response& res) {
+    auto who = allowed(req, res, {Role::kNode}, "act for a node (only its own credential can)");
+    if (!who) return false;
+    if (who->node != req.matches[1]) {
+      RespondError(res, {403, "this credential belongs to node " + who->node + ", not " +
+                                  std::string(req.matches[1])});
+      return false;
+    }
+    return true;
+  };
   h.Post(R"(/v1/agents/([^/]+)/heartbeat)",
-         [cp, now](const httplib::Request& req, httplib::Response& res) {
+         [cp, now, node_only](const httplib::Request& req, httplib::Response& res) {
+           if (!node_only(req, res)) return;
            auto hb = wire::ParseHeartbeat(req.body);
            if (!hb) return RespondError(res, {400, "bad heartbeat: " + hb.error().message});
            auto out = cp->Heartbeat(req.matches[1], *hb, now());
            if (!out) return RespondError(res, out.error());
            Respond(res, 200, wire::ToJson(*out));
          });
-  h.Get(R"(/v1/agents/([^/]+)/work)", [cp](const httplib::Request& req, httplib::Response& res) {
-    auto params = Params(req);
-    if (auto ok = CheckParams(params, {"wait_ms", "agent_id"}); !ok) {
-      return RespondError(res, ok.error());
-    }
-    auto wait = ParseIntParam(params, "wait_ms", 0, 0, 30000);
-    if (!wait) return RespondError(res, wait.error());
-    auto out = cp->Work(req.matches[1], params["agent_id"], *wait);
-    if (!out) return RespondError(res, out.error());
-    Respond(res, 200, wire::ToJson(*out));
-  });
+  h.Get(R"(/v1/agents/([^/]+)/work)",
+        [cp, node_only](const httplib::Request& req, httplib::Response& res) {
+          if (!node_only(req, res)) return;
+          auto params = Params(req);
+          if (auto ok = CheckParams(params, {"wait_ms", "agent_id"}); !ok) {
+            return RespondError(res, ok.error());
+          }
+          auto wait = ParseIntParam(params, "wait_ms", 0, 0, 30000);
+          if (!wait) return RespondError(res, wait.error());
+          auto out = cp->Work(req.matches[1], params["agent_id"], *wait);
+          if (!out) return RespondError(res, out.error());
+          Respond(res, 200, wire::ToJson(*out));
+        });
   h.Post(R"(/v1/agents/([^/]+)/reports)",
-         [cp, now](const httplib::Request& req, httplib::Response& res) {
+         [cp, now, node_only](const httplib::Request& req, httplib::Response& res) {
+           if (!node_only(req, res)) return;
            auto b = wire::ParseReportBatch(req.body);
            if (!b) return RespondError(res, {400, "bad reports: " + b.error().message});
            auto out = cp->Reports(req.matches[1], *b, now());

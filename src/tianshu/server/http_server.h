@@ -22,14 +22,18 @@ class Server;
 
 namespace tianshu::server {
 
+class WorkerPool;
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 7070;                        // 0: any free port
   std::string data_dir = "tianshu-data";  // holds tianshu.db and checkpoints/
   std::string token;                      // required on every call but /healthz; must not be empty
   ControlPlaneOptions control;            // checkpoint_root defaults to data_dir/checkpoints
-  int http_threads = 128;                 // long polls (agents' work channel, events) hold one each
-  int64_t tick_ms = 100;                  // failure detection and scheduling period
+  // Most connections served at once (a thread each, started on demand); long polls (agents'
+  // work channel, events) and slow clients hold one each.
+  int http_threads = 1024;
+  int64_t tick_ms = 100;            // failure detection and scheduling period
   std::function<int64_t()> now_ms;  // wall clock in ms since the epoch; the real one when empty
   std::function<void(const std::string&)> log;  // one line per notable event; none when empty
 };
@@ -53,15 +57,18 @@ class Server {
 
   ServerOptions options_;
   std::unique_ptr<ControlPlane> cp_;
+  std::unique_ptr<WorkerPool> pool_;  // before http_: outlives its accept loop
   std::unique_ptr<httplib::Server> http_;
   std::thread listener_, ticker_;
   std::atomic<bool> stopping_{false};
   int port_ = 0;
 };
 
-// Reads a token file (first line, trimmed); fails when missing or empty.
+// Reads a token file (first line, trimmed): fails when missing, readable by every user or
+// shorter than 16 bytes (ReadSecretFile).
 [[nodiscard]] Result<std::string> ReadTokenFile(const std::string& path);
-// Creates `path` with a new random token (mode 0600) unless it exists; returns the token.
+// Creates `path` with a new random token (0600 from its creation, its directory 0700) unless
+// it exists; returns the token.
 [[nodiscard]] Result<std::string> EnsureTokenFile(const std::string& path);
 
 }  // namespace tianshu::server

@@ -36,6 +36,9 @@ struct Metrics {
   int64_t resizes = 0;     // elastic resizes begun (checkpoint, relaunch at the new size)
   int64_t migrations = 0;  // moves begun (checkpoint, relaunch elsewhere)
   int64_t nodes_lost = 0;
+  int64_t quarantined = 0;         // jobs failed at start for an unreadable record
+  int64_t mass_silences = 0;       // times most nodes went silent at once
+  int64_t idempotent_replays = 0;  // submissions answered with the job a key made before
   std::atomic<int64_t> submissions_accepted{0};
   std::atomic<int64_t> submissions_rejected{0};
 };

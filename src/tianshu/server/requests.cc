@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -24,37 +25,51 @@ std::string SanitiseName(std::string_view name) {
   return out.empty() ? "request" : out;
 }
 
-// Blanks the lines of a top-level `run:` block so the rest keeps its line numbers.
-std::string WithoutRunBlock(const std::string& text, int first_line) {
-  std::vector<std::string> lines = SplitString(text, '\n');
-  std::string out;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    bool in_block = false;
-    if (static_cast<int>(i) == first_line) {
-      in_block = true;
-    } else if (static_cast<int>(i) > first_line) {
-      // Still inside while lines are indented, blank or comments.
-      bool inside = true;
-      for (size_t k = static_cast<size_t>(first_line) + 1; k <= i; ++k) {
-        const std::string& l = lines[k];
-        std::string_view t = Trim(l);
-        if (t.empty() || t[0] == '#') continue;
-        if (l[0] != ' ' && l[0] != '\t') {
-          inside = false;
-          break;
-        }
-      }
-      in_block = inside;
-    }
-    if (!in_block) out += lines[i];
-    if (i + 1 < lines.size()) out += '\n';
+// Refuses a JSON object with a key given twice at any depth (YAML refuses them too, and a
+// later value silently replacing an earlier one hides what was meant).
+class DuplicateKeyCheck : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::string duplicate;  // "path.key" of the first repeated key
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    keys_.emplace_back();
+    return true;
   }
-  return out;
-}
+  bool key(string_t& k) override {
+    if (!keys_.back().insert(k).second) {
+      for (size_t i = 0; i + 1 < keys_.size(); ++i) duplicate += path_[i] + ".";
+      duplicate += k;
+      return false;
+    }
+    if (path_.size() < keys_.size()) path_.resize(keys_.size());
+    path_[keys_.size() - 1] = k;
+    return true;
+  }
+  bool end_object() override {
+    keys_.pop_back();
+    path_.resize(keys_.size());
+    return true;
+  }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  std::vector<std::set<std::string>> keys_;
+  std::vector<std::string> path_;  // the key being read at each open object above
+};
 
 ApiResult<SubmitRequest> Validate(SubmitRequest req, const std::string& file,
                                   std::vector<std::string> diags) {
-  model::ValidationResult v = model::ValidateText(file, req.text);
+  model::ValidationResult v = ValidateStoredSpec(file, req.format, req.text);
   for (const auto& d : v.diagnostics) diags.push_back(d.ToString());
   if (diags.empty() && v.document && v.document->kind != model::DocumentKind::kJob) {
     return Refuse(400, std::string("expected a job document, got ") +
@@ -71,24 +86,11 @@ ApiResult<SubmitRequest> Validate(SubmitRequest req, const std::string& file,
 
 ApiResult<SubmitRequest> ParseYaml(const std::string& body, const std::string& file) {
   // One document only: the validator refuses more (and bounds yaml-cpp's document loop).
+  // Kept byte for byte, run section included: the validator reads `run:` as part of the spec.
   SubmitRequest req;
   req.format = "yaml";
   req.text = body;
-  auto result = Validate(std::move(req), file, {});
-  if (!result) return result;
-  // Stored without its run section (kept apart, in `run`); the rest keeps its line numbers.
-  try {
-    YAML::Node root = YAML::Load(body);
-    for (auto it = root.begin(); it != root.end(); ++it) {
-      if (it->first.IsScalar() && it->first.Scalar() == "run") {
-        result->text = WithoutRunBlock(body, it->first.Mark().line);
-        break;
-      }
-    }
-  } catch (const std::exception&) {
-    // Validate parsed it already.
-  }
-  return result;
+  return Validate(std::move(req), file, {});
 }
 
 ApiResult<SubmitRequest> ParseJson(const std::string& body, const std::string& file) {
@@ -98,6 +100,12 @@ ApiResult<SubmitRequest> ParseJson(const std::string& body, const std::string& f
   }
   nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Refuse(400, "malformed JSON body");
+  DuplicateKeyCheck dup;
+  nlohmann::json::sax_parse(body, &dup);
+  if (!dup.duplicate.empty()) {
+    return Refuse(400, "job spec is invalid",
+                  {file + ": " + dup.duplicate + ": duplicate key (each key may appear once)"});
+  }
   if (!j.is_object()) return Refuse(400, "expected a JSON object (the job's fields)");
   // YAML reads 1 and "1" alike; JSON says which it is, and the run section takes strings.
   std::vector<std::string> diags;
@@ -117,16 +125,37 @@ ApiResult<SubmitRequest> ParseJson(const std::string& body, const std::string& f
   }
   SubmitRequest req;
   req.format = "json";
-  req.text = j.dump(2);
-  auto result = Validate(std::move(req), file, std::move(diags));
-  if (result) {
-    j.erase("run");  // kept apart, in `run`
-    result->text = j.dump(2);
-  }
-  return result;
+  req.text = body;  // kept byte for byte; validated as the YAML its objects read as
+  return Validate(std::move(req), file, std::move(diags));
 }
 
 }  // namespace
+
+bool IsValidIdempotencyKey(std::string_view key) {
+  if (key.empty() || key.size() > 128) return false;
+  for (char c : key) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == ':' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+model::ValidationResult ValidateStoredSpec(const std::string& name, const std::string& format,
+                                           const std::string& text) {
+  if (format != "json") return model::ValidateText(name, text);
+  // JSON is validated through its re-indented YAML reading, which keeps the validator's line
+  // numbers meaningful; the depth bound keeps the re-indenting linear.
+  const bool shallow = JsonNestingWithin(text, kMaxJsonNesting);
+  nlohmann::json j = shallow ? nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false)
+                             : nlohmann::json(nlohmann::json::value_t::discarded);
+  if (j.is_discarded()) {
+    model::ValidationResult v;
+    v.diagnostics.push_back({.file = name, .message = "not a JSON object within the depth limit"});
+    return v;
+  }
+  return model::ValidateText(name, j.dump(2));
+}
 
 ApiResult<SubmitRequest> ParseSubmitBody(std::string_view content_type, const std::string& body,
                                          std::string_view file_name) {
@@ -139,7 +168,7 @@ ApiResult<SubmitRequest> ParseSubmitBody(std::string_view content_type, const st
   if (Trim(body).empty()) return Refuse(400, "empty request body: expected a job spec");
   if (type == "application/json") return ParseJson(body, file);
   if (type.empty() || type == "application/yaml" || type == "application/x-yaml" ||
-      type == "text/yaml" || type == "text/x-yaml" || type == "text/plain") {
+      type == "text/yaml" || type == "text/x-yaml") {
     return ParseYaml(body, file);
   }
   return Refuse(

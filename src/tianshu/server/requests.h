@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tianshu/model/job.h"
+#include "tianshu/model/load.h"
 
 namespace tianshu::server {
 
@@ -38,20 +39,34 @@ inline std::unexpected<ApiError> Refuse(int status, std::string message,
 using RunSpec = model::RunSpec;
 
 struct SubmitRequest {
-  std::string text;     // the spec as submitted, without its run section (kept in `run`)
+  std::string text;     // the body as submitted, byte for byte (run section included)
   std::string format;   // "yaml" or "json"
   model::JobSpec spec;  // validated
   RunSpec run;
+  // The client's Idempotency-Key: a retry with the same key and body gets the job the first
+  // try made, not a second one (kept for as long as that job's record is).
+  std::string idempotency_key;
+  std::string owner;   // who submits it (set by the server from the caller's identity)
+  std::string run_as;  // the Unix user its ranks run as ("" = the agent's own)
 };
+
+// An Idempotency-Key a client may send: 1-128 of [A-Za-z0-9._:-] (a UUID fits).
+bool IsValidIdempotencyKey(std::string_view key);
 
 inline constexpr size_t kMaxBodyBytes = 1 << 20;
 // The deepest a JSON body may nest (a job spec nests 3; wire messages 4).
 inline constexpr int kMaxJsonNesting = 64;
 
+// Validates a spec as stored (`format` "yaml" or "json", `text` the body as submitted); a
+// JSON body is read through its re-indented form, as at submission.
+model::ValidationResult ValidateStoredSpec(const std::string& name, const std::string& format,
+                                           const std::string& text);
+
 // Parses and validates a submission. `content_type` "application/json" takes a JSON object
-// (the job's keys plus optional "run"); "application/yaml", "application/x-yaml", "text/yaml",
-// "text/plain" or "" take YAML. `file_name` names the document in diagnostics (sanitised).
-// Errors: 400 with every diagnostic, 413 over kMaxBodyBytes, 415 for other content types.
+// (the job's keys plus optional "run"; a key given twice is refused); "application/yaml",
+// "application/x-yaml", "text/yaml", "text/x-yaml" or "" take YAML. `file_name` names the document
+// in diagnostics (sanitised). Errors: 400 with every diagnostic, 413 over kMaxBodyBytes, 415 for
+// other content types.
 [[nodiscard]] ApiResult<SubmitRequest> ParseSubmitBody(std::string_view content_type,
                                                        const std::string& body,
                                                        std::string_view file_name);

@@ -21,7 +21,7 @@ TEST(SubmitBody, YamlWithRunSectionKeepsLineNumbers) {
   EXPECT_EQ(r->spec.gpus, 4);
   EXPECT_EQ(r->run.command.size(), 4u);
   EXPECT_EQ(r->run.env.at("OMP_NUM_THREADS"), "1");
-  EXPECT_EQ(r->text.find("run:"), std::string::npos);
+  EXPECT_EQ(r->text, kJob);  // stored byte for byte, run section included
 
   std::string bad = std::string(kJob) + "gpu_count: 3\n";
   auto e = ParseSubmitBody("text/yaml; charset=utf-8", bad, "job.yaml");
@@ -66,6 +66,74 @@ TEST(SubmitBody, DeeplyNestedJsonIsRefusedBeforeParsing) {
   auto at = ParseSubmitBody("application/json", ok, "x.json");
   if (!at) {
     EXPECT_EQ(at.error().message.find("nested deeper"), std::string::npos);
+  }
+}
+
+// Found poisoning the store: a one-line flow job and a JSON one were stored with the run block
+// "removed" by blanking source lines (spec "\n"), after which the server refused to start.
+// Now the body is kept byte for byte and validates again from what is stored.
+TEST(SubmitBody, FlowYamlAndJsonAreStoredAsSentAndValidateAgain) {
+  const std::string flow =
+      "{kind: training, name: flow, model: {profile: llama2-7b}, gpus: 2, "
+      "run: {command: [echo, hi]}}";
+  const std::string json =
+      R"({"kind": "training", "name": "js", "model": {"profile": "llama2-7b"}, "gpus": 2,
+          "run": {"command": ["echo", "hi"], "env": {"A": "1"}}})";
+  for (const auto& [type, body] : {std::pair<std::string, std::string>{"application/yaml", flow},
+                                   {"application/json", json}}) {
+    auto r = ParseSubmitBody(type, body, "job");
+    ASSERT_TRUE(r) << type << ": " << r.error().message;
+    EXPECT_EQ(r->text, body);
+    EXPECT_EQ(r->run.command, (std::vector<std::string>{"echo", "hi"}));
+    auto again = ValidateStoredSpec("j-000001", r->format, r->text);
+    ASSERT_TRUE(again.document) << type;
+    EXPECT_EQ(std::get<model::JobSpec>(again.document->value).gpus, 2);
+  }
+  EXPECT_FALSE(ValidateStoredSpec("j", "json", "\n").document);
+  EXPECT_FALSE(ValidateStoredSpec("j", "yaml", "\n").document);
+}
+
+// JSON took the last of two equal keys while YAML refused them; text/plain was taken as YAML
+// though the API documents 415 for it.
+TEST(SubmitBody, DuplicateJsonKeysAndUndocumentedTypesAreRefused) {
+  auto dup = ParseSubmitBody(
+      "application/json",
+      R"({"name":"x","model":{"profile":"llama2-7b","profile":"llama2-70b"},"gpus":2})", "x.json");
+  ASSERT_FALSE(dup);
+  EXPECT_EQ(dup.error().status, 400);
+  ASSERT_EQ(dup.error().details.size(), 1u);
+  EXPECT_NE(dup.error().details[0].find("model.profile: duplicate key"), std::string::npos)
+      << dup.error().details[0];
+  auto top = ParseSubmitBody("application/json", R"({"name":"x","gpus":2,"gpus":4})", "x.json");
+  ASSERT_FALSE(top);
+  EXPECT_NE(top.error().details[0].find("x.json: gpus: duplicate key"), std::string::npos);
+  // Equal keys in different objects are fine.
+  EXPECT_TRUE(ParseSubmitBody("application/json",
+                              R"({"name":"x","model":{"profile":"llama2-7b"},"gpus":2,
+                                  "run":{"command":"true","env":{"name":"y"}}})",
+                              "x.json"));
+  EXPECT_EQ(ParseSubmitBody("text/plain", kJob, "x").error().status, 415);
+}
+
+// Names are printed in listings: a newline, an escape, a NUL or a bidi override in one could
+// forge a row or hide text.
+TEST(SubmitBody, JobNamesAreRestricted) {
+  for (const std::string& name :
+       std::vector<std::string>{"\"a\\nb\"", "\"\\e[2J\"", "\"a\\0b\"", "\"x\u202eexe\"", "\"-x\"",
+                                "\"x.\"", "\"a b\"", std::string("x") + std::string(128, 'y')}) {
+    auto r = ParseSubmitBody(
+        "application/yaml", "name: " + name + "\nmodel: {profile: llama2-7b}\ngpus: 1\n", "j.yaml");
+    ASSERT_FALSE(r) << name;
+    ASSERT_FALSE(r.error().details.empty()) << name;
+    EXPECT_NE(r.error().details[0].find("j.yaml:1:7: name: must be 1-128 letters"),
+              std::string::npos)
+        << r.error().details[0];
+  }
+  for (const std::string& name :
+       std::vector<std::string>{"gpt-7b", "a", "run_1.v2", std::string(128, 'z')}) {
+    EXPECT_TRUE(ParseSubmitBody(
+        "application/yaml", "name: " + name + "\nmodel: {profile: llama2-7b}\ngpus: 1\n", "j.yaml"))
+        << name;
   }
 }
 

@@ -69,7 +69,9 @@ TEST(SqliteStore, MigratesAnOlderSchemaAndRefusesANewerOne) {
   {
     auto s = OpenSqliteStore(path);
     ASSERT_TRUE(s) << s.error().message;
-    EXPECT_EQ((*s)->Load(10)->jobs.size(), 1u);
+    auto loaded = (*s)->Load(10);
+    ASSERT_TRUE(loaded) << loaded.error().message;
+    EXPECT_EQ(loaded->jobs.size(), 1u);
   }
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
@@ -100,7 +102,9 @@ TEST(Committer, GroupsConcurrentChangesAndKeepsTheirOrder) {
     EXPECT_EQ(c.Stats().changes, 200);
     EXPECT_LT(c.Stats().commits, 200);
   }
-  EXPECT_EQ((*(*s)->ReadJob("j"))->state, "199");
+  auto job = (*s)->ReadJob("j");
+  ASSERT_TRUE(job && *job);
+  EXPECT_EQ((*job)->state, "199");
 }
 
 }  // namespace

@@ -303,7 +303,7 @@ LaunchOrder ReadLaunch(const json& j, const std::string& p, std::vector<std::str
   LaunchOrder l;
   Obj o(j, p, e,
         {"job_name", "backend", "world_size", "master_addr", "master_port", "checkpoint_dir",
-         "workdir", "ranks", "cgroup"});
+         "workdir", "run_as", "ranks", "cgroup"});
   o.Str("job_name", &l.job_name);
   o.Str("backend", &l.backend);
   o.Int("world_size", &l.world_size, 1, kMaxInt);
@@ -311,6 +311,7 @@ LaunchOrder ReadLaunch(const json& j, const std::string& p, std::vector<std::str
   o.Int("master_port", &l.master_port, 0, 65535);
   o.Str("checkpoint_dir", &l.checkpoint_dir);
   o.Str("workdir", &l.workdir);
+  o.Str("run_as", &l.run_as);
   o.Array("ranks",
           [&](const json& x, const std::string& q) { l.ranks.push_back(ReadRankLaunch(x, q, e)); });
   if (const json* c = o.Object("cgroup")) l.cgroup = ReadCgroup(*c, o.Field("cgroup"), e);
@@ -406,6 +407,7 @@ json ToJsonLaunch(const LaunchOrder& l) {
           {"master_port", l.master_port},
           {"checkpoint_dir", l.checkpoint_dir},
           {"workdir", l.workdir},
+          {"run_as", l.run_as},
           {"ranks", ranks},
           {"cgroup",
            {{"numa_nodes", c.numa_nodes},
@@ -584,6 +586,8 @@ json ToJson(const RegisterRequest& v) {
 
 json ToJson(const RegisterResponse& v) {
   return Versioned({{"node", v.node},
+                    {"credential", v.credential},
+                    {"log_key", v.log_key},
                     {"heartbeat_interval_ms", v.heartbeat_interval_ms},
                     {"lost_after_ms", v.lost_after_ms},
                     {"server_id", v.server_id}});
@@ -661,8 +665,11 @@ Result<RegisterResponse> ParseRegisterResponse(std::string_view text) {
   if (!j) return std::unexpected(j.error());
   std::vector<std::string> e;
   RegisterResponse r;
-  Obj o(*j, "", &e, {"node", "heartbeat_interval_ms", "lost_after_ms", "server_id"});
+  Obj o(*j, "", &e,
+        {"node", "credential", "log_key", "heartbeat_interval_ms", "lost_after_ms", "server_id"});
   o.Str("node", &r.node, true);
+  o.Str("credential", &r.credential);
+  o.Str("log_key", &r.log_key);
   o.Int("heartbeat_interval_ms", &r.heartbeat_interval_ms, 1, kMaxI64);
   o.Int("lost_after_ms", &r.lost_after_ms, 1, kMaxI64);
   o.Str("server_id", &r.server_id);

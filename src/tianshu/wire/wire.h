@@ -88,6 +88,10 @@ struct RegisterRequest {
 
 struct RegisterResponse {
   std::string node;
+  // Minted at the node's first registration (with a join token): the agent keeps it (0600) and
+  // sends it as its bearer token from then on; "" when the node registered with it already.
+  std::string credential;
+  std::string log_key;  // what the server presents to read rank logs from this agent
   int64_t heartbeat_interval_ms = 1000;  // send a heartbeat at least this often
   int64_t lost_after_ms = 10000;         // silence after which the node is declared lost
   std::string server_id;                 // changes when the server's store is recreated
@@ -169,6 +173,7 @@ struct LaunchOrder {
   int master_port = 29500;
   std::string checkpoint_dir;     // where ranks write and find checkpoints
   std::string workdir;            // working directory of the ranks, "" = the agent's choice
+  std::string run_as;             // the owner's Unix account, "" = the agent's own
   std::vector<RankLaunch> ranks;  // this node's ranks only
   CgroupPlan cgroup;
 };

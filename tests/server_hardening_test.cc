@@ -1,0 +1,371 @@
+// Issue 14's findings against a real server on a free loopback port: a poisoned store, bad
+// records at start, client retries, outages and starvation that used to cost healthy nodes,
+// and the modes of the files that hold secrets. Each test failed on the main of 2026-12-03.
+#include <arpa/inet.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sqlite3.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "server_fixture.h"
+
+namespace tianshu::testing {
+namespace {
+
+using nlohmann::json;
+
+unsigned Mode(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777u;
+}
+
+void Sql(const std::string& db, const std::string& statement) {
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(h, statement.c_str(), nullptr, nullptr, &err), SQLITE_OK)
+      << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(h);
+}
+
+// A job sent as one-line flow YAML or as JSON was stored with spec "\n" and the next start
+// refused: "store: job j-000001 has a spec that no longer validates".
+TEST(Hardening, FlowYamlAndJsonJobsSurviveARestartAsSent) {
+  ServerFixture f;
+  f.Start();
+  const std::string flow =
+      "{kind: training, name: flow, model: {profile: llama2-7b}, gpus: 2, "
+      "run: {command: [echo, hi]}}";
+  const std::string js = R"({"name": "js", "model": {"profile": "llama2-7b"}, "gpus": 1,
+                             "run": {"command": "echo hi"}})";
+  auto a = f.Post("/v1/jobs", flow, "application/yaml");
+  auto b = f.Post("/v1/jobs", js, "application/json");
+  ASSERT_EQ(a.status, 201) << a.text;
+  ASSERT_EQ(b.status, 201) << b.text;
+  f.Stop();
+  f.Start();  // used to fail here
+  auto ja = f.Get("/v1/jobs/" + a.body["id"].get<std::string>());
+  auto jb = f.Get("/v1/jobs/" + b.body["id"].get<std::string>());
+  EXPECT_EQ(ja.body["spec"], flow);
+  EXPECT_EQ(jb.body["spec"], js);
+  EXPECT_EQ(jb.body["spec_format"], "json");
+  EXPECT_EQ(ja.body["state"], "pending");
+  EXPECT_EQ(jb.body["gpus"], 1);
+}
+
+// One bad record no longer keeps the control plane down: it is quarantined (its job failed
+// with the reason) and listed, and the server starts and serves.
+TEST(Hardening, RecordsThatCannotBeReadBackAreQuarantinedAndTheServerStarts) {
+  ServerFixture f;
+  f.Start();
+  std::vector<std::string> ids;
+  for (const char* name : {"spoiled", "garbled", "fine"}) {
+    auto r = f.Post("/v1/jobs", JobYaml(name, 1));
+    ASSERT_EQ(r.status, 201);
+    ids.push_back(r.body["id"]);
+  }
+  f.Stop();
+  const std::string db = f.dir() + "/tianshu.db";
+  Sql(db,
+      "UPDATE jobs SET doc = '{\"text\": \"\\n\", \"format\": \"yaml\", \"state\": "
+      "\"pending\"}' WHERE id = '" +
+          ids[0] +
+          "';"
+          "UPDATE jobs SET doc = 'not json at all' WHERE id = '" +
+          ids[1] +
+          "';"
+          "INSERT INTO nodes(name, doc) VALUES ('ghost', '[1,2');"
+          "INSERT INTO orders(id, node, job_id, status, doc) VALUES "
+          "('x', 'ghost', 'j-000009', 'outstanding', '{}');");
+  std::vector<std::string> log;
+  f.adjust = [&log](server::ServerOptions& o) {
+    o.log = [&log](const std::string& line) { log.push_back(line); };
+  };
+  f.Start();
+  for (int i : {0, 1}) {
+    auto j = f.Get("/v1/jobs/" + ids[i]);
+    EXPECT_EQ(j.body["state"], "failed") << ids[i];
+    EXPECT_NE(j.body["message"].get<std::string>().find("quarantined at start"), std::string::npos)
+        << j.body["message"];
+  }
+  EXPECT_NE(
+      f.Get("/v1/jobs/" + ids[0]).body["message"].get<std::string>().find("no longer validates"),
+      std::string::npos);
+  EXPECT_EQ(f.JobState(ids[2]), "pending");
+  EXPECT_EQ(f.Post("/v1/jobs", JobYaml("after", 1)).status, 201);
+  int warnings = 0;
+  for (const auto& l : log) warnings += l.find("tianshu serve: store: ") == 0;
+  EXPECT_EQ(warnings, 4);  // two jobs, the node and the order
+  auto metrics = f.Get("/metrics");
+  EXPECT_NE(metrics.text.find("tianshu_jobs_quarantined_total 2"), std::string::npos);
+  // Quarantined once: the failed state is stored, and the next start is quiet about them.
+  f.Stop();
+  log.clear();
+  f.Start();
+  warnings = 0;
+  for (const auto& l : log) warnings += l.find("quarantined") != std::string::npos;
+  EXPECT_EQ(warnings, 0);
+  EXPECT_EQ(f.JobState(ids[0]), "failed");
+  EXPECT_EQ(f.JobState(ids[1]), "failed");
+}
+
+// A client that resends a submission (its answer was lost) gets the job it made, not a second.
+TEST(Hardening, IdempotencyKeysMakeResubmissionsSafeAcrossRestarts) {
+  ServerFixture f;
+  f.Start();
+  auto send = [&](const std::string& key, const std::string& body) {
+    auto r = f.client().Post("/v1/jobs", body, "application/yaml", {{"Idempotency-Key", key}});
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? *r : server::ApiResponse{};
+  };
+  auto first = send("k-7f3a", JobYaml("once", 1));
+  ASSERT_EQ(first.status, 201);
+  auto again = send("k-7f3a", JobYaml("once", 1));
+  EXPECT_EQ(again.status, 200);
+  EXPECT_EQ(again.headers["Idempotent-Replayed"], "true");
+  EXPECT_EQ(again.body["id"], first.body["id"]);
+  EXPECT_EQ(send("k-7f3a", JobYaml("other", 1)).status, 422);  // the key is not reusable
+  EXPECT_EQ(send("bad key", JobYaml("x", 1)).status, 400);
+  EXPECT_EQ(send(std::string(129, 'k'), JobYaml("x", 1)).status, 400);
+  f.Stop();
+  f.Start();
+  auto after = send("k-7f3a", JobYaml("once", 1));
+  EXPECT_EQ(after.status, 200);
+  EXPECT_EQ(after.body["id"], first.body["id"]);
+  EXPECT_EQ(f.Get("/v1/jobs").body["total"], 1);
+  // Without a key, two sends are two jobs, as before.
+  EXPECT_EQ(f.Post("/v1/jobs", JobYaml("twice", 1)).status, 201);
+  EXPECT_EQ(f.Post("/v1/jobs", JobYaml("twice", 1)).status, 201);
+  EXPECT_EQ(f.Get("/v1/jobs").body["total"], 3);
+  auto metrics = f.Get("/metrics");
+  EXPECT_NE(metrics.text.find("tianshu_idempotent_replays_total 1"), std::string::npos);
+}
+
+// Agents retry a lost server with up to 30 s of backoff; a restarted server declared them lost
+// after its lost_after (10 s) and killed their jobs. Now nodes known before a restart have a
+// grace period; here 1.5 s against a lost_after of 0.3 s.
+TEST(Hardening, AfterARestartSilentNodesGetAGracePeriodBeforeTheyAreLost) {
+  ServerFixture f;
+  f.adjust = [](server::ServerOptions& o) { o.control.restart_grace_ms = 1500; };
+  f.Start(/*lost_after_ms=*/300);
+  FakeAgent a(f, "node-a", 2), b(f, "node-b", 2);
+  ASSERT_EQ(a.Register().status, 200);
+  ASSERT_EQ(b.Register().status, 200);
+  auto r = f.Post("/v1/jobs", JobYaml("train", 2, "run:\n  command: [sleep, '100']\n"));
+  std::string id = r.body["id"];
+  std::vector<wire::WorkOrder> orders;
+  FakeAgent* holder = nullptr;
+  ASSERT_TRUE(WaitFor([&] {
+    for (FakeAgent* x : {&a, &b}) {
+      x->Heartbeat();
+      auto o = x->Work(50);
+      if (!o.empty()) {
+        orders = o;
+        holder = x;
+      }
+    }
+    return holder != nullptr;
+  }));
+  holder->AcceptAndStart(orders[0]);
+  ASSERT_EQ(f.JobState(id), "running");
+  f.Stop();  // the outage: no heartbeat reaches anyone
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  f.Start(/*lost_after_ms=*/300);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // > lost_after, < the grace
+  FakeAgent a2(f, "node-a", 2), b2(f, "node-b", 2);
+  for (const auto* n : {"node-a", "node-b"}) {
+    EXPECT_EQ(f.Get(std::string("/v1/nodes/") + n).body["state"], "ready") << n;
+  }
+  EXPECT_EQ(f.JobState(id), "running");
+  // The agents come back: node-a heartbeats from now on, node-b never does: it is lost once
+  // its grace is over, and only it.
+  std::atomic<bool> stop{false};
+  std::thread beat([&] {
+    while (!stop) {
+      a2.Heartbeat();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  EXPECT_TRUE(WaitFor([&] { return f.Get("/v1/nodes/node-b").body["state"] == "lost"; }, 5000));
+  stop = true;
+  beat.join();
+  EXPECT_EQ(f.Get("/v1/nodes/node-a").body["state"], "ready");
+}
+
+// Most nodes silent at once says more about the server (or its network) than about them:
+// nothing is declared lost until the silence has lasted mass_silence_max_ms. One silent node
+// of three is lost as before.
+TEST(Hardening, WhenMostNodesGoSilentAtOnceNoneIsDeclaredLostUntilTheSilenceLasts) {
+  ServerFixture f;
+  f.adjust = [](server::ServerOptions& o) { o.control.mass_silence_max_ms = 2000; };
+  f.Start(/*lost_after_ms=*/300);
+  FakeAgent a(f, "node-a", 1), b(f, "node-b", 1), c(f, "node-c", 1);
+  for (FakeAgent* x : {&a, &b, &c}) ASSERT_EQ(x->Register().status, 200);
+  std::atomic<int> beating{3};  // the first `beating` of a, b, c heartbeat
+  std::atomic<bool> stop{false};
+  std::thread beat([&] {
+    while (!stop) {
+      FakeAgent* all[] = {&c, &b, &a};
+      for (int i = 0; i < beating; ++i) all[i]->Heartbeat();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  beating = 2;  // node-a alone goes silent: lost after lost_after, as before
+  EXPECT_TRUE(WaitFor([&] { return f.Get("/v1/nodes/node-a").body["state"] == "lost"; }, 3000));
+  ASSERT_EQ(a.Register().status, 200);  // it comes back
+  beating = 3;
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const auto t0 = std::chrono::steady_clock::now();
+  beating = 1;  // node-a and node-b go silent together
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_EQ(f.Get("/v1/nodes/node-a").body["state"], "ready");
+  EXPECT_EQ(f.Get("/v1/nodes/node-b").body["state"], "ready");
+  // ... until the silence has lasted 2 s: then both are lost.
+  EXPECT_TRUE(WaitFor([&] { return f.Get("/v1/nodes/node-b").body["state"] == "lost"; }, 5000));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2000));
+  EXPECT_EQ(f.Get("/v1/nodes/node-a").body["state"], "lost");
+  stop = true;
+  beat.join();
+  EXPECT_NE(f.Get("/metrics").text.find("tianshu_mass_silences_total 1"), std::string::npos);
+}
+
+// Opens `n` connections that send a request's headers one byte every `period_ms` and never
+// finish (a slowloris): each holds one of the server's workers for as long as it lasts.
+class SlowClients {
+ public:
+  SlowClients(int port, int n, int period_ms) {
+    for (int i = 0; i < n; ++i) {
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<uint16_t>(port));
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+        const char* start = "GET /v1/jobs HTTP/1.1\r\nX-Slow: ";
+        (void)!::send(fd, start, std::strlen(start), MSG_NOSIGNAL);
+        fds_.push_back(fd);
+      } else if (fd >= 0) {
+        ::close(fd);
+      }
+    }
+    sender_ = std::thread([this, period_ms] {
+      while (!stop_) {
+        for (int fd : fds_) (void)!::send(fd, "a", 1, MSG_NOSIGNAL);
+        for (int t = 0; t < period_ms && !stop_; t += 10) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+      }
+    });
+  }
+  ~SlowClients() {
+    stop_ = true;
+    sender_.join();
+    for (int fd : fds_) ::close(fd);
+  }
+  size_t connected() const { return fds_.size(); }
+
+ private:
+  std::vector<int> fds_;
+  std::atomic<bool> stop_{false};
+  std::thread sender_;
+};
+
+// 140 such connections froze the API for 40 s (a fixed pool of 128 workers) and the nodes of a
+// running cluster were declared lost. Now each connection gets its own worker, started on
+// demand: 200 slow clients and the API answers, heartbeats arrive, no node is lost.
+TEST(Hardening, TwoHundredSlowClientsNeitherStallTheApiNorCostANode) {
+  ServerFixture f;
+  f.Start(/*lost_after_ms=*/1500);
+  FakeAgent a(f, "node-a", 2), b(f, "node-b", 2), c(f, "node-c", 2);
+  for (FakeAgent* x : {&a, &b, &c}) ASSERT_EQ(x->Register().status, 200);
+  SlowClients slow(f.server().port(), 200, 500);
+  ASSERT_EQ(slow.connected(), 200u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto quick = f.NewClient();
+  int answered = 0;
+  for (int i = 0; i < 30; ++i) {  // 3 s of heartbeats and user calls
+    for (FakeAgent* x : {&a, &b, &c}) answered += x->Heartbeat().status == 200;
+    auto r = quick->Get("/v1/nodes");
+    answered += r && r->status == 200;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(answered, 120);
+  for (const auto* n : {"node-a", "node-b", "node-c"}) {
+    EXPECT_EQ(f.Get(std::string("/v1/nodes/") + n).body["state"], "ready") << n;
+  }
+  auto metrics = f.Get("/metrics");
+  EXPECT_NE(metrics.text.find("tianshu_nodes_lost_total 0"), std::string::npos);
+  const std::string peak = "\ntianshu_http_workers_peak ";
+  auto at = metrics.text.find(peak);
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_GE(std::stoi(metrics.text.substr(at + peak.size())), 200);  // one per slow client
+}
+
+// With the worker cap reached (a server started with few workers), heartbeats wait in the
+// queue: the server knows it is itself behind and declares no node lost meanwhile.
+TEST(Hardening, AServerStarvedOfWorkersDeclaresNoNodeLost) {
+  ServerFixture f;
+  f.adjust = [](server::ServerOptions& o) { o.http_threads = 8; };
+  f.Start(/*lost_after_ms=*/500);
+  FakeAgent a(f, "node-a", 1);
+  ASSERT_EQ(a.Register().status, 200);
+  {
+    auto slow = std::make_unique<SlowClients>(f.server().port(), 12, 200);  // > 8 workers
+    std::atomic<bool> stop{false};
+    std::thread beat([&] {  // the agent keeps trying; its heartbeats queue behind the slow ones
+      auto c = f.NewClient();
+      while (!stop) {
+        wire::Heartbeat h{.agent_id = a.agent_id()};
+        (void)c->Post("/v1/agents/node-a/heartbeat", wire::Dump(wire::ToJson(h)),
+                      "application/json");
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // 5x lost_after
+    stop = true;
+    slow.reset();  // frees the workers (the queued heartbeats then get through)
+    beat.join();
+  }
+  auto node = f.Get("/v1/nodes/node-a");
+  EXPECT_EQ(node.body["state"], "ready") << node.text;
+  EXPECT_NE(f.Get("/metrics").text.find("tianshu_nodes_lost_total 0"), std::string::npos);
+}
+
+// The store holds run.env values (an API key was found in a 0644 WAL); the token file was
+// created 0644 and chmod-ed after. All private from the moment they exist, whatever the umask.
+TEST(Hardening, SecretsAreCreatedPrivate) {
+  const mode_t old = ::umask(0);
+  ServerFixture f;
+  f.Start();
+  ASSERT_EQ(
+      f.Post("/v1/jobs", JobYaml("env", 1, "run:\n  command: [true]\n  env: {API_KEY: s3cr3t}\n"))
+          .status,
+      201);
+  EXPECT_EQ(Mode(f.dir() + "/tianshu.db"), 0600u);
+  EXPECT_EQ(Mode(f.dir() + "/tianshu.db-wal"), 0600u);
+  const std::string tdir = f.dir() + "/fresh/sub";
+  auto token = server::EnsureTokenFile(tdir + "/token");
+  ASSERT_TRUE(token) << token.error().message;
+  EXPECT_EQ(token->size(), 32u);
+  EXPECT_EQ(Mode(tdir + "/token"), 0600u);
+  EXPECT_EQ(Mode(tdir), 0700u);
+  ::umask(old);
+  ::chmod((tdir + "/token").c_str(), 0644);
+  auto refused = server::EnsureTokenFile(tdir + "/token");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("chmod 600"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tianshu::testing
