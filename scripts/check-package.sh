@@ -81,7 +81,7 @@ out=$(systemd-analyze verify /lib/systemd/system/tianshu-server.service \
 if echo "$out" | grep -q 'tianshu-'; then fail "systemd-analyze verify: $out"; fi
 ok "systemd-analyze verify: tianshu-server.service tianshu-agent.service (installed)"
 token=$(cat /etc/tianshu/token)
-echo 'TIANSHU_SERVE_OPTS="--listen 0.0.0.0:7070"  # operator' > /etc/tianshu/server.env
+echo 'TIANSHU_SERVE_OPTS="--listen 127.0.0.1:7171"  # operator' > /etc/tianshu/server.env
 dpkg -i "$deb" >/dev/null || fail "dpkg -i (upgrade)"
 grep -q '# operator' /etc/tianshu/server.env || fail "upgrade replaced the operator's server.env"
 [ "$(cat /etc/tianshu/token)" = "$token" ] || fail "upgrade changed the token"

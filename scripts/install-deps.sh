@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake pkg-config git zlib1g-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libsqlite3-dev libcpp-httplib-dev libssl-dev libhwloc-dev
+  libsqlite3-dev libcpp-httplib-dev libssl-dev openssl libhwloc-dev
   coinor-libcbc-dev
   clang-format clang-tidy clang-14 libclang-rt-14-dev
   python3 python3-torch python3-numpy

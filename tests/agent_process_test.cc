@@ -2,9 +2,12 @@
 // protocol (SIGUSR1 -> marker -> SIGTERM -> SIGKILL), and a restarted agent adopting ranks.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <thread>
 
@@ -78,6 +81,29 @@ class AgentProcesses : public ::testing::Test {
   AgentOptions options_;
   std::string dir_;
 };
+
+// What a job's owner controls (its marker, its checkpoint directory's `latest`) is read by the
+// root agent without following a symlink to a root-only file, blocking on a FIFO, taking a
+// hard link to another file, or reading without bound.
+TEST(UntrustedFiles, OnlyRegularSingleLinkFilesAreReadAndOnlyUpToTheCap) {
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/tianshu-untrusted-XXXXXX";
+  const std::string d = ::mkdtemp(tmpl);
+  RealSystemFiles files;
+  std::ofstream(d + "/marker") << R"({"step": 5, "path": "/ckpt/s5"})";
+  auto ok = files.ReadUntrusted(d + "/marker", 4096);
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(*ok, R"({"step": 5, "path": "/ckpt/s5"})");
+  EXPECT_EQ(files.ReadUntrusted(d + "/marker", 8)->size(), 8u);
+  std::ofstream(d + "/secret") << "root only";
+  fs::create_symlink(d + "/secret", d + "/link");
+  EXPECT_FALSE(files.ReadUntrusted(d + "/link", 4096));
+  fs::create_hard_link(d + "/secret", d + "/hard");
+  EXPECT_FALSE(files.ReadUntrusted(d + "/hard", 4096));
+  ASSERT_EQ(::mkfifo((d + "/fifo").c_str(), 0600), 0);
+  EXPECT_FALSE(files.ReadUntrusted(d + "/fifo", 4096));  // returns at once, not blocked
+  fs::remove_all(d);
+}
 
 TEST_F(AgentProcesses, ReportsTheExitCodeAndKeepsTheLog) {
   PosixProcessRunner runner;

@@ -163,8 +163,9 @@ TEST_F(Identities, JobsRunAsTheirOwnerWhoAloneMayCancelThem) {
   std::string a_job = Submit(
       tokens_[0], "mine",
       Job("mine", "id -u; id -g; echo x >> " + journal + " || echo journal-denied; touch " + dir_ +
-                      "/server/tianshu.db || echo store-denied; touch /root/.x || echo " +
-                      "root-denied; sleep 120"));
+                      "/server/tianshu.db || echo store-denied; ln -sf /etc/shadow " +
+                      "\"$(dirname \"$TIANSHU_READY_FILE\")/../rank-0.exit\" 2>/dev/null || " +
+                      "echo exit-denied; touch /root/.x || echo root-denied; sleep 120"));
   ASSERT_FALSE(a_job.empty()) << last_error_;
   std::string b_job = Submit(tokens_[1], "theirs", Job("theirs", "sleep 120"));
   ASSERT_FALSE(b_job.empty()) << last_error_;
@@ -184,6 +185,7 @@ TEST_F(Identities, JobsRunAsTheirOwnerWhoAloneMayCancelThem) {
   EXPECT_EQ(gid, std::to_string(::getpwnam(users_[0].c_str())->pw_gid));
   EXPECT_NE(log.find("journal-denied"), std::string::npos) << log;
   EXPECT_NE(log.find("store-denied"), std::string::npos) << log;
+  EXPECT_NE(log.find("exit-denied"), std::string::npos) << log;  // the root-owned job dir
   // The journal still reads back whole (the agent restarts cleanly from it).
   EXPECT_EQ(Slurp(journal).find("x\n"), std::string::npos);
 
@@ -210,6 +212,20 @@ TEST_F(Identities, JobsRunAsTheirOwnerWhoAloneMayCancelThem) {
   EXPECT_TRUE(escape.empty());
   EXPECT_NE(last_error_.find("run.workdir: must not contain '..'"), std::string::npos)
       << last_error_;
+}
+
+// A user mapped to root (or any system account) never gets its ranks run as it.
+TEST_F(Identities, AUserMappedToRootRunsNothingAsRoot) {
+  auto made = Cli(admin_, "users add mallory --unix-user root -o json");
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const std::string token = json::parse(made.out)["token"];
+  std::string id = Submit(token, "pwn", Job("pwn", "id -u > /tmp/tianshu-pwned-by-root"));
+  ASSERT_FALSE(id.empty()) << last_error_;
+  ASSERT_TRUE(WaitFor([&] { return JobState(id) == "failed"; }, 30)) << JobState(id);
+  auto job = json::parse(Cli(admin_, "job " + id + " -o json").out);
+  std::string history = job["history"].dump();
+  EXPECT_NE(history.find("system account"), std::string::npos) << history;
+  EXPECT_FALSE(fs::exists("/tmp/tianshu-pwned-by-root"));
 }
 
 TEST_F(Identities, NoTokenButTheNodesOwnCredentialActsForIt) {

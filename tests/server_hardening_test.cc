@@ -10,12 +10,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "server_fixture.h"
+#include "tianshu/agent/session.h"
 
 namespace tianshu::testing {
 namespace {
@@ -357,7 +359,7 @@ TEST(Hardening, SecretsAreCreatedPrivate) {
   const std::string tdir = f.dir() + "/fresh/sub";
   auto token = server::EnsureTokenFile(tdir + "/token");
   ASSERT_TRUE(token) << token.error().message;
-  EXPECT_EQ(token->size(), 32u);
+  EXPECT_EQ(token->size(), 64u);
   EXPECT_EQ(Mode(tdir + "/token"), 0600u);
   EXPECT_EQ(Mode(tdir), 0700u);
   ::umask(old);
@@ -365,6 +367,113 @@ TEST(Hardening, SecretsAreCreatedPrivate) {
   auto refused = server::EnsureTokenFile(tdir + "/token");
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().message.find("chmod 600"), std::string::npos);
+}
+
+// Found in review: reports were de-duplicated before the server checked the reporting node, so
+// one node's credential could send another node's "started" first and have the real one dropped.
+TEST(Hardening, ANodeCannotPreemptAnotherNodesReports) {
+  ServerFixture f;
+  f.Start();
+  FakeAgent a(f, "node-a", 2), b(f, "node-b", 2);
+  ASSERT_EQ(a.Register().status, 200);
+  ASSERT_EQ(b.Register().status, 200);
+  auto r = f.Post("/v1/jobs", JobYaml("one", 2, "run:\n  command: [sleep, '100']\n"));
+  std::string id = r.body["id"];
+  std::vector<wire::WorkOrder> orders;
+  FakeAgent* holder = nullptr;
+  FakeAgent* other = nullptr;
+  ASSERT_TRUE(WaitFor([&] {
+    for (FakeAgent* x : {&a, &b}) {
+      x->Heartbeat();
+      auto o = x->Work(50);
+      if (!o.empty()) {
+        orders = o;
+        holder = x;
+        other = x == &a ? &b : &a;
+      }
+    }
+    return holder != nullptr;
+  }));
+  const wire::WorkOrder& launch = orders[0];
+  // The other node forges the holder's reports first.
+  std::vector<wire::Report> forged;
+  for (const auto& rk : launch.launch->ranks) {
+    forged.push_back({.order_id = launch.id,
+                      .kind = wire::ReportKind::kStarted,
+                      .job_id = launch.job_id,
+                      .rank = rk.rank,
+                      .pid = 666});
+  }
+  EXPECT_EQ(other->Report(forged).status, 200);
+  EXPECT_EQ(f.JobState(id), "starting");  // refused: those ranks are not on the forger's node
+  holder->AcceptAndStart(launch);
+  EXPECT_EQ(f.JobState(id), "running");  // the real reports were not dropped as duplicates
+}
+
+// TLS: with a certificate and key the server speaks HTTPS only; clients and agents verify the
+// certificate against the CA they are given (never falling back to plain HTTP); plain HTTP is
+// refused off loopback unless the operator says so.
+TEST(Hardening, TlsIsVerifiedAndPlainHttpStaysOnLoopback) {
+  const std::string dir = MakeTempDir("tianshu-tls");
+  const std::string cert = dir + "/cert.pem", key = dir + "/key.pem";
+  auto made = std::system(("openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost "
+                           "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
+                           key + " -out " + cert + " >/dev/null 2>&1")
+                              .c_str());
+  if (made != 0) GTEST_SKIP() << "no openssl command to make a test certificate";
+  ::chmod(key.c_str(), 0600);
+  server::ServerOptions o{.host = "127.0.0.1",
+                          .port = 0,
+                          .data_dir = dir + "/data",
+                          .token = kToken,
+                          .tls_cert = cert,
+                          .tls_key = key};
+  auto s = server::Server::Start(o);
+  ASSERT_TRUE(s) << s.error().message;
+  const std::string https = "https://127.0.0.1:" + std::to_string((*s)->port());
+  server::Client good({.server = https, .token = kToken, .ca_file = cert});
+  auto r = good.Get("/v1/jobs");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 200);
+  // The system's CAs do not know a self-signed certificate: refused, not trusted anyway.
+  server::Client unverified({.server = https, .token = kToken, .timeout_ms = 3000});
+  EXPECT_FALSE(unverified.Get("/v1/jobs"));
+  // Plain HTTP to the TLS port gets no answer; a CA with a plain address is an error.
+  server::Client plain({.server = "http://127.0.0.1:" + std::to_string((*s)->port()),
+                        .token = kToken,
+                        .timeout_ms = 3000});
+  EXPECT_FALSE(plain.Get("/v1/jobs"));
+  server::Client mixed({.server = "http://127.0.0.1:1", .token = kToken, .ca_file = cert});
+  auto m = mixed.Get("/v1/jobs");
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().message.find("use https://"), std::string::npos) << m.error().message;
+  // An agent registers over TLS.
+  auto agent = agent::HttpControlPlane::Open(https, kToken, cert);
+  ASSERT_TRUE(agent) << agent.error().message;
+  auto reg = (*agent)->Register({.node = "tls-node", .agent_id = "a1", .address = "127.0.0.1"});
+  ASSERT_TRUE(reg) << reg.error().message;
+  EXPECT_EQ(reg->credential.size(), 64u);
+  (*s)->Stop();
+
+  // Plain HTTP off loopback: refused unless the operator says so.
+  server::ServerOptions open{
+      .host = "0.0.0.0", .port = 0, .data_dir = dir + "/data2", .token = kToken};
+  auto refused = server::Server::Start(open);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("refusing to serve plain HTTP on 0.0.0.0"),
+            std::string::npos)
+      << refused.error().message;
+  open.allow_plain_http = true;
+  auto allowed = server::Server::Start(open);
+  EXPECT_TRUE(allowed) << (allowed ? "" : allowed.error().message);
+  if (allowed) (*allowed)->Stop();
+  // A key others can read is refused.
+  ::chmod(key.c_str(), 0644);
+  auto leaky = server::Server::Start(o);
+  ASSERT_FALSE(leaky);
+  EXPECT_NE(leaky.error().message.find("readable or writable by every user"), std::string::npos);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 }  // namespace

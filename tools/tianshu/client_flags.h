@@ -17,6 +17,7 @@ namespace tianshu::cli {
 struct ClientFlags {
   std::string server;      // --server, else TIANSHU_SERVER, else http://127.0.0.1:7070
   std::string token_file;  // --token-file, else TIANSHU_TOKEN, else ~/.tianshu/token
+  std::string ca_file;     // --ca-file, else TIANSHU_CA_FILE (https servers)
 };
 void AddClientFlags(CLI::App* cmd, ClientFlags* flags);
 [[nodiscard]] Result<std::unique_ptr<server::Client>> MakeClient(const ClientFlags& flags);

@@ -21,6 +21,7 @@
 #include "tianshu/base/secret_files.h"
 #include "tianshu/base/strings.h"
 #include "tianshu/base/units.h"
+#include "tianshu/net/tokens.h"
 
 namespace tianshu::cli {
 namespace {
@@ -30,6 +31,7 @@ struct AgentArgs {
   OutputFlag out;
   std::string server;
   std::string token_file;
+  std::string ca_file;
   std::string node;
   std::string address = "127.0.0.1";
   std::string workdir = "/var/lib/tianshu/agent";
@@ -167,23 +169,40 @@ int Run(const AgentArgs& a) {
     return kExitFailure;
   }
   const std::string address = log_host + ":" + std::to_string((*log_server)->port());
-  // The node's own credential, minted at its first registration and kept private in the
-  // work directory; the join token (--token-file) is only needed until then.
-  agent::HttpControlPlane http(server, token);
+  // The node's own credential: made here before the first registration and kept private in
+  // the work directory; the server binds the node's name to its hash. The join token
+  // (--token-file) is needed only until then. A lost registration answer costs nothing: the
+  // retry authenticates with the credential the server already knows.
+  std::string ca_file = a.ca_file.empty() ? Env("TIANSHU_CA_FILE") : a.ca_file;
+  auto opened = agent::HttpControlPlane::Open(server, token, ca_file);
+  if (!opened) {
+    std::cerr << "tianshu agent: --server: " << opened.error().message << "\n";
+    return kExitInvalid;
+  }
+  agent::HttpControlPlane& http = **opened;
   const std::string credential_file = a.workdir + "/credential";
-  if (std::filesystem::exists(credential_file)) {
-    auto credential = ReadSecretFile(credential_file);
-    if (!credential) {
-      std::cerr << "tianshu agent: " << credential.error().message << "\n";
+  if (!std::filesystem::exists(credential_file)) {
+    if (Status s = WritePrivateFile(credential_file, net::NewToken() + "\n"); !s) {
+      std::cerr << "tianshu agent: cannot keep a node credential: " << s.error().message << "\n";
       return kExitInvalid;
     }
-    http.SetCredential(*credential);
   }
+  auto credential = ReadSecretFile(credential_file);
+  if (!credential) {
+    std::cerr << "tianshu agent: " << credential.error().message << "\n";
+    return kExitInvalid;
+  }
+  http.SetCredential(*credential);
   std::string agent_id = RandomId();
   agent::LogServer* logs = log_server->get();
-  auto on_register = [&http, logs, credential_file](const wire::RegisterResponse& r) {
+  auto on_register = [&http, logs, credential_file,
+                      own = *credential](const wire::RegisterResponse& r) {
     logs->SetKey(r.log_key);
-    if (r.credential.empty()) return;
+    if (r.credential.empty()) {  // bound to the credential made here
+      http.SetCredential(own);
+      return;
+    }
+    // A server that minted one (the node was registered without a hash): keep that one.
     if (Status s = ReplacePrivateFile(credential_file, r.credential + "\n"); !s) {
       std::cerr << "tianshu agent: cannot keep the node credential: " << s.error().message
                 << " (the next start will need the node forgotten by an admin)\n";
@@ -195,6 +214,7 @@ int Run(const AgentArgs& a) {
                           .address = address,
                           .labels = labels,
                           .on_register = on_register,
+                          .credential_sha256 = net::TokenHash(*credential),
                           .seed = std::hash<std::string>{}(agent_id)},
                          http, core);
   std::cerr << "tianshu agent: node " << host->hostname << ", " << host->accelerators.size()
@@ -272,7 +292,12 @@ Runner RegisterAgent(CLI::App& app) {
   auto* cmd = app.add_subcommand("agent", "Run the node agent (or --discover this machine)");
   cmd->add_flag("--discover", a->discover, "Print this machine's topology and exit");
   AddOutputFlag(cmd, &a->out);
-  cmd->add_option("--server", a->server, "Control plane host:port (env TIANSHU_SERVER)");
+  cmd->add_option("--server", a->server,
+                  "Control plane: host:port or http://host:port (plain), https://host:port (TLS, "
+                  "verified; env TIANSHU_SERVER)");
+  cmd->add_option("--ca-file", a->ca_file,
+                  "With an https:// server: the CA that signed its certificate (env "
+                  "TIANSHU_CA_FILE; default: the system's CAs)");
   cmd->add_option("--token-file", a->token_file, "File with the bearer token (env TIANSHU_TOKEN)");
   cmd->add_option("--node", a->node, "Node name (default: the hostname)");
   cmd->add_option("--address", a->address,

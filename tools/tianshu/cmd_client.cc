@@ -33,6 +33,9 @@ void AddClientFlags(CLI::App* cmd, ClientFlags* flags) {
                   "Server address (default: $TIANSHU_SERVER, else http://127.0.0.1:7070)");
   cmd->add_option("--token-file", flags->token_file,
                   "File holding the API token (default: $TIANSHU_TOKEN, else ~/.tianshu/token)");
+  cmd->add_option("--ca-file", flags->ca_file,
+                  "With an https:// server: the CA that signed its certificate (default: "
+                  "$TIANSHU_CA_FILE, else the system's CAs)");
 }
 
 Result<std::unique_ptr<server::Client>> MakeClient(const ClientFlags& flags) {
@@ -41,6 +44,8 @@ Result<std::unique_ptr<server::Client>> MakeClient(const ClientFlags& flags) {
   o.server = !flags.server.empty()       ? flags.server
              : env_server && *env_server ? env_server
                                          : "http://127.0.0.1:7070";
+  const char* env_ca = std::getenv("TIANSHU_CA_FILE");
+  o.ca_file = !flags.ca_file.empty() ? flags.ca_file : env_ca ? env_ca : "";
   const char* env_token = std::getenv("TIANSHU_TOKEN");
   std::string file = flags.token_file;
   if (file.empty() && env_token && *env_token) {

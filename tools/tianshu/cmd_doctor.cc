@@ -29,6 +29,7 @@ struct DoctorArgs {
   std::string min_free = "2TB";
   std::string server;
   std::string token_file;
+  std::string ca_file;
   bool no_nvml = false;
 };
 
@@ -81,7 +82,9 @@ int Run(const DoctorArgs& a) {
       std::cerr << "tianshu doctor: " << token.error().message << "\n";
       return kExitInvalid;
     }
-    http = std::make_unique<agent::HttpServerProbe>(server, *token);
+    std::string ca = a.ca_file;
+    if (auto it = env.find("TIANSHU_CA_FILE"); ca.empty() && it != env.end()) ca = it->second;
+    http = std::make_unique<agent::HttpServerProbe>(server, *token, ca);
   }
 
   agent::RealSystemFiles fs;
@@ -149,6 +152,9 @@ Runner RegisterDoctor(CLI::App& app) {
                   "Control plane to check (default: $TIANSHU_SERVER; none: skipped)");
   cmd->add_option("--token-file", a->token_file,
                   "File holding the API token (default: $TIANSHU_TOKEN, else ~/.tianshu/token)");
+  cmd->add_option("--ca-file", a->ca_file,
+                  "With an https:// server: the CA that signed its certificate (default: "
+                  "$TIANSHU_CA_FILE, else the system's CAs)");
   cmd->add_flag("--no-nvml", a->no_nvml, "Do not load NVML");
   return [a] { return Run(*a); };
 }

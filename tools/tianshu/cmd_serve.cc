@@ -29,6 +29,8 @@ struct ServeArgs {
   std::string checkpoint_root;
   std::string lost_after = "10s";
   std::string restart_grace = "45s";
+  std::string tls_cert, tls_key;
+  bool insecure_plain_http = false;
   std::string heartbeat = "1s";
   std::string placement;
   int commit_batch = 512;
@@ -50,6 +52,13 @@ void AddServeFlags(CLI::App* cmd, ServeArgs* a) {
                   "every node mounts at this path (default: DATA/checkpoints)");
   cmd->add_option("--lost-after", a->lost_after, "Declare a silent node lost after this long")
       ->capture_default_str();
+  cmd->add_option("--tls-cert", a->tls_cert,
+                  "PEM certificate (chain) to serve HTTPS with; clients then use https:// and "
+                  "verify it (--ca-file)");
+  cmd->add_option("--tls-key", a->tls_key, "The certificate's private key (PEM, mode 0600/0640)");
+  cmd->add_flag("--insecure-plain-http", a->insecure_plain_http,
+                "Serve plain HTTP on a non-loopback address (tokens in the clear: a trusted "
+                "network only)");
   cmd->add_option("--restart-grace", a->restart_grace,
                   "After a start, declare no node known before it lost for this long (longer "
                   "than an agent's 30 s reconnect backoff)")
@@ -125,6 +134,9 @@ Result<server::ServerOptions> BuildOptions(const ServeArgs& a) {
   o.control.placement = a.placement;
   o.control.commit_batch = static_cast<size_t>(std::max(1, a.commit_batch));
   o.http_threads = a.http_threads;
+  o.tls_cert = a.tls_cert;
+  o.tls_key = a.tls_key;
+  o.allow_plain_http = a.insecure_plain_http;
   std::string token_file =
       a.token_file.empty() ? (std::filesystem::path(o.data_dir) / "token").string() : a.token_file;
   auto token = a.token_file.empty() ? server::EnsureTokenFile(token_file)
@@ -197,10 +209,17 @@ int Up(const UpArgs& a) {
     char host[256] = {0};
     node = gethostname(host, sizeof host - 1) == 0 && host[0] ? host : "local";
   }
-  std::string server = options->host + ":" + std::to_string((*s)->port());
+  // With TLS the local agent speaks it too (the certificate must name this host; the
+  // certificate file itself serves as the CA of a self-signed one).
+  std::string server = (options->tls_cert.empty() ? "" : "https://") + options->host + ":" +
+                       std::to_string((*s)->port());
   std::vector<std::string> argv = {
       "/proc/self/exe", "agent",  "--server", server,      "--token-file",
       token_file,       "--node", node,       "--workdir", options->data_dir + "/agent"};
+  if (!options->tls_cert.empty()) {
+    argv.push_back("--ca-file");
+    argv.push_back(options->tls_cert);
+  }
   if (!devices.empty() && devices != "none") {
     argv.push_back("--devices");
     argv.push_back(devices);

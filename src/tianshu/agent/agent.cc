@@ -189,6 +189,11 @@ void Agent::Launch(const wire::WorkOrder& order, int64_t now_ns, bool replay) {
                            ? l.checkpoint_dir
                            : options_.checkpoint_root + "/" + SafeComponent(order.job_id);
   (void)fs_.MakeDirs(job.dir);
+  // A job whose ranks run as its owner writes its markers and ready files into a directory
+  // of its own (given to the owner at spawn); its logs and exit files stay in the root-owned
+  // job directory, which the owner cannot change.
+  job.user_dir = l.run_as.empty() ? job.dir : job.dir + "/user";
+  if (!l.run_as.empty()) (void)fs_.MakeDirs(job.user_dir);
   std::vector<std::string> problems;
   if (Status s = fs_.MakeDirs(job.checkpoint_dir); !s) {
     problems.push_back("checkpoint dir: " + s.error().message);
@@ -197,10 +202,11 @@ void Agent::Launch(const wire::WorkOrder& order, int64_t now_ns, bool replay) {
     RankRun r;
     r.launch = rl;
     std::string base = job.dir + "/rank-" + std::to_string(rl.rank);
+    std::string own = job.user_dir + "/rank-" + std::to_string(rl.rank);
     r.log_path = base + ".log";
     r.exit_path = base + ".exit";
-    r.marker_path = base + ".ckpt";
-    r.ready_path = base + ".ready";
+    r.marker_path = own + ".ckpt";
+    r.ready_path = own + ".ready";
     r.started_ns = now_ns;
     job.ranks.push_back(std::move(r));
   }
@@ -252,7 +258,7 @@ void Agent::StartRank(JobRun& job, RankRun& r, const IsolationPlan& plan, int64_
   r.ready = false;
   env["TIANSHU_NODE"] = options_.node;
   // Where to resume: the workload's own "latest" pointer in the checkpoint directory.
-  if (auto latest = fs_.Read(job.checkpoint_dir + "/latest")) {
+  if (auto latest = fs_.ReadUntrusted(job.checkpoint_dir + "/latest", 4096)) {
     std::string name(Trim(*latest));
     if (!name.empty()) {
       env["TIANSHU_RESUME_FROM"] = name[0] == '/' ? name : job.checkpoint_dir + "/" + name;
@@ -288,7 +294,7 @@ void Agent::StartRank(JobRun& job, RankRun& r, const IsolationPlan& plan, int64_
   // Ranks of a user's job run as its owner: the job's directory (markers, the ready file) and
   // its checkpoint directory become theirs; the agent's own state stays root's.
   std::vector<std::string> owned;
-  if (!order.launch->run_as.empty()) owned = {job.dir, job.checkpoint_dir};
+  if (!order.launch->run_as.empty()) owned = {job.user_dir, job.checkpoint_dir};
   auto pid = runner_.Spawn({.argv = r.launch.command,
                             .env = env,
                             .cwd = cwd,
@@ -445,7 +451,7 @@ void Agent::BeginTerminate(JobRun& job, int64_t now_ns) {
 }
 
 bool Agent::ReadMarker(RankRun& r) {
-  auto text = fs_.Read(r.marker_path);
+  auto text = fs_.ReadUntrusted(r.marker_path, 4096);
   if (!text) return false;
   auto j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return false;  // being written

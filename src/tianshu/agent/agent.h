@@ -124,6 +124,7 @@ class Agent {
     std::string key;  // job_id + "/" + attempt
     wire::WorkOrder order;
     std::string dir, cgroup, checkpoint_dir;
+    std::string user_dir;  // markers and ready files: dir, or dir/user owned by the job's owner
     std::vector<RankRun> ranks;
     Phase phase = Phase::kRunning;
     std::string stop_order_id;

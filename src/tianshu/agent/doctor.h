@@ -171,13 +171,14 @@ class ServerProbe {
 // cpp-httplib, one connection per request, 5 s timeouts.
 class HttpServerProbe final : public ServerProbe {
  public:
-  HttpServerProbe(std::string server, std::string token)
-      : server_(std::move(server)), token_(std::move(token)) {}
+  // `server`: host:port, http:// or https:// (verified against `ca_file`, else the system's).
+  HttpServerProbe(std::string server, std::string token, std::string ca_file = "")
+      : server_(std::move(server)), token_(std::move(token)), ca_file_(std::move(ca_file)) {}
   std::string Address() const override { return server_; }
   Result<ServerAnswer> Get(const std::string& path) override;
 
  private:
-  std::string server_, token_;
+  std::string server_, token_, ca_file_;
 };
 
 class FakeServerProbe final : public ServerProbe {

@@ -18,6 +18,7 @@
 #include "tianshu/agent/doctor.h"
 #include "tianshu/agent/internal/nvml.h"
 #include "tianshu/base/strings.h"
+#include "tianshu/net/http_client.h"
 
 namespace tianshu::agent {
 namespace {
@@ -164,11 +165,9 @@ Result<DiskSpace> StatvfsProbe::Stat(const std::string& path) {
 }
 
 Result<ServerAnswer> HttpServerProbe::Get(const std::string& path) {
-  if (StartsWith(server_, "https://")) return Fail("https is not supported: use http://host:port");
-  std::string url = server_;
-  while (!url.empty() && url.back() == '/') url.pop_back();
-  httplib::Client http(url);
-  if (!http.is_valid()) return Fail("not a server address: ", server_);
+  auto opened = net::OpenHttpClient(server_, ca_file_);
+  if (!opened) return std::unexpected(opened.error());
+  httplib::Client& http = **opened;
   http.set_connection_timeout(std::chrono::seconds(5));
   http.set_read_timeout(std::chrono::seconds(5));
   http.set_write_timeout(std::chrono::seconds(5));

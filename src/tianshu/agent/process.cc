@@ -98,10 +98,21 @@ Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
                   " and cannot start ranks as ", spec.run_as,
                   " (run the agent as root to run each job as its owner)");
     }
+    if (a->uid < 1000) {  // root and system accounts: never a job owner's ranks
+      return Fail("refusing to run a user's ranks as ", spec.run_as, " (uid ",
+                  std::to_string(a->uid),
+                  "): a system account; map the user to a login "
+                  "account (tianshu users add NAME --unix-user ACCOUNT)");
+    }
     for (const auto& d : spec.owned_dirs) {
-      if (::chown(d.c_str(), a->uid, a->gid) != 0) {
-        return Fail("chown ", d, " to ", spec.run_as, ": ", std::strerror(errno));
+      // Not through a symlink someone planted where the directory should be.
+      int fd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0 || ::fchown(fd, a->uid, a->gid) != 0) {
+        std::string e = std::strerror(errno);
+        if (fd >= 0) ::close(fd);
+        return Fail("chown ", d, " to ", spec.run_as, ": ", e);
       }
+      ::close(fd);
     }
     account = std::move(*a);
   }
@@ -173,6 +184,7 @@ Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
         if (::setuid(account->uid) != 0) ShimFail("setuid");
       }
       if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) ShimFail(spec.cwd.c_str());
+      ::close_range(3, ~0U, 0);  // nothing of the agent's (sockets, the journal) reaches the rank
       for (const auto& c : candidates) ::execve(c.c_str(), argv.data(), envp.data());
       ShimFail(args[0].c_str());
     }

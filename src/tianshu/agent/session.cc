@@ -6,40 +6,40 @@
 #include <algorithm>
 
 #include "tianshu/base/strings.h"
+#include "tianshu/net/http_client.h"
 
 namespace tianshu::agent {
 
 // ---- HTTP ----
 
 struct HttpControlPlane::Impl {
-  Impl(const std::string& host, int port) : client(host, port) {}
-  httplib::Client client;
+  std::unique_ptr<httplib::Client> client;
   httplib::Headers headers;  // the current bearer
   std::string join_token, credential;
   void Bearer(const std::string& t) { headers = {{"Authorization", "Bearer " + t}}; }
 };
 
-HttpControlPlane::HttpControlPlane(const std::string& server, const std::string& join_token) {
-  std::string s = server;
-  for (const char* scheme : {"http://", "https://"}) {
-    if (StartsWith(s, scheme)) s = s.substr(std::string(scheme).size());
-  }
-  std::string host = s;
-  int64_t port = 7070;
-  if (auto colon = s.rfind(':'); colon != std::string::npos) {
-    host = s.substr(0, colon);
-    if (!ParseInt64(s.substr(colon + 1), &port)) port = 7070;
-  }
-  impl_ = std::make_unique<Impl>(host, static_cast<int>(port));
+Result<std::unique_ptr<HttpControlPlane>> HttpControlPlane::Open(const std::string& server,
+                                                                 const std::string& join_token,
+                                                                 const std::string& ca_file) {
+  auto client = net::OpenHttpClient(server, ca_file);
+  if (!client) return std::unexpected(client.error());
+  auto out = std::unique_ptr<HttpControlPlane>(new HttpControlPlane());
+  out->impl_ = std::make_unique<Impl>();
+  Impl& i = *out->impl_;
+  i.client = std::move(*client);
   // One connection per request: with hundreds of agents a held keep-alive connection would
   // pin one of the server's HTTP worker threads each.
-  impl_->client.set_keep_alive(false);
-  impl_->client.set_connection_timeout(2, 0);
-  impl_->client.set_read_timeout(10, 0);
-  impl_->client.set_write_timeout(10, 0);
-  impl_->join_token = join_token;
-  impl_->Bearer(join_token);
+  i.client->set_keep_alive(false);
+  i.client->set_connection_timeout(2, 0);
+  i.client->set_read_timeout(10, 0);
+  i.client->set_write_timeout(10, 0);
+  i.join_token = join_token;
+  i.Bearer(join_token);
+  return out;
 }
+
+HttpControlPlane::HttpControlPlane() = default;
 
 void HttpControlPlane::SetCredential(const std::string& credential) {
   impl_->credential = credential;
@@ -64,12 +64,12 @@ Result<T> Answer(const httplib::Result& res, const std::string& what, Parse pars
 }  // namespace
 
 Result<wire::RegisterResponse> HttpControlPlane::Register(const wire::RegisterRequest& r) {
-  auto res = impl_->client.Post("/v1/agents/register", impl_->headers, wire::ToJson(r).dump(),
-                                "application/json");
+  auto res = impl_->client->Post("/v1/agents/register", impl_->headers, wire::ToJson(r).dump(),
+                                 "application/json");
   if (res && res->status == 401 && !impl_->credential.empty()) {
     SetCredential("");  // a credential the server does not know: join again
-    res = impl_->client.Post("/v1/agents/register", impl_->headers, wire::ToJson(r).dump(),
-                             "application/json");
+    res = impl_->client->Post("/v1/agents/register", impl_->headers, wire::ToJson(r).dump(),
+                              "application/json");
   }
   return Answer<wire::RegisterResponse>(
       res, "register", [](const std::string& b) { return wire::ParseRegisterResponse(b); });
@@ -77,8 +77,8 @@ Result<wire::RegisterResponse> HttpControlPlane::Register(const wire::RegisterRe
 
 Result<wire::HeartbeatResponse> HttpControlPlane::Heartbeat(const std::string& node,
                                                             const wire::Heartbeat& hb) {
-  auto res = impl_->client.Post("/v1/agents/" + node + "/heartbeat", impl_->headers,
-                                wire::ToJson(hb).dump(), "application/json");
+  auto res = impl_->client->Post("/v1/agents/" + node + "/heartbeat", impl_->headers,
+                                 wire::ToJson(hb).dump(), "application/json");
   // 404/409: the server does not know this node or agent; 401: nor its credential.
   if (res && (res->status == 404 || res->status == 409 || res->status == 401)) {
     return wire::HeartbeatResponse{.reregister = true};
@@ -88,14 +88,14 @@ Result<wire::HeartbeatResponse> HttpControlPlane::Heartbeat(const std::string& n
 }
 
 Result<wire::WorkBatch> HttpControlPlane::FetchWork(const std::string& node) {
-  auto res = impl_->client.Get("/v1/agents/" + node + "/work?wait_ms=0", impl_->headers);
+  auto res = impl_->client->Get("/v1/agents/" + node + "/work?wait_ms=0", impl_->headers);
   return Answer<wire::WorkBatch>(res, "work",
                                  [](const std::string& b) { return wire::ParseWorkBatch(b); });
 }
 
 Status HttpControlPlane::SendReports(const std::string& node, const wire::ReportBatch& batch) {
-  auto res = impl_->client.Post("/v1/agents/" + node + "/reports", impl_->headers,
-                                wire::ToJson(batch).dump(), "application/json");
+  auto res = impl_->client->Post("/v1/agents/" + node + "/reports", impl_->headers,
+                                 wire::ToJson(batch).dump(), "application/json");
   auto r = Answer<bool>(res, "reports", [](const std::string&) -> Result<bool> { return true; });
   if (!r) return std::unexpected(r.error());
   return Ok();
@@ -153,6 +153,7 @@ int64_t Session::Step(int64_t now_ns) {
     wire::RegisterRequest req{.node = options_.node,
                               .agent_id = options_.agent_id,
                               .address = options_.address,
+                              .credential_sha256 = options_.credential_sha256,
                               .hardware = agent_.Hardware(),
                               .running = agent_.Running()};
     for (const auto& [k, v] : options_.labels) req.hardware.labels[k] = v;

@@ -40,7 +40,11 @@ class ControlPlane {
 // forgotten, or the server's store is new) is tried once more with the join token.
 class HttpControlPlane final : public ControlPlane {
  public:
-  HttpControlPlane(const std::string& server, const std::string& join_token);
+  // `server` is host:port (plain HTTP), http:// or https:// (TLS, the certificate verified
+  // against `ca_file`, else the system's CAs).
+  [[nodiscard]] static Result<std::unique_ptr<HttpControlPlane>> Open(const std::string& server,
+                                                                      const std::string& join_token,
+                                                                      const std::string& ca_file);
   void SetCredential(const std::string& credential);
   ~HttpControlPlane() override;
   Result<wire::RegisterResponse> Register(const wire::RegisterRequest& r) override;
@@ -50,6 +54,7 @@ class HttpControlPlane final : public ControlPlane {
   Status SendReports(const std::string& node, const wire::ReportBatch& batch) override;
 
  private:
+  HttpControlPlane();
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
@@ -78,6 +83,7 @@ struct SessionOptions {
   // Called with every successful registration's answer (a newly minted credential to keep,
   // the log key); may be empty.
   std::function<void(const wire::RegisterResponse&)> on_register;
+  std::string credential_sha256;  // of the credential the agent made and keeps
   uint64_t seed = 1;
   int64_t backoff_base_ns = 500'000'000;
   int64_t backoff_cap_ns = 30'000'000'000;

@@ -118,6 +118,27 @@ Status RealSystemFiles::RemoveDir(const std::string& path) {
   return Ok();
 }
 
+Result<std::string> RealSystemFiles::ReadUntrusted(const std::string& path, size_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return Errno("open", path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+    ::close(fd);
+    return Fail(path, ": not a regular file with one link (refused)");
+  }
+  std::string out(max_bytes, '\0');
+  size_t got = 0;
+  while (got < max_bytes) {
+    ssize_t n = ::read(fd, out.data() + got, max_bytes - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out.resize(got);
+  return out;
+}
+
 Result<std::string> RealSystemFiles::ReadLink(const std::string& path) {
   char buf[4096];
   ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
@@ -182,6 +203,12 @@ Result<std::string> FakeSystemFiles::Read(const std::string& path) {
   auto it = files_.find(path);
   if (it == files_.end()) return Fail("open ", path, ": No such file or directory");
   return it->second;
+}
+
+Result<std::string> FakeSystemFiles::ReadUntrusted(const std::string& path, size_t max_bytes) {
+  auto text = Read(path);
+  if (text && text->size() > max_bytes) text->resize(max_bytes);
+  return text;
 }
 
 Status FakeSystemFiles::Write(const std::string& path, const std::string& data) {

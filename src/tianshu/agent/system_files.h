@@ -21,6 +21,11 @@ class SystemFiles {
   virtual ~SystemFiles() = default;
   // Whole content of a file. Fails when it does not exist or cannot be read.
   [[nodiscard]] virtual Result<std::string> Read(const std::string& path) = 0;
+  // A file a job's owner controls (its marker, its checkpoint directory's `latest`), read by
+  // the root agent: refused unless a regular file with one link, not a symlink (no redirect to
+  // a root-only file, no FIFO to block on), and at most `max_bytes` are read.
+  [[nodiscard]] virtual Result<std::string> ReadUntrusted(const std::string& path,
+                                                          size_t max_bytes) = 0;
   // Writes `data` in one write(2) call (cgroup files need exactly that). No truncation
   // semantics beyond O_WRONLY|O_TRUNC|O_CREAT for regular files. Fails with errno's text.
   [[nodiscard]] virtual Status Write(const std::string& path, const std::string& data) = 0;
@@ -48,6 +53,7 @@ class SystemFiles {
 class RealSystemFiles final : public SystemFiles {
  public:
   Result<std::string> Read(const std::string& path) override;
+  Result<std::string> ReadUntrusted(const std::string& path, size_t max_bytes) override;
   Status Write(const std::string& path, const std::string& data) override;
   Status Append(const std::string& path, const std::string& data) override;
   Result<std::vector<std::string>> List(const std::string& path) override;
@@ -74,6 +80,7 @@ class FakeSystemFiles final : public SystemFiles {
   std::string Content(const std::string& path) const;
 
   Result<std::string> Read(const std::string& path) override;
+  Result<std::string> ReadUntrusted(const std::string& path, size_t max_bytes) override;
   Status Write(const std::string& path, const std::string& data) override;
   Status Append(const std::string& path, const std::string& data) override;
   Result<std::vector<std::string>> List(const std::string& path) override;

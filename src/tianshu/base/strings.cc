@@ -137,7 +137,11 @@ std::string ForTerminal(std::string_view s) {
       continue;
     }
     // A UTF-8 sequence: its length from the lead byte, then continuation bytes.
-    const size_t len = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+    const size_t len = c >= 0xf5   ? 0  // never a lead byte
+                       : c >= 0xf0 ? 4
+                       : c >= 0xe0 ? 3
+                       : c >= 0xc2 ? 2
+                                   : 0;
     uint32_t cp = len == 4 ? c & 0x07u : len == 3 ? c & 0x0fu : c & 0x1fu;
     bool ok = len != 0 && i + len <= s.size();
     for (size_t k = 1; ok && k < len; ++k) {

@@ -51,6 +51,7 @@ TEST(ForTerminal, EscapesWhatCouldForgeOrHideText) {
   EXPECT_EQ(ForTerminal("\xff\xc3"), "\\xff\\xc3");           // invalid and truncated UTF-8
   EXPECT_EQ(ForTerminal("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
   EXPECT_EQ(ForTerminal("\x7f"), "\\x7f");
+  EXPECT_EQ(ForTerminal("\xf8\x9b\x9b"), "\\xf8\\x9b\\x9b");  // no such lead byte
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include "tianshu/net/http_client.h"
+
 #include <chrono>
 #include <thread>
 
@@ -25,14 +27,13 @@ std::string ApiResponse::ErrorText() const {
 }
 
 Client::Client(ClientOptions options) : options_(std::move(options)) {
-  std::string url = options_.server;
-  if (url.find("://") == std::string::npos) url = "http://" + url;
-  if (url.starts_with("https://")) {
-    base_error_ = "https is not supported: use http://host:port on a trusted network";
+  auto opened = net::OpenHttpClient(options_.server, options_.ca_file);
+  if (!opened) {
+    base_error_ = opened.error().message;
+    http_ = std::make_unique<httplib::Client>("http://127.0.0.1:1");  // never used
+    return;
   }
-  while (!url.empty() && url.back() == '/') url.pop_back();
-  http_ = std::make_unique<httplib::Client>(url);
-  if (!http_->is_valid()) base_error_ = "not a server address: " + options_.server;
+  http_ = std::move(*opened);
   http_->set_connection_timeout(std::chrono::milliseconds(std::min(options_.timeout_ms, 10000)));
   http_->set_read_timeout(std::chrono::milliseconds(options_.timeout_ms));
   http_->set_write_timeout(std::chrono::milliseconds(options_.timeout_ms));

@@ -22,8 +22,9 @@ class Client;
 namespace tianshu::server {
 
 struct ClientOptions {
-  std::string server = "http://127.0.0.1:7070";  // http://host:port (https is not supported)
+  std::string server = "http://127.0.0.1:7070";  // host:port, http://host:port or https://...
   std::string token;
+  std::string ca_file;  // https: the CA that signed the server's certificate ("" = system's)
   int timeout_ms = 30000;
 };
 

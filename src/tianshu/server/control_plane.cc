@@ -318,6 +318,7 @@ Status ControlPlane::Load(int64_t now_ms) {
     n.registered_ms = d.value("registered_ms", int64_t{0});
     n.credential_hash = d.value("credential_sha256", "");
     n.log_key = d.value("log_key", "");
+    n.rejoin = d.value("rejoin", false);
     if (!n.credential_hash.empty()) node_by_credential_[n.credential_hash] = n.name;
     n.last_heartbeat_ms = now_ms;
     // Agents retry a lost server with a backoff of up to 30 s: after a restart no node known
@@ -404,9 +405,16 @@ Status ControlPlane::Quarantine(int64_t now_ms) {
   return Ok();
 }
 
-void ControlPlane::DeferLosses(int64_t until_ms) {
+void ControlPlane::DeferLosses(int64_t now_ms) {
   std::lock_guard l(mu_);
-  losses_not_before_ms_ = std::max(losses_not_before_ms_, until_ms);
+  if (starved_since_ms_ == 0 || now_ms - last_starved_ms_ > 5000) starved_since_ms_ = now_ms;
+  last_starved_ms_ = now_ms;
+  // Bounded: clients that keep every worker busy cannot keep a dead node alive for ever.
+  if (now_ms - starved_since_ms_ > options_.mass_silence_max_ms) return;
+  // Agents whose heartbeats timed out meanwhile are in their backoff (up to 30 s): the same
+  // window as after a restart.
+  losses_not_before_ms_ = std::max(
+      losses_not_before_ms_, now_ms + std::max(options_.lost_after_ms, options_.restart_grace_ms));
 }
 
 std::vector<std::string> ControlPlane::StartupWarnings() const {
@@ -508,6 +516,7 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
               {"message", n.message},
               {"registered_ms", n.registered_ms},
               {"credential_sha256", n.credential_hash},
+              {"rejoin", n.rejoin},
               {"log_key", n.log_key}};
     c.nodes.push_back({name, wire::Dump(d)});
   }
@@ -692,6 +701,7 @@ ApiResult<json> ControlPlane::ForgetNode(const std::string& name) {
     node_by_credential_.erase(it->second.credential_hash);
     it->second.credential_hash.clear();
     it->second.log_key.clear();
+    it->second.rejoin = true;  // a join token may register it again
     t.nodes.insert(name);
     return json{{"node", name}, {"credential", "forgotten: the next registration mints one"}};
   });
@@ -1463,8 +1473,10 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
   if (it == jobs_.end()) return;
   Job& j = it->second;
   if (AttemptOf(r.order_id) != j.attempt) return;  // about an attempt that is over
-  std::string key =
-      r.order_id + "|" + std::string(wire::ReportKindName(r.kind)) + "|" + std::to_string(r.rank);
+  // Keyed by the reporting node too: a node cannot pre-empt another node's report with a
+  // forged one about the same order and rank (which on_node then refuses).
+  std::string key = r.order_id + "|" + node + "|" + std::string(wire::ReportKindName(r.kind)) +
+                    "|" + std::to_string(r.rank);
   if (!j.seen_reports.insert(key).second) return;  // a duplicate
   t.jobs.insert(j.seq);
   const bool active = j.state == JobState::kStarting || j.state == JobState::kRunning;
@@ -1491,8 +1503,11 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
       j.exited[r.rank] = {r.exit_code, r.signal};
       if (!active) break;
       if (r.exit_code != 0 || r.signal != 0) {
-        std::string how = r.signal != 0 ? "was killed by signal " + std::to_string(r.signal)
-                                        : "exited with code " + std::to_string(r.exit_code);
+        // The agent's word on how, when it has one ("killed by SIGKILL (the job's memory limit:
+        // 1 OOM kill(s))", a rank it could not start and why), else the codes.
+        std::string how = !r.message.empty() ? ForTerminal(r.message.substr(0, 300))
+                          : r.signal != 0    ? "was killed by signal " + std::to_string(r.signal)
+                                             : "exited with code " + std::to_string(r.exit_code);
         FailAttempt(t, j, "rank " + std::to_string(r.rank) + " on " + node + " " + how, "", now_ms);
       } else if (j.exited.size() == j.placement.size()) {
         bool all_zero = true;
@@ -1546,7 +1561,16 @@ ApiResult<wire::RegisterResponse> ControlPlane::Register(const wire::RegisterReq
     return Refuse(403, "this credential belongs to node " + who.node + ", not " + req.node);
   }
   return Mutate<wire::RegisterResponse>([&](Txn& t) -> ApiResult<wire::RegisterResponse> {
-    if (auto held = nodes_.find(req.node);
+    auto known = nodes_.find(req.node);
+    if (who.role == Role::kJoin && known != nodes_.end() && known->second.credential_hash.empty() &&
+        !known->second.rejoin) {
+      // A node stored before credentials existed (or forgotten): its agent held the admin
+      // token; a join token only makes new names.
+      return Refuse(403, "node " + req.node +
+                             " is known from before node credentials: its first registration "
+                             "needs the admin token (or a new name)");
+    }
+    if (auto held = known;
         who.role != Role::kNode && held != nodes_.end() && !held->second.credential_hash.empty()) {
       // An impostor with the join (or admin) token cannot take over a registered name.
       return Refuse(403, "node " + req.node +
@@ -1559,8 +1583,15 @@ ApiResult<wire::RegisterResponse> ControlPlane::Register(const wire::RegisterReq
     NodeEntry& n = it->second;
     std::string minted;
     if (n.credential_hash.empty()) {
-      minted = NewToken();
-      n.credential_hash = TokenHash(minted);
+      // The agent's own credential (it sent the hash; a lost answer then costs nothing: its
+      // retry authenticates with it), else one minted here and returned.
+      if (net::IsTokenHash(req.credential_sha256)) {
+        n.credential_hash = req.credential_sha256;
+      } else {
+        minted = NewToken();
+        n.credential_hash = TokenHash(minted);
+      }
+      n.rejoin = false;
       n.log_key = NewToken();
       node_by_credential_[n.credential_hash] = req.node;
     }
@@ -1727,7 +1758,10 @@ void ControlPlane::Tick(int64_t now_ms) {
       metrics_.mass_silences++;
     } else if (!mass && mass_silence_since_ms_ != 0) {
       mass_silence_since_ms_ = 0;
-      losses_not_before_ms_ = std::max(losses_not_before_ms_, now_ms + options_.lost_after_ms);
+      // The rest may still be in their reconnect backoff: give them the restart window.
+      losses_not_before_ms_ =
+          std::max(losses_not_before_ms_,
+                   now_ms + std::max(options_.lost_after_ms, options_.restart_grace_ms));
     }
     const bool hold = now_ms < losses_not_before_ms_ ||
                       (mass && now_ms - mass_silence_since_ms_ < options_.mass_silence_max_ms);

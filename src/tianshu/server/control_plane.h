@@ -133,6 +133,7 @@ struct NodeEntry {
   int64_t grace_until_ms = 0;     // not persisted; no loss before (restart_grace_ms)
   std::string credential_hash;    // SHA-256 of its node credential (minted at first register)
   std::string log_key;            // what the server shows the node's agent to read rank logs
+  bool rejoin = false;            // forgotten by an admin: a join token may register it again
   wire::Heartbeat last;           // not persisted
 };
 
@@ -226,9 +227,10 @@ class ControlPlane {
   // Failure detection, one scheduling cycle when something changed, periodic checkpoints.
   void Tick(int64_t now_ms);
 
-  // Declares no node lost before `until_ms`: the server calls it when it could not serve
-  // heartbeats in time itself (its request workers were all busy).
-  void DeferLosses(int64_t until_ms);
+  // The server could not serve heartbeats in time itself (connections waited for a worker):
+  // no node is declared lost until restart_grace_ms after it caught up, for at most
+  // mass_silence_max_ms of such starvation in a row.
+  void DeferLosses(int64_t now_ms);
 
   // Wakes every waiter (long polls) so that the server can stop.
   void Shutdown();
@@ -315,6 +317,7 @@ class ControlPlane {
   // nor while most go silent at once.
   int64_t losses_not_before_ms_ = 0;
   int64_t mass_silence_since_ms_ = 0;                         // 0: not in a mass silence
+  int64_t starved_since_ms_ = 0, last_starved_ms_ = 0;        // DeferLosses episodes
   std::vector<std::pair<int64_t, std::string>> quarantined_;  // job seq, why (from Load)
   std::vector<std::string> skipped_records_;                  // node and order records
   std::map<std::string, int64_t> idempotency_keys_;           // key -> job seq

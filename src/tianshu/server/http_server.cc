@@ -80,16 +80,40 @@ Result<std::string> EnsureTokenFile(const std::string& path) {
   if (!dir.empty()) {
     if (auto s = MakePrivateDirs(dir.string()); !s) return std::unexpected(s.error());
   }
-  std::random_device rd;  // the kernel's random source
-  std::string token;
-  const char* hex = "0123456789abcdef";
-  for (int i = 0; i < 32; ++i) token += hex[rd() % 16];
+  const std::string token = NewToken();
   if (auto s = WritePrivateFile(path, token + "\n"); !s) return std::unexpected(s.error());
   return token;
 }
 
+namespace {
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   if (options.token.empty()) return Fail("a token is required (--token-file)");
+  const bool tls = !options.tls_cert.empty() || !options.tls_key.empty();
+  if (tls && (options.tls_cert.empty() || options.tls_key.empty())) {
+    return Fail("TLS needs both a certificate (--tls-cert) and its key (--tls-key)");
+  }
+  if (!tls && !IsLoopback(options.host) && !options.allow_plain_http) {
+    return Fail("refusing to serve plain HTTP on ", options.host,
+                ": tokens would cross the network in the clear. Give --tls-cert and --tls-key, "
+                "or --insecure-plain-http on a network you trust");
+  }
+  if (tls) {
+    struct stat st {};
+    if (::stat(options.tls_key.c_str(), &st) != 0) {
+      return Fail("cannot read TLS key ", options.tls_key);
+    }
+    if ((st.st_mode & (S_IROTH | S_IWOTH)) != 0) {
+      return Fail("TLS key ", options.tls_key,
+                  " is readable or writable by every user: run chmod 600 (or 640) on it");
+    }
+  }
   if (!options.now_ms) {
     options.now_ms = [] {
       return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -122,7 +146,17 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   auto s = std::unique_ptr<Server>(new Server());
   s->options_ = std::move(options);
   s->cp_ = std::move(*cp);
-  s->http_ = std::make_unique<httplib::Server>();
+  if (tls) {
+    auto ssl = std::make_unique<httplib::SSLServer>(s->options_.tls_cert.c_str(),
+                                                    s->options_.tls_key.c_str());
+    if (!ssl->is_valid()) {
+      return Fail("cannot load the TLS certificate ", s->options_.tls_cert, " and key ",
+                  s->options_.tls_key, " (PEM, the key matching the certificate)");
+    }
+    s->http_ = std::move(ssl);
+  } else {
+    s->http_ = std::make_unique<httplib::Server>();
+  }
   // httplib deletes the queue it is given when its accept loop ends; the pool itself lives as
   // long as the server (the ticker reads it).
   struct Forward : httplib::TaskQueue {
@@ -174,7 +208,7 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
       // nothing about the nodes. No node is declared lost until the server has caught up.
       const int64_t lost_after = self->options_.control.lost_after_ms;
       if (self->pool_->OldestWaitMs() > std::min<int64_t>(1000, lost_after / 4)) {
-        self->cp_->DeferLosses(self->options_.now_ms() + lost_after);
+        self->cp_->DeferLosses(self->options_.now_ms());
       }
       self->cp_->Tick(self->options_.now_ms());
       for (int64_t slept = 0; slept < self->options_.tick_ms && !self->stopping_; slept += 10) {
@@ -184,8 +218,9 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   });
   if (s->options_.log) {
     for (const auto& w : s->cp_->StartupWarnings()) s->options_.log("tianshu serve: store: " + w);
-    s->options_.log("tianshu serve: listening on http://" + o.host + ":" +
-                    std::to_string(s->port_) + ", store " + s->cp_->StoreDescription());
+    s->options_.log(std::string("tianshu serve: listening on ") + (tls ? "https://" : "http://") +
+                    o.host + ":" + std::to_string(s->port_) + ", store " +
+                    s->cp_->StoreDescription());
   }
   return s;
 }

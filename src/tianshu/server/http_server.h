@@ -29,7 +29,11 @@ struct ServerOptions {
   int port = 7070;                        // 0: any free port
   std::string data_dir = "tianshu-data";  // holds tianshu.db and checkpoints/
   std::string token;                      // required on every call but /healthz; must not be empty
-  ControlPlaneOptions control;            // checkpoint_root defaults to data_dir/checkpoints
+  // TLS: a PEM certificate (chain) and its private key; both or neither. Without them the
+  // server speaks plain HTTP, which it refuses on a non-loopback host unless allow_plain_http.
+  std::string tls_cert, tls_key;
+  bool allow_plain_http = false;
+  ControlPlaneOptions control;  // checkpoint_root defaults to data_dir/checkpoints
   // Most connections served at once (a thread each, started on demand); long polls (agents'
   // work channel, events) and slow clients hold one each.
   int http_threads = 1024;

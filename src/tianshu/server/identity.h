@@ -16,6 +16,8 @@
 #include <string>
 #include <string_view>
 
+#include "tianshu/net/tokens.h"
+
 namespace tianshu::server {
 
 enum class Role { kAdmin, kUser, kJoin, kNode };
@@ -30,10 +32,8 @@ struct Identity {
   bool IsAdmin() const { return role == Role::kAdmin; }
 };
 
-// A new token: 64 hex digits (256 bits) from the kernel's random source.
-std::string NewToken();
-// Lower-case hex SHA-256 of `token`.
-std::string TokenHash(std::string_view token);
+using net::NewToken;
+using net::TokenHash;
 // A user name: 1-64 of [a-z0-9._-], starting with a letter (like a Unix login name).
 bool IsValidUserName(std::string_view name);
 

@@ -81,6 +81,35 @@ ApiResult<SubmitRequest> Validate(SubmitRequest req, const std::string& file,
   }
   req.spec = std::get<model::JobSpec>(v.document->value);
   req.run = req.spec.run;
+  // Rules for what is submitted from now on (records stored before them still load): a name
+  // safe to print in listings, as Kubernetes restricts object names, and a workdir that
+  // cannot climb out of where it is resolved.
+  std::vector<std::string> rules;
+  auto where = [&](const char* key, const char* sub_key) {
+    try {  // the document parsed already; its marks give the diagnostic's line and column
+      YAML::Node root =
+          YAML::Load(req.format == "json" ? nlohmann::json::parse(req.text).dump(2) : req.text);
+      YAML::Node n = sub_key ? root[key][sub_key] : root[key];
+      return file + ":" + std::to_string(n.Mark().line + 1) + ":" +
+             std::to_string(n.Mark().column + 1) + ": ";
+    } catch (const std::exception&) {
+      return file + ": ";
+    }
+  };
+  if (!model::IsValidJobName(req.spec.name)) {
+    rules.push_back(where("name", nullptr) +
+                    "name: must be 1-128 letters, digits, '.', '_' or '-', starting and ending "
+                    "with a letter or digit");
+  }
+  bool climbs = req.run.workdir.find('\0') != std::string::npos ||
+                req.run.workdir.find('\n') != std::string::npos;
+  for (const auto& part : SplitString(req.run.workdir, '/')) climbs = climbs || part == "..";
+  if (climbs) {
+    rules.push_back(where("run", "workdir") +
+                    "run.workdir: must not contain '..', NUL or newline (an absolute path, or "
+                    "one relative to the directory `tianshu submit` ran in)");
+  }
+  if (!rules.empty()) return Refuse(400, "job spec is invalid", std::move(rules));
   return req;
 }
 

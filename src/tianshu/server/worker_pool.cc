@@ -1,6 +1,7 @@
 #include "tianshu/server/worker_pool.h"
 
 #include <algorithm>
+#include <system_error>
 
 namespace tianshu::server {
 
@@ -27,9 +28,13 @@ void WorkerPool::enqueue(std::function<void()> fn) {
     std::lock_guard l(mu_);
     tasks_.emplace_back(NowMs(), std::move(fn));
     if (idle_ < tasks_.size() && threads_.size() < options_.max_threads && !shutdown_) {
-      std::thread t([this] { Work(); });
-      threads_.emplace(t.get_id(), std::move(t));
-      peak_ = std::max(peak_, threads_.size());
+      try {
+        std::thread t([this] { Work(); });
+        threads_.emplace(t.get_id(), std::move(t));
+        peak_ = std::max(peak_, threads_.size());
+      } catch (const std::system_error&) {
+        // No thread to be had (a process limit): the task waits for a running one.
+      }
     }
     ended.swap(ended_);
   }

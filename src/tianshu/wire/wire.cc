@@ -580,6 +580,7 @@ json ToJson(const RegisterRequest& v) {
   return Versioned({{"node", v.node},
                     {"agent_id", v.agent_id},
                     {"address", v.address},
+                    {"credential_sha256", v.credential_sha256},
                     {"hardware", ToJson(v.hardware)},
                     {"running", running}});
 }
@@ -644,10 +645,11 @@ Result<RegisterRequest> ParseRegisterRequest(std::string_view text) {
   if (!j) return std::unexpected(j.error());
   std::vector<std::string> e;
   RegisterRequest r;
-  Obj o(*j, "", &e, {"node", "agent_id", "address", "hardware", "running"});
+  Obj o(*j, "", &e, {"node", "agent_id", "address", "credential_sha256", "hardware", "running"});
   o.Str("node", &r.node, true, 253);
   o.Str("agent_id", &r.agent_id, true);
   o.Str("address", &r.address);
+  o.Str("credential_sha256", &r.credential_sha256);
   if (const json* h = o.Object("hardware", true)) r.hardware = ReadHardware(*h, "hardware", &e);
   o.Array("running",
           [&](const json& x, const std::string& q) { r.running.push_back(ReadRunning(x, q, &e)); });

@@ -82,6 +82,9 @@ struct RegisterRequest {
                          // the same node (after an agent or server restart)
   std::string agent_id;  // changes every time the agent process starts
   std::string address;   // host[:port] reachable by other ranks (MASTER_ADDR) and for logs
+  // SHA-256 of the credential the agent made itself (kept in its work directory), bound to the
+  // name at its first registration; "" lets the server mint one and return it.
+  std::string credential_sha256;
   Hardware hardware;
   std::vector<RunningRank> running;
 };
