@@ -27,19 +27,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string Slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
+using tianshu::testing::Slurp;
 bool WaitFor(const std::function<bool()>& cond, int seconds) {
-  for (int i = 0; i < seconds * 4; ++i) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  }
-  return cond();
+  return tianshu::testing::WaitForSeconds(cond, seconds);
 }
 
 class Cluster : public ::testing::Test {

@@ -30,19 +30,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using tianshu::testing::RunCommand;
 
-std::string Slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
+using tianshu::testing::Slurp;
 bool WaitFor(const std::function<bool()>& cond, int seconds) {
-  for (int i = 0; i < seconds * 10; ++i) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return cond();
+  return tianshu::testing::WaitForSeconds(cond, seconds);
 }
 
 class Identities : public ::testing::Test {

@@ -40,6 +40,24 @@ void Sql(const std::string& db, const std::string& statement) {
   sqlite3_close(h);
 }
 
+// Heartbeats and polls the agents until one of them gets work orders; that agent (its orders
+// in `orders`), or nullptr after 5 s.
+FakeAgent* FirstWithWork(std::vector<FakeAgent*> agents, std::vector<wire::WorkOrder>* orders) {
+  FakeAgent* holder = nullptr;
+  WaitFor([&] {
+    for (FakeAgent* x : agents) {
+      x->Heartbeat();
+      auto o = x->Work(50);
+      if (!o.empty()) {
+        *orders = o;
+        holder = x;
+      }
+    }
+    return holder != nullptr;
+  });
+  return holder;
+}
+
 // A job sent as one-line flow YAML or as JSON was stored with spec "\n" and the next start
 // refused: "store: job j-000001 has a spec that no longer validates".
 TEST(Hardening, FlowYamlAndJsonJobsSurviveARestartAsSent) {
@@ -166,18 +184,8 @@ TEST(Hardening, AfterARestartSilentNodesGetAGracePeriodBeforeTheyAreLost) {
   auto r = f.Post("/v1/jobs", JobYaml("train", 2, "run:\n  command: [sleep, '100']\n"));
   std::string id = r.body["id"];
   std::vector<wire::WorkOrder> orders;
-  FakeAgent* holder = nullptr;
-  ASSERT_TRUE(WaitFor([&] {
-    for (FakeAgent* x : {&a, &b}) {
-      x->Heartbeat();
-      auto o = x->Work(50);
-      if (!o.empty()) {
-        orders = o;
-        holder = x;
-      }
-    }
-    return holder != nullptr;
-  }));
+  FakeAgent* holder = FirstWithWork({&a, &b}, &orders);
+  ASSERT_NE(holder, nullptr);
   holder->AcceptAndStart(orders[0]);
   ASSERT_EQ(f.JobState(id), "running");
   f.Stop();  // the outage: no heartbeat reaches anyone
@@ -380,20 +388,9 @@ TEST(Hardening, ANodeCannotPreemptAnotherNodesReports) {
   auto r = f.Post("/v1/jobs", JobYaml("one", 2, "run:\n  command: [sleep, '100']\n"));
   std::string id = r.body["id"];
   std::vector<wire::WorkOrder> orders;
-  FakeAgent* holder = nullptr;
-  FakeAgent* other = nullptr;
-  ASSERT_TRUE(WaitFor([&] {
-    for (FakeAgent* x : {&a, &b}) {
-      x->Heartbeat();
-      auto o = x->Work(50);
-      if (!o.empty()) {
-        orders = o;
-        holder = x;
-        other = x == &a ? &b : &a;
-      }
-    }
-    return holder != nullptr;
-  }));
+  FakeAgent* holder = FirstWithWork({&a, &b}, &orders);
+  ASSERT_NE(holder, nullptr);
+  FakeAgent* other = holder == &a ? &b : &a;
   const wire::WorkOrder& launch = orders[0];
   // The other node forges the holder's reports first.
   std::vector<wire::Report> forged;

@@ -5,10 +5,29 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <regex>
+#include <sstream>
+#include <thread>
 
 namespace tianshu::testing {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+bool WaitForSeconds(const std::function<bool()>& cond, int seconds) {
+  for (int i = 0; i < seconds * 10; ++i) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return cond();
+}
 
 pid_t SpawnLogged(std::vector<std::string> argv, const std::string& log) {
   pid_t pid = ::fork();

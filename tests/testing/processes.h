@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,12 @@ namespace tianshu::testing {
 // Starts `argv` (argv[0] is the program) in its own process group with stdout and stderr
 // appended to `log`; returns its pid (the child exits 127 when exec fails).
 pid_t SpawnLogged(std::vector<std::string> argv, const std::string& log);
+
+// The whole content of a file ("" when it cannot be read).
+std::string Slurp(const std::string& path);
+
+// Polls `cond` every 100 ms until it holds or `seconds` pass; its last answer.
+bool WaitForSeconds(const std::function<bool()>& cond, int seconds);
 
 // A TCP port free on 127.0.0.1 right now (0 when none could be had).
 int FreeLoopbackPort();
