@@ -1745,14 +1745,21 @@ void ControlPlane::Tick(int64_t now_ms) {
       return live(n) && now_ms - n.last_heartbeat_ms > options_.lost_after_ms &&
              now_ms >= n.grace_until_ms;
     };
-    int live_nodes = 0, silent_nodes = 0;
+    // Quiet: silent for half of lost_after. Nodes cut off together cross lost_after a
+    // heartbeat interval or so apart; counting the quiet ones keeps the first to cross from
+    // being judged alone.
+    auto quiet = [&](const NodeEntry& n) {
+      return live(n) && now_ms - n.last_heartbeat_ms > options_.lost_after_ms / 2 &&
+             now_ms >= n.grace_until_ms;
+    };
+    int live_nodes = 0, quiet_nodes = 0;
     for (const auto& [name, n] : nodes_) {
       live_nodes += live(n);
-      silent_nodes += silent(n);
+      quiet_nodes += quiet(n);
     }
-    // Most nodes silent at once: the server was starved or cut off, not the nodes. Hold off
-    // until the silence ends (then give the rest a full window) or has lasted too long.
-    const bool mass = silent_nodes >= 2 && 2 * silent_nodes > live_nodes;
+    // Most nodes quiet at once: the server was starved or cut off, not the nodes. Hold off
+    // until the silence ends (then give the rest the restart window) or has lasted too long.
+    const bool mass = quiet_nodes >= 2 && 2 * quiet_nodes > live_nodes;
     if (mass && mass_silence_since_ms_ == 0) {
       mass_silence_since_ms_ = now_ms;
       metrics_.mass_silences++;

@@ -153,7 +153,8 @@ struct ControlPlaneOptions {
   // After a start, no node is declared lost for this long: longer than an agent's longest
   // reconnect backoff (30 s) plus lost_after_ms, so a server outage costs no healthy node.
   int64_t restart_grace_ms = 45000;
-  // When more than half of the live nodes (at least two) go silent at once, the server (or its
+  // When more than half of the live nodes (at least two) have been silent for half of
+  // lost_after at once (they cross lost_after a heartbeat or so apart), the server (or its
   // network) is the likelier fault: nothing is declared lost until the silence has lasted this
   // long (Kubernetes' node controller stops evicting in a full disruption the same way).
   int64_t mass_silence_max_ms = 120000;

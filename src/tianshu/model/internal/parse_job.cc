@@ -155,7 +155,6 @@ void ParseRun(YamlReader& r, const YAML::Node& n, RunSpec* out) {
     }
   }
   r.String(n, "run", "workdir", &out->workdir);
-
 }
 
 }  // namespace
@@ -175,7 +174,6 @@ JobSpec ParseJob(YamlReader& r, const YAML::Node& root) {
   }
   j.kind = kind == "inference" ? JobKind::kInference : JobKind::kTraining;
   if (r.Require(root, "", "name")) r.String(root, "", "name", &j.name);
-
 
   YAML::Node m = r.Get(root, "model");
   if (m.IsDefined()) {
