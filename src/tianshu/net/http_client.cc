@@ -32,7 +32,7 @@ Result<std::unique_ptr<httplib::Client>> OpenHttpClient(const std::string& serve
       if (!std::filesystem::is_regular_file(ca_file, ec)) {
         return Fail("cannot read CA file ", ca_file);
       }
-      client->set_ca_cert_path(ca_file.c_str());
+      client->set_ca_cert_path(ca_file);
     }
     client->enable_server_certificate_verification(true);
   }
