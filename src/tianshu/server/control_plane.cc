@@ -243,8 +243,8 @@ Status ControlPlane::Load(int64_t now_ms) {
     j.text = d.value("text", "");
     j.format = d.value("format", "yaml");
     model::ValidationResult v = ValidateStoredSpec(j.id, j.format, j.text);
-    const bool finished =
-        IsTerminal(ParseJobState(d.value("state", "pending")).value_or(JobState::kPending));
+    j.state = ParseJobState(d.value("state", "pending")).value_or(JobState::kPending);
+    const bool finished = IsTerminal(j.state);
     if (!v.document || v.document->kind != model::DocumentKind::kJob) {
       // A finished job keeps its outcome (one quarantined before stays failed, quietly).
       if (!finished) {
@@ -256,7 +256,6 @@ Status ControlPlane::Load(int64_t now_ms) {
       j.spec = std::get<model::JobSpec>(v.document->value);
     }
     j.run = RunFromJson(d.value("run", json::object()));
-    j.state = ParseJobState(d.value("state", "pending")).value_or(JobState::kPending);
     j.starting_since_ms = now_ms;  // a starting gang gets its whole timeout again
     j.attempt = d.value("attempt", 0);
     j.retries = d.value("retries", 0);
@@ -323,7 +322,7 @@ Status ControlPlane::Load(int64_t now_ms) {
     n.last_heartbeat_ms = now_ms;
     // Agents retry a lost server with a backoff of up to 30 s: after a restart no node known
     // before it is declared lost until its agent has had the time to come back.
-    n.grace_until_ms = now_ms + std::max(options_.restart_grace_ms, options_.lost_after_ms);
+    n.grace_until_ms = now_ms + std::max(options_.lost_after_ms, options_.restart_grace_ms);
     nodes_.emplace(n.name, std::move(n));
   }
   for (const OrderRow& row : st->orders) {
@@ -350,7 +349,7 @@ Status ControlPlane::Load(int64_t now_ms) {
     if (!key.starts_with("user/") || value.empty()) continue;  // "" = removed
     json d = json::parse(value, nullptr, false);
     auto role = d.is_object() ? ParseRole(d.value("role", "")) : std::nullopt;
-    if (!role || d.value("token_sha256", "").size() != 64) {
+    if (!role || !net::IsTokenHash(d.value("token_sha256", ""))) {
       skipped_records_.push_back(key + ": unreadable user record (the user cannot log in)");
       continue;
     }
@@ -411,8 +410,11 @@ void ControlPlane::DeferLosses(int64_t now_ms) {
   last_starved_ms_ = now_ms;
   // Bounded: clients that keep every worker busy cannot keep a dead node alive for ever.
   if (now_ms - starved_since_ms_ > options_.mass_silence_max_ms) return;
-  // Agents whose heartbeats timed out meanwhile are in their backoff (up to 30 s): the same
-  // window as after a restart.
+  HoldLossesForRestartWindow(now_ms);  // agents whose heartbeats timed out are backing off
+}
+
+void ControlPlane::HoldLossesForRestartWindow(int64_t now_ms) {
+  // An agent that lost the server backs off up to 30 s: as long as after a restart.
   losses_not_before_ms_ = std::max(
       losses_not_before_ms_, now_ms + std::max(options_.lost_after_ms, options_.restart_grace_ms));
 }
@@ -703,7 +705,9 @@ ApiResult<json> ControlPlane::ForgetNode(const std::string& name) {
     it->second.log_key.clear();
     it->second.rejoin = true;  // a join token may register it again
     t.nodes.insert(name);
-    return json{{"node", name}, {"credential", "forgotten: the next registration mints one"}};
+    return json{
+        {"node", name},
+        {"credential", "forgotten: its next registration with a join token binds a new one"}};
   });
 }
 
@@ -760,7 +764,7 @@ ApiResult<json> ControlPlane::Cancel(const std::string& id, const Identity& who,
     auto it = seq ? jobs_.find(*seq) : jobs_.end();
     if (it == jobs_.end() || !Visible(it->second)) return Refuse(404, "no job " + id);
     Job& j = it->second;
-    if (!who.IsAdmin() && who.name != j.owner) {
+    if (!who.ActsFor(j.owner)) {
       return Refuse(403, "job " + id + " belongs to " + j.owner +
                              ": only its owner or an admin may cancel it");
     }
@@ -855,7 +859,7 @@ ApiResult<json> ControlPlane::GetJob(const std::string& id, const Identity& who)
   auto it = seq ? jobs_.find(*seq) : jobs_.end();
   if (it == jobs_.end() || !Visible(it->second)) return Refuse(404, "no job " + id);
   json out = JobJson(it->second, true);
-  if (!who.IsAdmin() && who.name != it->second.owner) {  // run.env may hold secrets
+  if (!who.ActsFor(it->second.owner)) {  // run.env may hold secrets
     out.erase("run");
     out.erase("spec");
   }
@@ -943,7 +947,7 @@ ApiResult<ControlPlane::LogSource> ControlPlane::RankLog(const std::string& id, 
   auto it = seq ? jobs_.find(*seq) : jobs_.end();
   if (it == jobs_.end() || !Visible(it->second)) return Refuse(404, "no job " + id);
   const Job& j = it->second;
-  if (!who.IsAdmin() && who.name != j.owner) {
+  if (!who.ActsFor(j.owner)) {
     return Refuse(403, "job " + id + " belongs to " + j.owner +
                            ": only its owner or an admin may read its logs");
   }
@@ -1741,21 +1745,16 @@ void ControlPlane::Tick(int64_t now_ms) {
     auto live = [](const NodeEntry& n) {
       return n.state == NodeState::kReady || n.state == NodeState::kDegraded;
     };
-    auto silent = [&](const NodeEntry& n) {
-      return live(n) && now_ms - n.last_heartbeat_ms > options_.lost_after_ms &&
-             now_ms >= n.grace_until_ms;
+    auto silent_for = [&](const NodeEntry& n, int64_t ms) {
+      return live(n) && now_ms - n.last_heartbeat_ms > ms && now_ms >= n.grace_until_ms;
     };
     // Quiet: silent for half of lost_after. Nodes cut off together cross lost_after a
     // heartbeat interval or so apart; counting the quiet ones keeps the first to cross from
     // being judged alone.
-    auto quiet = [&](const NodeEntry& n) {
-      return live(n) && now_ms - n.last_heartbeat_ms > options_.lost_after_ms / 2 &&
-             now_ms >= n.grace_until_ms;
-    };
     int live_nodes = 0, quiet_nodes = 0;
     for (const auto& [name, n] : nodes_) {
       live_nodes += live(n);
-      quiet_nodes += quiet(n);
+      quiet_nodes += silent_for(n, options_.lost_after_ms / 2);
     }
     // Most nodes quiet at once: the server was starved or cut off, not the nodes. Hold off
     // until the silence ends (then give the rest the restart window) or has lasted too long.
@@ -1765,15 +1764,12 @@ void ControlPlane::Tick(int64_t now_ms) {
       metrics_.mass_silences++;
     } else if (!mass && mass_silence_since_ms_ != 0) {
       mass_silence_since_ms_ = 0;
-      // The rest may still be in their reconnect backoff: give them the restart window.
-      losses_not_before_ms_ =
-          std::max(losses_not_before_ms_,
-                   now_ms + std::max(options_.lost_after_ms, options_.restart_grace_ms));
+      HoldLossesForRestartWindow(now_ms);  // the rest may still be in their backoff
     }
     const bool hold = now_ms < losses_not_before_ms_ ||
                       (mass && now_ms - mass_silence_since_ms_ < options_.mass_silence_max_ms);
     for (auto& [name, n] : nodes_) {
-      if (!hold && silent(n)) {
+      if (!hold && silent_for(n, options_.lost_after_ms)) {
         LoseNode(t, n, NodeState::kLost,
                  "no heartbeat for " + std::to_string((now_ms - n.last_heartbeat_ms) / 1000) + " s",
                  now_ms);

@@ -253,6 +253,8 @@ class ControlPlane {
   Status Load(int64_t now_ms);
   // Fails the jobs Load could not read back (one transaction); see StartupWarnings.
   Status Quarantine(int64_t now_ms);
+  // Declares no node lost for the restart window from now (agents may be backing off).
+  void HoldLossesForRestartWindow(int64_t now_ms);
   // Runs `f` under the lock; if it made changes, writes them and waits until durable.
   template <typename T, typename F>
   ApiResult<T> Mutate(F&& f);

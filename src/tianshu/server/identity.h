@@ -30,6 +30,8 @@ struct Identity {
   std::string unix_user;  // the account the user's ranks run as ("" = the agent's own)
   std::string node;       // for kNode: the node it is bound to
   bool IsAdmin() const { return role == Role::kAdmin; }
+  // Whether it may act on what `owner` owns (cancel a job, read its spec and logs).
+  bool ActsFor(const std::string& owner) const { return IsAdmin() || name == owner; }
 };
 
 using net::NewToken;
