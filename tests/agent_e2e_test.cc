@@ -247,8 +247,9 @@ TEST_F(Cluster, KilledAgentJobRestartsFromItsCheckpointElsewhere) {
 
 TEST_F(Cluster, HigherPriorityJobPreemptsAndTheVictimResumes) {
   std::string low = Submit("low", 100000, 0);
-  ASSERT_TRUE(WaitFor(
-      [&] { return RankLog(low, 1).find("checkpoint step 10") != std::string::npos; }, 900));
+  ASSERT_TRUE(
+      WaitFor([&] { return RankLog(low, 1).find("checkpoint step 10") != std::string::npos; }, 900))
+      << Job(low).dump(2) << RankLog(low, 1) << RankLog(low, 1, 1);
   std::string high = Submit("high", 30, 100);
   // The server must preempt: the low job leaves `running` (stop orders with a checkpoint).
   ASSERT_TRUE(WaitFor([&] { return Job(low).value("state", "") != "running"; }, 120))
@@ -281,7 +282,7 @@ TEST_F(ElasticCluster, ElasticJobGrowsOntoAnIdleNodeAndResumesAtTheNewSize) {
   ASSERT_FALSE(id.empty());
   ASSERT_TRUE(
       WaitFor([&] { return RankLog(id, 1).find("checkpoint step 10") != std::string::npos; }, 900))
-      << Job(id).dump(2);
+      << Job(id).dump(2) << RankLog(id, 1) << RankLog(id, 1, 1);
   EXPECT_NE(RankLog(id, 1).find("world 2"), std::string::npos) << RankLog(id, 1);
   ASSERT_TRUE(WaitFor([&] { return Job(id).value("attempt", 0) >= 2; }, 300)) << Job(id).dump(2);
   ASSERT_TRUE(

@@ -572,6 +572,39 @@ TEST(ServerApi, LaunchOrdersCarryTheCommunicatorEnvironment) {
   }
 }
 
+// Jobs whose rank 0 shares a node get rendezvous ports of their own, from
+// cluster.rendezvous_ports (the default keeps below the ephemeral range, where a client
+// connection in TIME_WAIT fails torch's TCPStore bind).
+TEST(ServerApi, JobsSharingAMasterNodeGetDistinctRendezvousPortsFromTheRange) {
+  ServerFixture f;
+  f.config.rendezvous_port_low = 21000;
+  f.config.rendezvous_port_high = 21002;
+  f.Start();
+  FakeAgent a(f, "node-a", 4);
+  ASSERT_EQ(a.Register().status, 200);
+  std::set<std::string> ports;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(
+        f.Post("/v1/jobs", JobYaml("p" + std::to_string(i), 1, "run:\n  command: [/bin/true]\n"))
+            .status,
+        201);
+  }
+  std::vector<wire::WorkOrder> all;
+  ASSERT_TRUE(WaitFor([&] {
+    a.Heartbeat();
+    for (auto& o : a.Work(50)) all.push_back(o);
+    return all.size() >= 3;
+  }));
+  for (const auto& o : all) {
+    ASSERT_TRUE(o.launch.has_value());
+    EXPECT_GE(o.launch->master_port, 21000);
+    EXPECT_LE(o.launch->master_port, 21002);
+    ports.insert(std::to_string(o.launch->master_port));
+    EXPECT_EQ(o.launch->ranks[0].env.at("MASTER_PORT"), std::to_string(o.launch->master_port));
+  }
+  EXPECT_EQ(ports.size(), 3u);
+}
+
 TEST(ServerApi, EventStreamLongPollAndServerSentEvents) {
   ServerFixture f;
   f.Start();

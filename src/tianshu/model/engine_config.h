@@ -46,6 +46,12 @@ struct QueueConfig {
 struct EngineConfig {
   NodeDiscovery node_discovery = NodeDiscovery::kDynamic;
   ResourceWeight resource_weight;
+  // cluster.rendezvous_ports: the ports a job's rank 0 listens on for its rendezvous
+  // (MASTER_PORT), one per running job on a node. Below Linux's ephemeral range (32768-60999 by
+  // default): a port there can be held by any client connection, even one in TIME_WAIT, and
+  // torch's TCPStore then fails to bind (`Address already in use`).
+  int rendezvous_port_low = 20000;
+  int rendezvous_port_high = 32767;
   std::string algorithm = "genetic";
   bool topology_aware = true;
   int max_retries = 5;

@@ -160,6 +160,26 @@ TEST(EngineConfig, DefaultsAndKeys) {
   EXPECT_EQ(std::get<EngineConfig>(sized.document->value).checkpoint_interval_s, 1800);
 }
 
+// cluster.rendezvous_ports: below the ephemeral range by default; a bad range names its field.
+TEST(EngineConfig, RendezvousPorts) {
+  auto d = ValidateText("e.yaml", "kind: engine\n");
+  ASSERT_TRUE(d.document);
+  EXPECT_EQ(std::get<EngineConfig>(d.document->value).rendezvous_port_low, 20000);
+  EXPECT_EQ(std::get<EngineConfig>(d.document->value).rendezvous_port_high, 32767);
+  auto ok = ValidateText("e.yaml", "cluster: {rendezvous_ports: 12000-12999}\n");
+  ASSERT_TRUE(ok.document) << ok.diagnostics[0].message;
+  EXPECT_EQ(std::get<EngineConfig>(ok.document->value).rendezvous_port_low, 12000);
+  EXPECT_EQ(std::get<EngineConfig>(ok.document->value).rendezvous_port_high, 12999);
+  for (const char* bad : {"99-2000", "3000-2000", "20000-70000", "20000", "20000-30000x"}) {
+    auto r = ValidateText("e.yaml", std::string("cluster:\n  rendezvous_ports: ") + bad + "\n");
+    ASSERT_FALSE(r.diagnostics.empty()) << bad;
+    EXPECT_FALSE(r.document) << bad;
+    EXPECT_NE(r.diagnostics[0].message.find("expected LOW-HIGH"), std::string::npos) << bad;
+    EXPECT_EQ(r.diagnostics[0].line, 2) << bad;
+    EXPECT_EQ(r.diagnostics[0].path, "cluster.rendezvous_ports") << bad;
+  }
+}
+
 TEST(EngineConfig, EnvironmentOverridesAllOrNothing) {
   EngineConfig c;
   std::map<std::string, std::string> env = {

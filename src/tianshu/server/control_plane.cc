@@ -289,6 +289,7 @@ Status ControlPlane::Load(int64_t now_ms) {
     j.run_started_ms = d.value("run_started_ms", j.updated_ms);
     j.run_gpus = d.value("run_gpus", static_cast<int>(j.placement.size()));
     j.colocated = d.value("colocated", false);
+    j.master_port = d.value("master_port", 0);
     j.idempotency_key = d.value("idempotency_key", "");
     j.owner = d.value("owner", "admin");  // jobs from before identities: the admin's
     j.run_as = d.value("run_as", "");
@@ -482,7 +483,8 @@ std::string ControlPlane::JobDoc(const Job& j) const {
             {"attained_gpu_s", j.attained_gpu_s},
             {"run_started_ms", j.run_started_ms},
             {"run_gpus", j.run_gpus},
-            {"colocated", j.colocated}};
+            {"colocated", j.colocated},
+            {"master_port", j.master_port}};
   return wire::Dump(d);
 }
 
@@ -1215,6 +1217,29 @@ std::map<std::string, std::string> SharingEnvironment(const std::string& mode,
 
 }  // namespace
 
+// The rendezvous port of a job's new attempt on `master_node`, from cluster.rendezvous_ports:
+// it starts from a hash of the server, job and attempt (so a previous attempt still exiting, or
+// another server's job, is unlikely to hold it) and skips the ports of every other job whose
+// ranks still hold a placement with the same master node.
+int ControlPlane::RendezvousPort(const Job& j, const std::string& master_node) const {
+  const int low = options_.config.rendezvous_port_low;
+  const int span = options_.config.rendezvous_port_high - low + 1;
+  std::set<int> taken;
+  for (const auto& [seq, other] : jobs_) {
+    if (other.seq == j.seq || other.master_port == 0 || !HoldsPlacement(other.state)) continue;
+    const std::vector<std::string> nodes = other.Nodes();
+    if (!nodes.empty() && nodes.front() == master_node) taken.insert(other.master_port);
+  }
+  const size_t h =
+      std::hash<std::string>{}(options_.server_id + "/" + j.id + "/" + std::to_string(j.attempt));
+  const int start = static_cast<int>(h % static_cast<size_t>(span));
+  for (int i = 0; i < span; ++i) {
+    const int port = low + (start + i) % span;
+    if (!taken.contains(port) && port != j.master_port) return port;  // not the last attempt's
+  }
+  return low + start;  // more jobs than ports on one node: share (the rendezvous may fail)
+}
+
 void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
                             const model::Topology& topo, int64_t now_ms, bool colocated) {
   j.attempt++;
@@ -1240,12 +1265,8 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
   std::vector<std::string> nodes = j.Nodes();
   const NodeEntry& master = nodes_.at(nodes.front());
   const int world = static_cast<int>(j.placement.size());
-  // Rendezvous port: differs per attempt and per server store, so that ranks of another
-  // server's job (or a previous attempt still exiting) do not hold it.
-  const int port =
-      20000 + static_cast<int>(std::hash<std::string>{}(options_.server_id + "/" + j.id + "/" +
-                                                        std::to_string(j.attempt)) %
-                               40000);
+  const int port = RendezvousPort(j, nodes.front());
+  j.master_port = port;
   const std::string ckpt =
       options_.checkpoint_root.empty() ? "" : options_.checkpoint_root + "/" + j.id;
   const comm::Layout layout = LayoutFor(options_.config, j.spec, outcome, topo);

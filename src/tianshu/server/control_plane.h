@@ -109,6 +109,7 @@ struct Job {
   // An inference service overlaid on GPUs training holds (scheduler.colocation): it holds no
   // GPU share of its own.
   bool colocated = false;
+  int master_port = 0;  // the current attempt's rendezvous port (cluster.rendezvous_ports)
 
   std::vector<std::string> Nodes() const;  // nodes of the placement, node_rank order
 };
@@ -271,6 +272,7 @@ class ControlPlane {
   void DropOrdersFor(Txn& t, const std::string& node);
   void StartJob(Txn& t, Job& j, const placement::Outcome& outcome, const model::Topology& topo,
                 int64_t now_ms, bool colocated = false);
+  int RendezvousPort(const Job& j, const std::string& master_node) const;
   void FailAttempt(Txn& t, Job& j, const std::string& reason, const std::string& lost_node,
                    int64_t now_ms);
   void BeginStop(Txn& t, Job& j, const std::string& after, const std::string& reason,

@@ -1,4 +1,5 @@
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "tianshu/base/strings.h"
@@ -85,7 +86,20 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
 
   YAML::Node cluster = r.Get(root, "cluster");
   if (cluster.IsDefined() && r.ExpectMap(cluster, "cluster")) {
-    r.CheckKeys(cluster, "cluster", {"node_discovery", "resource_weight"});
+    r.CheckKeys(cluster, "cluster", {"node_discovery", "resource_weight", "rendezvous_ports"});
+    std::string ports;
+    if (r.String(cluster, "cluster", "rendezvous_ports", &ports)) {
+      int low = 0, high = 0;
+      char dash = 0, rest = 0;
+      if (std::sscanf(ports.c_str(), "%d %c %d %c", &low, &dash, &high, &rest) != 3 ||
+          dash != '-' || low < 1024 || high > 65535 || low > high) {
+        r.Error(r.Get(cluster, "rendezvous_ports"), "cluster.rendezvous_ports",
+                "expected LOW-HIGH with 1024 <= LOW <= HIGH <= 65535, got \"" + ports + "\"");
+      } else {
+        c.rendezvous_port_low = low;
+        c.rendezvous_port_high = high;
+      }
+    }
     std::string discovery;
     if (r.Choice(cluster, "cluster", "node_discovery", {"dynamic", "static"}, &discovery)) {
       c.node_discovery = discovery == "static" ? NodeDiscovery::kStatic : NodeDiscovery::kDynamic;
