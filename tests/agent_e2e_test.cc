@@ -49,7 +49,9 @@ class Cluster : public ::testing::Test {
                                       "--lost-after",
                                       "4s",
                                       "--heartbeat-interval",
-                                      "500ms"};
+                                      "500ms",
+                                      "--node-lease",
+                                      "8s"};
     if (const std::string config = ServeConfig(); !config.empty()) {
       std::ofstream(dir_ + "/engine.yaml") << config;
       serve.insert(serve.end(), {"--config", dir_ + "/engine.yaml"});
@@ -242,6 +244,62 @@ TEST_F(Cluster, KilledAgentJobRestartsFromItsCheckpointElsewhere) {
   ASSERT_TRUE(std::regex_search(log2, m, std::regex(R"(resumed from step (\d+))")));
   EXPECT_GE(std::stoi(m[1]), 20);  // from the checkpoint, not from zero
   EXPECT_NE(AgentOfRank0(id, 2), victim);
+  EXPECT_EQ(Cli("cancel " + id).exit_code, 0);
+}
+
+// Fencing (issue 14): SIGKILL of the agent that runs rank 0 of a 2-node job, its ranks left
+// running. They are gone (killed by their shims once the node lease ran out, if nothing killed
+// them before) before any rank of the next attempt starts, and no checkpoint of the old
+// attempt becomes the job's `latest` after the kill.
+TEST_F(Cluster, AKilledAgentsRanksAreFencedBeforeTheNextAttemptStarts) {
+  std::string id = Submit("fence", 100000, 0);
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(
+      WaitFor([&] { return RankLog(id, 1).find("checkpoint step 20") != std::string::npos; }, 900))
+      << Job(id).dump(2) << RankLog(id, 1);
+  const int victim = AgentOfRank0(id, 1);
+  ASSERT_GE(victim, 0);
+  const std::vector<int64_t> shims = RankPids(victim);
+  ASSERT_FALSE(shims.empty());
+  const std::string latest_path = dir_ + "/server/checkpoints/" + id + "/latest";
+  const std::string latest_at_kill = Slurp(latest_path);
+  EXPECT_NE(latest_at_kill.find("attempt-1/"), std::string::npos) << latest_at_kill;
+  KillAgent(victim, SIGKILL);  // the agent only: its ranks run on, orphaned
+  const auto killed = std::chrono::steady_clock::now();
+  auto alive = [](int64_t pid) {
+    std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
+    auto paren = stat.rfind(')');
+    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+  };
+  auto seconds_since_kill = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  };
+  double old_gone = -1, new_started = -1;
+  while (seconds_since_kill() < 300 && new_started < 0) {
+    const bool old_alive = std::any_of(shims.begin(), shims.end(), alive);
+    if (!old_alive && old_gone < 0) old_gone = seconds_since_kill();
+    if (!RankLog(id, 2).empty() || !RankLog(id, 2, 1).empty()) {
+      new_started = seconds_since_kill();
+      ASSERT_FALSE(old_alive) << "attempt 2 started " << new_started
+                              << " s after the kill while attempt 1's ranks still ran";
+    }
+    const std::string latest = Slurp(latest_path);
+    EXPECT_TRUE(latest == latest_at_kill || latest.find("attempt-1/") == std::string::npos)
+        << "a checkpoint of the old attempt became latest after the kill: " << latest;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GE(new_started, 0) << Job(id).dump(2);
+  std::cout << "old attempt's ranks gone " << old_gone << " s after the kill; next attempt's "
+            << "first rank " << new_started << " s after it (gap " << new_started - old_gone
+            << " s); old rank 0 ended: "
+            << Slurp(dir_ + "/agent" + std::to_string(victim) + "/jobs/job-" + id +
+                     "-a1/rank-0.exit")
+            << "\n";
+  // The next attempt resumes from the checkpoint, and its own checkpoints become latest.
+  ASSERT_TRUE(
+      WaitFor([&] { return Slurp(latest_path).find("attempt-2/") != std::string::npos; }, 600))
+      << Job(id).dump(2) << RankLog(id, 2);
+  EXPECT_NE(RankLog(id, 2).find("resumed from step"), std::string::npos) << RankLog(id, 2);
   EXPECT_EQ(Cli("cancel " + id).exit_code, 0);
 }
 

@@ -17,6 +17,11 @@
 namespace tianshu::agent {
 namespace {
 
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
 int64_t Now() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -187,6 +192,58 @@ TEST_F(AgentProcesses, ARestartedAgentAdoptsTheRankAndLearnsHowItEnded) {
     ++starts;
   }
   EXPECT_EQ(starts, 1u);
+}
+
+// Fencing: once the agent's lease has run out, each rank's shim kills its whole process group,
+// also when the agent is gone; the exit file says it was fenced. A renewed lease keeps it.
+TEST_F(AgentProcesses, ShimsKillTheirRanksWhenTheLeaseRunsOutEvenWithoutTheAgent) {
+  PosixProcessRunner runner;
+  int64_t pid = 0;
+  auto alive = [](pid_t p) {  // a zombie (the shim, whose parent is this test) counts as gone
+    auto stat = ReadFileOrEmpty("/proc/" + std::to_string(p) + "/stat");
+    auto paren = stat.rfind(')');
+    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+  };
+  {
+    auto a = Make(runner);
+    ASSERT_TRUE(a->Recover(Now()));
+    a->SetLease(kNsPerSec);
+    a->RenewLease(BootTimeNs());  // runs out 1 s from now
+    // The rank starts a child of its own (same process group): it goes too.
+    a->Apply(Launch("l1", {"/bin/sh", "-c", "sleep 60 & echo $! > child.pid; wait"}), Now());
+    ASSERT_EQ(a->Running().size(), 1u);
+    pid = a->Running()[0].pid;
+    // Renewed while the agent lives: still running after the first deadline.
+    for (int i = 0; i < 8; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      a->RenewLease(BootTimeNs());
+    }
+    EXPECT_TRUE(alive(static_cast<pid_t>(pid))) << "killed under a renewed lease";
+  }  // the agent dies: nobody renews
+  // The rank's own child (a grandchild of this test, reaped by init) must go with the group.
+  std::string child_pid_file;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir_)) {
+    if (e.path().filename() == "child.pid") child_pid_file = e.path();
+  }
+  ASSERT_FALSE(child_pid_file.empty());
+  const pid_t child = std::stoi(*fs_.Read(child_pid_file));
+  EXPECT_TRUE(alive(child));
+  const auto gone_by = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while ((alive(child) || alive(static_cast<pid_t>(pid))) &&
+         std::chrono::steady_clock::now() < gone_by) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_FALSE(alive(child)) << "the rank's child outlived the lease";
+  EXPECT_FALSE(alive(static_cast<pid_t>(pid))) << "the shim outlived the lease";
+  // A restarted agent learns it was fenced.
+  PosixProcessRunner second;
+  auto b = Make(second);
+  ASSERT_TRUE(b->Recover(Now()));
+  ASSERT_TRUE(TickUntil(
+      *b, [&] { return Find(*b, wire::ReportKind::kExited); }, 20));
+  const auto* exited = Find(*b, wire::ReportKind::kExited);
+  EXPECT_EQ(exited->signal, SIGKILL);
+  EXPECT_NE(exited->message.find("fenced"), std::string::npos) << exited->message;
 }
 
 }  // namespace

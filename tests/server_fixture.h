@@ -76,6 +76,7 @@ class ServerFixture {
     o.control.heartbeat_interval_ms = 100;
     o.control.commit_batch = commit_batch;
     o.control.placement = "topology";
+    o.control.node_lease_ms = 0;  // no fencing unless a test asks for it (adjust)
     if (adjust) adjust(o);
     auto s = server::Server::Start(o);
     ASSERT_TRUE(s) << s.error().message;

@@ -473,5 +473,103 @@ TEST(Hardening, TlsIsVerifiedAndPlainHttpStaysOnLoopback) {
   std::filesystem::remove_all(dir, ec);
 }
 
+// Fencing (issue 14): a job that had ranks on a lost node gets its next attempt only after that
+// node's lease has run out since its last heartbeat (the agent's shims kill the ranks by then),
+// or as soon as the node, answering again, no longer lists them.
+struct FencingRun {
+  ServerFixture f;
+  std::unique_ptr<FakeAgent> a, b;
+  std::string id;
+  wire::WorkOrder first;
+  std::chrono::steady_clock::time_point last_beat;
+
+  void Begin(int64_t lease_ms) {
+    f.adjust = [lease_ms](server::ServerOptions& o) {
+      o.control.node_lease_ms = lease_ms;
+      o.control.restart_grace_ms = 0;
+    };
+    f.Start(/*lost_after_ms=*/300);
+    a = std::make_unique<FakeAgent>(f, "node-a", 2);
+    ASSERT_EQ(a->Register().status, 200);
+    auto r = f.Post("/v1/jobs", JobYaml("fenced", 2, "run:\n  command: [/bin/true]\n"));
+    ASSERT_EQ(r.status, 201);
+    id = r.body["id"];
+    std::vector<wire::WorkOrder> o;
+    ASSERT_TRUE(WaitFor([&] { return a->Heartbeat(), !(o = a->Work(50)).empty(); }));
+    first = o[0];
+    a->AcceptAndStart(first);
+    a->Heartbeat();
+    last_beat = std::chrono::steady_clock::now();
+    // node-a falls silent: lost, and the job waits behind the fence.
+    ASSERT_TRUE(WaitFor([&] { return f.JobState(id) == "pending"; }, 5000)) << f.JobState(id);
+    b = std::make_unique<FakeAgent>(f, "node-b", 2);
+    ASSERT_EQ(b->Register().status, 200);
+  }
+  std::vector<wire::RunningRank> OldRanks() const {
+    std::vector<wire::RunningRank> out;
+    for (const auto& r : first.launch->ranks) {
+      out.push_back(
+          {.order_id = first.id, .job_id = id, .attempt = 1, .rank = r.rank, .pid = 1000 + r.rank});
+    }
+    return out;
+  }
+  // The next attempt's launch, fetched by either node (empty: none yet).
+  std::string NextLaunch(const std::vector<wire::RunningRank>& a_runs, bool poll_a) {
+    b->Heartbeat();
+    for (const auto& o : b->Work(0)) {
+      if (o.kind == wire::OrderKind::kLaunch) return o.id;
+    }
+    if (!poll_a) return "";
+    a->Heartbeat(wire::Health::kOk, a_runs);
+    for (const auto& o : a->Work(0)) {
+      if (o.kind == wire::OrderKind::kLaunch) return o.id;
+    }
+    return "";
+  }
+  double SinceLastBeatMs() const {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - last_beat)
+        .count();
+  }
+};
+
+TEST(Fencing, ALostNodesJobRestartsOnlyAfterItsLeaseRanOut) {
+  FencingRun run;
+  ASSERT_NO_FATAL_FAILURE(run.Begin(/*lease_ms=*/1000));
+  auto job = run.f.Get("/v1/jobs/" + run.id);
+  EXPECT_NE(job.body["message"].get<std::string>().find("fenced until"), std::string::npos)
+      << job.body.dump(2);
+  // Lease 1 s plus the 2 s margin after node-a's last heartbeat: nothing before 2.5 s.
+  std::string launch;
+  while (run.SinceLastBeatMs() < 2500) {
+    launch = run.NextLaunch({}, false);
+    ASSERT_TRUE(launch.empty()) << "launched inside the fence, " << run.SinceLastBeatMs()
+                                << " ms after the lost node's last heartbeat: " << launch;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(WaitFor([&] { return !(launch = run.NextLaunch({}, false)).empty(); }, 5000));
+  EXPECT_EQ(launch, run.id + ".a2.launch.node-b");
+  EXPECT_GE(run.SinceLastBeatMs(), 1000 + server::kFenceMarginMs - 100);
+}
+
+TEST(Fencing, ANodeBackWithTheOldRanksHoldsTheFenceUntilTheyAreGone) {
+  FencingRun run;
+  ASSERT_NO_FATAL_FAILURE(run.Begin(/*lease_ms=*/3000));
+  // node-a answers again and still runs attempt 1's ranks: the fence stays up past its first
+  // end, for as long as node-a lists them.
+  ASSERT_EQ(run.a->Register(run.OldRanks()).status, 200);
+  while (run.SinceLastBeatMs() < 3000 + server::kFenceMarginMs + 500) {
+    const std::string launch = run.NextLaunch(run.OldRanks(), true);
+    ASSERT_TRUE(launch.empty()) << "launched while node-a still runs attempt 1: " << launch;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // Its ranks are gone (the stale stop order did it): the fence drops at once, not a lease
+  // and a margin (5 s) later.
+  std::string launch;
+  const auto gone = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitFor([&] { return !(launch = run.NextLaunch({}, true)).empty(); }, 5000));
+  EXPECT_NE(launch.find(run.id + ".a2.launch."), std::string::npos) << launch;
+  EXPECT_LT(std::chrono::steady_clock::now() - gone, std::chrono::milliseconds(2500));
+}
+
 }  // namespace
 }  // namespace tianshu::testing

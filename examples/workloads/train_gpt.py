@@ -4,8 +4,9 @@
 Rendezvous from the environment Tianshu sets (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK,
 LOCAL_RANK); gloo on CPU, NCCL when a GPU is visible. Checkpoints every --checkpoint-every
 steps and when SIGUSR1 arrives (all ranks agree on the step through an all-reduce), into
-$TIANSHU_CHECKPOINT_DIR (step-NNNNNNNN.pt plus a `latest` pointer), then writes the rank's
-marker $TIANSHU_CHECKPOINT_MARKER = {"step": N, "path": ...} that the agent waits for. Resumes
+$TIANSHU_CHECKPOINT_DIR (this attempt's directory: step-NNNNNNNN.pt plus a `latest` pointer of
+its own), then, after a barrier, writes the rank's marker $TIANSHU_CHECKPOINT_MARKER =
+{"step": N, "path": ...} that the agent waits for (rank 0's makes the job's `latest`). Resumes
 from $TIANSHU_RESUME_FROM, else from the newest checkpoint in the directory. Creates
 $TIANSHU_READY_FILE once its rendezvous and resume are done: the agent sends SIGUSR1 only after
 that (a signal inside torch's rendezvous fails it with "Interrupted system call"). Logs one line

@@ -29,6 +29,7 @@ struct ServeArgs {
   std::string checkpoint_root;
   std::string lost_after = "10s";
   std::string restart_grace = "45s";
+  std::string node_lease = "90s";
   std::string tls_cert, tls_key;
   bool insecure_plain_http = false;
   std::string heartbeat = "1s";
@@ -62,6 +63,11 @@ void AddServeFlags(CLI::App* cmd, ServeArgs* a) {
   cmd->add_option("--restart-grace", a->restart_grace,
                   "After a start, declare no node known before it lost for this long (longer "
                   "than an agent's 30 s reconnect backoff)")
+      ->capture_default_str();
+  cmd->add_option("--node-lease", a->node_lease,
+                  "Fencing: an agent without an answered heartbeat for this long kills its ranks; "
+                  "a job that had ranks on a lost node restarts only after it ran out (0: no "
+                  "fencing; at least --lost-after)")
       ->capture_default_str();
   cmd->add_option("--heartbeat-interval", a->heartbeat, "Heartbeat period asked of agents")
       ->capture_default_str();
@@ -130,6 +136,14 @@ Result<server::ServerOptions> BuildOptions(const ServeArgs& a) {
   auto grace = ParseDurationNs(a.restart_grace);
   if (!grace) return Fail("--restart-grace: ", grace.error().message);
   o.control.restart_grace_ms = *grace / 1'000'000;
+  auto lease = ParseDurationNs(a.node_lease);
+  if (!lease) return Fail("--node-lease: ", lease.error().message);
+  o.control.node_lease_ms = *lease / 1'000'000;
+  if (o.control.node_lease_ms != 0 && o.control.node_lease_ms < o.control.lost_after_ms) {
+    return Fail("--node-lease ", a.node_lease, " is shorter than --lost-after ", a.lost_after,
+                ": agents would kill their ranks before the server counts them lost (0 turns "
+                "fencing off)");
+  }
   o.control.heartbeat_interval_ms = std::max<int64_t>(1, *hb / 1'000'000);
   o.control.placement = a.placement;
   o.control.commit_batch = static_cast<size_t>(std::max(1, a.commit_batch));

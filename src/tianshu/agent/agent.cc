@@ -83,8 +83,10 @@ std::map<std::string, std::string> RankEnvironment(const wire::WorkOrder& order,
   env["TIANSHU_JOB_ID"] = order.job_id;
   env["TIANSHU_JOB_NAME"] = l.job_name;
   env["TIANSHU_ATTEMPT"] = std::to_string(order.attempt);
-  env["TIANSHU_CHECKPOINT_DIR"] = checkpoint_dir;
   for (const auto& [k, v] : rank.env) env[k] = v;  // the communicator plan's variables win
+  // ...but not over the attempt's own checkpoint directory (a server from before attempts
+  // directories sent the job's).
+  env["TIANSHU_CHECKPOINT_DIR"] = checkpoint_dir;
   return env;
 }
 
@@ -97,6 +99,48 @@ Agent::Agent(AgentOptions options, HostInfo host, SystemFiles& fs, CgroupDriver&
       runner_(runner),
       journal_(fs, options_.workdir + "/journal.jsonl") {
   (void)fs_.MakeDirs(options_.workdir);  // a failure shows at the first journal write
+  // A lease from before a restart still binds the ranks this agent adopts.
+  if (auto text = fs_.ReadUntrusted(LeasePath(), 64)) {
+    int64_t deadline = 0;
+    if (ParseInt64(Trim(*text), &deadline) && deadline > 0) lease_deadline_ns_ = deadline;
+  }
+}
+
+void Agent::SetLease(int64_t lease_ns) {
+  lease_ns_ = std::max<int64_t>(0, lease_ns);
+  if (lease_ns_ == 0 && lease_deadline_ns_ != 0) {
+    (void)fs_.Remove(LeasePath());
+    lease_deadline_ns_ = 0;
+  }
+}
+
+void Agent::RenewLease(int64_t sent_boot_ns) {
+  if (lease_ns_ == 0) return;
+  const int64_t deadline = sent_boot_ns + lease_ns_;
+  if (deadline <= lease_deadline_ns_) return;
+  // Replace writes a temporary file and renames it: a shim never reads half a number.
+  if (fs_.Replace(LeasePath(), std::to_string(deadline) + "\n")) lease_deadline_ns_ = deadline;
+}
+
+bool Agent::LeaseHeld() const {
+  return lease_deadline_ns_ == 0 || BootTimeNs() < lease_deadline_ns_;
+}
+
+void Agent::PromoteLatest(JobRun& job, const RankRun& r) {
+  if (r.launch.rank != 0 || !r.marker_seen || r.last_step <= job.promoted_step) return;
+  if (job.attempt_dir.empty() || !LeaseHeld()) return;
+  // Only a checkpoint inside this attempt's directory, named without a path of its own.
+  const std::string prefix = job.attempt_dir + "/";
+  if (r.last_path.size() <= prefix.size() || r.last_path.compare(0, prefix.size(), prefix) != 0) {
+    return;
+  }
+  const std::string name = r.last_path.substr(prefix.size());
+  if (name.find('/') != std::string::npos || name == "." || name == ".." ||
+      !fs_.Exists(r.last_path)) {
+    return;
+  }
+  const std::string target = job.attempt_dir.substr(job.checkpoint_dir.size() + 1) + "/" + name;
+  if (fs_.Replace(job.checkpoint_dir + "/latest", target + "\n")) job.promoted_step = r.last_step;
 }
 
 void Agent::Report(wire::Report r) {
@@ -188,6 +232,7 @@ void Agent::Launch(const wire::WorkOrder& order, int64_t now_ns, bool replay) {
   job.checkpoint_dir = !l.checkpoint_dir.empty()
                            ? l.checkpoint_dir
                            : options_.checkpoint_root + "/" + SafeComponent(order.job_id);
+  job.attempt_dir = job.checkpoint_dir + "/attempt-" + std::to_string(order.attempt);
   (void)fs_.MakeDirs(job.dir);
   // A job whose ranks run as its owner writes its markers and ready files into a directory
   // of its own (given to the owner at spawn); its logs and exit files stay in the root-owned
@@ -195,7 +240,7 @@ void Agent::Launch(const wire::WorkOrder& order, int64_t now_ns, bool replay) {
   job.user_dir = l.run_as.empty() ? job.dir : job.dir + "/user";
   if (!l.run_as.empty()) (void)fs_.MakeDirs(job.user_dir);
   std::vector<std::string> problems;
-  if (Status s = fs_.MakeDirs(job.checkpoint_dir); !s) {
+  if (Status s = fs_.MakeDirs(job.attempt_dir); !s) {
     problems.push_back("checkpoint dir: " + s.error().message);
   }
   for (const auto& rl : l.ranks) {
@@ -250,14 +295,15 @@ void Agent::StartRank(JobRun& job, RankRun& r, const IsolationPlan& plan, int64_
   const wire::WorkOrder& order = job.order;
   std::map<std::string, std::string> env = options_.base_env;
   for (const auto& [k, v] : plan.env) env[k] = v;
-  for (const auto& [k, v] : RankEnvironment(order, r.launch, job.checkpoint_dir)) env[k] = v;
+  for (const auto& [k, v] : RankEnvironment(order, r.launch, job.attempt_dir)) env[k] = v;
   env["TIANSHU_CHECKPOINT_MARKER"] = r.marker_path;
   env["TIANSHU_READY_FILE"] = r.ready_path;
   (void)fs_.Remove(r.ready_path);
   r.started_ns = now_ns;
   r.ready = false;
   env["TIANSHU_NODE"] = options_.node;
-  // Where to resume: the workload's own "latest" pointer in the checkpoint directory.
+  // Where to resume: the job's `latest` pointer, which only the agents of a current attempt
+  // write (relative to the job's checkpoint directory; an absolute path from before attempts).
   if (auto latest = fs_.ReadUntrusted(job.checkpoint_dir + "/latest", 4096)) {
     std::string name(Trim(*latest));
     if (!name.empty()) {
@@ -294,7 +340,7 @@ void Agent::StartRank(JobRun& job, RankRun& r, const IsolationPlan& plan, int64_
   // Ranks of a user's job run as its owner: the job's directory (markers, the ready file) and
   // its checkpoint directory become theirs; the agent's own state stays root's.
   std::vector<std::string> owned;
-  if (!order.launch->run_as.empty()) owned = {job.user_dir, job.checkpoint_dir};
+  if (!order.launch->run_as.empty()) owned = {job.user_dir, job.attempt_dir};
   auto pid = runner_.Spawn({.argv = r.launch.command,
                             .env = env,
                             .cwd = cwd,
@@ -302,7 +348,8 @@ void Agent::StartRank(JobRun& job, RankRun& r, const IsolationPlan& plan, int64_
                             .exit_path = r.exit_path,
                             .cgroup_procs_files = procs,
                             .run_as = order.launch->run_as,
-                            .owned_dirs = owned});
+                            .owned_dirs = owned,
+                            .lease_path = LeasePath()});
   if (!pid) {
     r.exited = true;
     r.exit = {127, 0, false};
@@ -472,9 +519,11 @@ void Agent::Tick(int64_t now_ns) {
         EndPlaceholder(job, r, -1, "placeholder finished its duration");
       }
       if (!r.started || r.exited || r.pid == 0) continue;
-      if (!r.marker_seen || job.phase == Phase::kCheckpointing || !job.ckpt_order_id.empty()) {
+      if (!r.marker_seen || job.phase == Phase::kCheckpointing || !job.ckpt_order_id.empty() ||
+          r.launch.rank == 0) {
         ReadMarker(r);
       }
+      PromoteLatest(job, r);
       if (r.usr1_pending) {  // a checkpoint signal held back until the rank is ready
         const bool wanted = job.phase == Phase::kCheckpointing || !job.ckpt_order_id.empty();
         if (!wanted) {
@@ -487,11 +536,14 @@ void Agent::Tick(int64_t now_ns) {
       std::optional<ProcessExit> e = runner_.Poll(r.pid);
       if (!e) continue;
       ReadMarker(r);
+      PromoteLatest(job, r);
       r.exited = true;
       r.exit = *e;
       std::string msg;
       if (e->unknown) {
         msg = "ended while the agent was away; exit status unknown";
+      } else if (e->fenced) {
+        msg = "killed by SIGKILL: fenced (no heartbeat answered within the node lease)";
       } else if (e->signal != 0) {
         msg = "killed by " + SignalName(e->signal);
         if (e->signal == SIGKILL && job.phase != Phase::kKilled && job.cgroup_created) {

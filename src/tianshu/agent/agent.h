@@ -97,6 +97,16 @@ class Agent {
   // Per-rank log file of a job (the newest attempt on this node), "" when unknown.
   std::string LogPath(const std::string& job_id, int rank) const;
 
+  // The node lease (fencing). SetLease with the server's lease (0: none, the lease file is
+  // removed); RenewLease after every heartbeat the server answered, with the CLOCK_BOOTTIME
+  // time it was sent: WORKDIR/lease then holds sent + lease, which every rank's shim checks.
+  void SetLease(int64_t lease_ns);
+  void RenewLease(int64_t sent_boot_ns);
+  // The lease's deadline (CLOCK_BOOTTIME ns; 0: no lease in force) and whether it holds now.
+  int64_t LeaseDeadline() const { return lease_deadline_ns_; }
+  bool LeaseHeld() const;
+  std::string LeasePath() const { return options_.workdir + "/lease"; }
+
  private:
   struct RankRun {
     wire::RankLaunch launch;
@@ -123,7 +133,10 @@ class Agent {
   struct JobRun {
     std::string key;  // job_id + "/" + attempt
     wire::WorkOrder order;
-    std::string dir, cgroup, checkpoint_dir;
+    // checkpoint_dir: the job's (the `latest` pointer only this agent writes); attempt_dir:
+    // checkpoint_dir/attempt-N, the ranks' TIANSHU_CHECKPOINT_DIR.
+    std::string dir, cgroup, checkpoint_dir, attempt_dir;
+    int64_t promoted_step = -1;  // the last step of rank 0 this agent made `latest`
     std::string user_dir;  // markers and ready files: dir, or dir/user owned by the job's owner
     std::vector<RankRun> ranks;
     Phase phase = Phase::kRunning;
@@ -149,6 +162,9 @@ class Agent {
   bool Ready(RankRun& r, int64_t now_ns);
   void BeginTerminate(JobRun& job, int64_t now_ns);
   bool ReadMarker(RankRun& rank);
+  // Points the job's `latest` at rank 0's newest checkpoint of this attempt, while the lease
+  // holds: a fenced or superseded attempt never does.
+  void PromoteLatest(JobRun& job, const RankRun& rank0);
   void Finish(JobRun& job);
   std::vector<JobRun*> JobsOf(const std::string& job_id, int attempt);
   void Report(wire::Report r);
@@ -166,6 +182,8 @@ class Agent {
   std::vector<std::string> recovery_warnings_;  // from Recover
   std::set<std::string> report_keys_;           // (order, kind, rank) already queued
   int64_t cpu_busy_ = 0, cpu_total_ = 0;        // /proc/stat at the previous HostUsage()
+  int64_t lease_ns_ = 0;
+  int64_t lease_deadline_ns_ = 0;  // from WORKDIR/lease at start, then from RenewLease
 };
 
 }  // namespace tianshu::agent

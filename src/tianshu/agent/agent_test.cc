@@ -102,7 +102,7 @@ TEST(Agent, LaunchesEachRankInTheJobCgroupWithItsEnvironment) {
   EXPECT_EQ(s.env.at("MASTER_PORT"), "29511");
   EXPECT_EQ(s.env.at("NCCL_ALGO"), "Ring");  // the communicator plan's variables
   EXPECT_EQ(s.env.at("TIANSHU_JOB_ID"), "j-1");
-  EXPECT_EQ(s.env.at("TIANSHU_CHECKPOINT_DIR"), "/ckpt/j-1");
+  EXPECT_EQ(s.env.at("TIANSHU_CHECKPOINT_DIR"), "/ckpt/j-1/attempt-1");  // one per attempt
   EXPECT_EQ(s.env.at("TIANSHU_CHECKPOINT_MARKER"), "/w/jobs/job-j-1-a1/rank-2.ckpt");
   EXPECT_EQ(s.log_path, "/w/jobs/job-j-1-a1/rank-2.log");
   EXPECT_EQ(s.cgroup_procs_files.size(), 2u);
@@ -357,6 +357,49 @@ TEST(Agent, ARestartedJobIsToldWhereToResume) {
   Agent a = f.Make();
   a.Apply(LaunchOrder("o1", 1), 0);
   EXPECT_EQ(f.runner.procs_[100].spec.env.at("TIANSHU_RESUME_FROM"), "/ckpt/j-1/step-000120.pt");
+}
+
+// Checkpoints go to one directory per attempt; the job's `latest` is written by the agent of
+// rank 0, only for a checkpoint inside that attempt's directory and only while its lease holds.
+TEST(Agent, OnlyACurrentAttemptPromotesLatest) {
+  Fixture f;
+  Agent a = f.Make();
+  wire::WorkOrder first = LaunchOrder("o1", 1);
+  first.launch->ranks[0].rank = 0;  // this node runs rank 0
+  first.launch->ranks[0].env["TIANSHU_CHECKPOINT_DIR"] = "/ckpt/j-1";  // an older server's
+  a.Apply(first, 0);
+  const auto env = f.runner.procs_[100].spec.env;
+  EXPECT_EQ(env.at("TIANSHU_CHECKPOINT_DIR"), "/ckpt/j-1/attempt-1");
+  EXPECT_EQ(f.runner.procs_[100].spec.lease_path, "/w/lease");
+  const std::string marker = env.at("TIANSHU_CHECKPOINT_MARKER");
+  // Outside the attempt's directory (a forged path): not promoted.
+  f.fs.AddFile("/ckpt/j-1/other/step-9.pt", "x");
+  f.fs.AddFile(marker, R"({"step": 9, "path": "/ckpt/j-1/other/step-9.pt"})");
+  a.Tick(kSec);
+  EXPECT_FALSE(f.fs.Read("/ckpt/j-1/latest"));
+  // Inside it: promoted, relative to the job's directory.
+  f.fs.AddFile("/ckpt/j-1/attempt-1/step-10.pt", "x");
+  f.fs.AddFile(marker, R"({"step": 10, "path": "/ckpt/j-1/attempt-1/step-10.pt"})");
+  a.Tick(2 * kSec);
+  auto latest = f.fs.Read("/ckpt/j-1/latest");
+  ASSERT_TRUE(latest);
+  EXPECT_EQ(*latest, "attempt-1/step-10.pt\n");
+  // The lease ran out (fenced): a later checkpoint is not promoted.
+  a.SetLease(kSec);
+  a.RenewLease(BootTimeNs() - 2 * kSec);
+  EXPECT_FALSE(a.LeaseHeld());
+  f.fs.AddFile("/ckpt/j-1/attempt-1/step-20.pt", "x");
+  f.fs.AddFile(marker, R"({"step": 20, "path": "/ckpt/j-1/attempt-1/step-20.pt"})");
+  a.Tick(3 * kSec);
+  EXPECT_EQ(*f.fs.Read("/ckpt/j-1/latest"), "attempt-1/step-10.pt\n");
+  // The next attempt resumes from it.
+  wire::WorkOrder second = LaunchOrder("o2", 1);
+  second.attempt = 2;
+  a.Apply(second, 4 * kSec);
+  ASSERT_EQ(f.runner.procs_.size(), 2u);
+  const auto& env2 = f.runner.procs_.rbegin()->second.spec.env;
+  EXPECT_EQ(env2.at("TIANSHU_CHECKPOINT_DIR"), "/ckpt/j-1/attempt-2");
+  EXPECT_EQ(env2.at("TIANSHU_RESUME_FROM"), "/ckpt/j-1/attempt-1/step-10.pt");
 }
 
 TEST(Agent, StopOfAJobThatIsNotHereIsStoppedAtOnce) {

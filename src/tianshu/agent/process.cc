@@ -5,6 +5,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -45,15 +46,41 @@ void SafeItoa(int v, char* buf) {
   ::_exit(127);
 }
 
+// Whether the lease in `path` (decimal CLOCK_BOOTTIME ns) has run out; async-signal-safe (the
+// shim is a child of a threaded process). No file, or one that does not parse: no lease.
+bool LeaseExpired(const char* path) {
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  char buf[32];
+  ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  int64_t deadline = 0;
+  int digits = 0;
+  for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9' && digits < 19; ++i, ++digits) {
+    deadline = deadline * 10 + (buf[i] - '0');
+  }
+  if (digits == 0) return false;
+  timespec ts{};
+  if (::clock_gettime(CLOCK_BOOTTIME, &ts) != 0) return false;
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec > deadline;
+}
+
 }  // namespace
 
 std::optional<ProcessExit> ParseExitFile(const std::string& text) {
   auto f = SplitString(std::string(Trim(text)), ' ');
   int64_t v = 0;
-  if (f.size() != 2 || !ParseInt64(f[1], &v)) return std::nullopt;
+  if (f.size() < 2 || f.size() > 3 || !ParseInt64(f[1], &v)) return std::nullopt;
+  if (f.size() == 3 && (f[0] != "signaled" || f[2] != "fenced")) return std::nullopt;
   if (f[0] == "exited") return ProcessExit{static_cast<int>(v), 0, false};
-  if (f[0] == "signaled") return ProcessExit{0, static_cast<int>(v), false};
+  if (f[0] == "signaled") return ProcessExit{0, static_cast<int>(v), false, f.size() == 3};
   return std::nullopt;
+}
+
+int64_t BootTimeNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_BOOTTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
 namespace {
@@ -145,6 +172,7 @@ Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
   // The exit file is truncated now, so a stale one from an earlier attempt never counts.
   if (!spec.exit_path.empty()) ::unlink(spec.exit_path.c_str());
 
+  const char* lease = spec.lease_path.empty() ? nullptr : spec.lease_path.c_str();
   pid_t pid = ::fork();
   if (pid < 0) return Fail("fork: ", std::strerror(errno));
   if (pid == 0) {
@@ -189,7 +217,31 @@ Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
       ShimFail(args[0].c_str());
     }
     int status = 0;
-    while (::waitpid(rank, &status, 0) < 0 && errno == EINTR) {
+    if (lease == nullptr) {
+      while (::waitpid(rank, &status, 0) < 0 && errno == EINTR) {
+      }
+    } else {
+      for (;;) {
+        pid_t w = ::waitpid(rank, &status, WNOHANG);
+        if (w == rank || (w < 0 && errno != EINTR)) break;
+        if (LeaseExpired(lease)) {
+          // Fenced: the server may start this job elsewhere once the lease has run out. The
+          // exit file first (the kill below takes the shim too), then the whole group.
+          if (!spec.exit_path.empty()) {
+            int fd = ::open(spec.exit_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+            if (fd >= 0) {
+              SafeWrite(fd, "signaled 9 fenced\n");
+              ::fsync(fd);
+              ::close(fd);
+            }
+          }
+          SafeWrite(2, "tianshu-shim: the agent's lease ran out: killing the rank (fenced)\n");
+          ::kill(0, SIGKILL);
+          ::_exit(128 + SIGKILL);
+        }
+        timespec pause{0, 200'000'000};
+        ::nanosleep(&pause, nullptr);
+      }
     }
     char line[48] = {0};
     char num[16];

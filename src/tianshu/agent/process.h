@@ -1,9 +1,9 @@
 // Processes of ranks: spawn into a cgroup with an environment and a log file, signal the whole
 // process group, and learn how each ended — also after an agent restart, when the rank is no
 // longer the agent's child. The real runner forks a small shim per rank (a copy of the agent
-// that ignores the stop signals, joins the job's cgroup, starts the rank in its own session and
-// writes "exited N" or "signaled N" to an exit file when it ends); the fake one is a table
-// that tests drive.
+// that ignores the stop signals, joins the job's cgroup, starts the rank in its own session,
+// kills it when the agent's lease runs out, and writes "exited N", "signaled N" or
+// "signaled 9 fenced" to an exit file when it ends); the fake one is a table that tests drive.
 //   PosixProcessRunner runner;
 //   auto pid = runner.Spawn({.argv = {"/bin/sleep", "1"}, .log_path = "/tmp/r0.log",
 //                            .exit_path = "/tmp/r0.exit"});
@@ -31,13 +31,21 @@ struct SpawnSpec {
   // as that user. Needs an agent running as root; an account this node lacks fails the spawn.
   std::string run_as;
   std::vector<std::string> owned_dirs;  // given to run_as (chown) before the rank starts
+  // Fencing: the shim reads this file (the agent's lease: a CLOCK_BOOTTIME deadline in ns,
+  // renewed by every heartbeat the server answered) every 200 ms and, once it has passed,
+  // kills the rank's whole process group, writing "signaled 9 fenced". No file: no lease.
+  std::string lease_path;
 };
 
 struct ProcessExit {
   int exit_code = 0;     // valid when signal == 0
   int signal = 0;        // the signal that ended it, 0 when it exited
   bool unknown = false;  // neither the kernel nor the exit file could tell
+  bool fenced = false;   // the shim killed it: the agent's lease ran out
 };
+
+// CLOCK_BOOTTIME in ns: the clock of leases (it keeps counting through a suspend).
+int64_t BootTimeNs();
 
 // Single-threaded use. Signal and Poll on an unknown pid are errors/nullopt, never crashes.
 class ProcessRunner {

@@ -15,6 +15,7 @@ class FakeServer final : public ControlPlane {
  public:
   bool down = false;
   bool forget = false;
+  int64_t lease_ms = 0;
   int registers = 0, heartbeats = 0, fetches = 0;
   std::vector<wire::WorkOrder> work;
   std::vector<wire::Report> reports;
@@ -25,7 +26,8 @@ class FakeServer final : public ControlPlane {
     ++registers;
     last_register = r;
     forget = false;
-    return wire::RegisterResponse{.node = r.node, .heartbeat_interval_ms = 1000};
+    return wire::RegisterResponse{
+        .node = r.node, .heartbeat_interval_ms = 1000, .lease_ms = lease_ms};
   }
   Result<wire::HeartbeatResponse> Heartbeat(const std::string&, const wire::Heartbeat&) override {
     if (down) return Fail("heartbeat: server unreachable");
@@ -117,6 +119,42 @@ TEST(Session, FetchesWorkWhenPendingAndReportsBack) {
   // The next heartbeat carries the running rank.
   s.Step(now);
   EXPECT_EQ(f.agent->Running().size(), 1u);
+}
+
+// The node lease: set from the registration, renewed only by answered heartbeats (from the time
+// each was sent), and near its end the backoff shortens so that one answer can still keep it.
+TEST(Session, AnsweredHeartbeatsRenewTheLeaseAndRetriesQuickenNearItsEnd) {
+  Fixture f;
+  f.server.lease_ms = 60'000;
+  Session s({.node = "n0", .agent_id = "a1", .seed = 5}, f.server, *f.agent);
+  const int64_t before = BootTimeNs();
+  int64_t now = s.Step(0);
+  const int64_t first = f.agent->LeaseDeadline();
+  EXPECT_GE(first, before + 60'000 * kMs);
+  EXPECT_LE(first, BootTimeNs() + 60'000 * kMs);
+  EXPECT_EQ(*f.fs.Read("/w/lease"), std::to_string(first) + "\n");  // what the shims read
+  // Unanswered heartbeats renew nothing; the retries never wait past a third of what is left.
+  f.server.down = true;
+  for (int i = 0; i < 12; ++i) {
+    const int64_t next = s.Step(now);
+    EXPECT_LE(next - now, std::max<int64_t>(500 * kMs, (first - BootTimeNs()) / 3 + kMs));
+    now = next;
+  }
+  EXPECT_EQ(f.agent->LeaseDeadline(), first);
+  // A "register again" answer renews nothing either; the next answered heartbeat does.
+  f.server.down = false;
+  f.server.forget = true;
+  now = s.Step(now);
+  EXPECT_EQ(f.agent->LeaseDeadline(), first);
+  now = s.Step(now);
+  EXPECT_GT(f.agent->LeaseDeadline(), first);
+  // A server without leases: the lease file goes (no fencing).
+  f.server.lease_ms = 0;
+  f.server.forget = true;
+  now = s.Step(now);
+  now = s.Step(now);
+  EXPECT_EQ(f.agent->LeaseDeadline(), 0);
+  EXPECT_FALSE(f.fs.Read("/w/lease"));
 }
 
 TEST(Session, RegistersAgainAfterAServerRestart) {

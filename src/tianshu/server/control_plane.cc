@@ -290,6 +290,8 @@ Status ControlPlane::Load(int64_t now_ms) {
     j.run_gpus = d.value("run_gpus", static_cast<int>(j.placement.size()));
     j.colocated = d.value("colocated", false);
     j.master_port = d.value("master_port", 0);
+    j.fence_nodes = d.value("fence_nodes", std::map<std::string, int>{});
+    j.fence_until_ms = d.value("fence_until_ms", int64_t{0});
     j.idempotency_key = d.value("idempotency_key", "");
     j.owner = d.value("owner", "admin");  // jobs from before identities: the admin's
     j.run_as = d.value("run_as", "");
@@ -484,7 +486,9 @@ std::string ControlPlane::JobDoc(const Job& j) const {
             {"run_started_ms", j.run_started_ms},
             {"run_gpus", j.run_gpus},
             {"colocated", j.colocated},
-            {"master_port", j.master_port}};
+            {"master_port", j.master_port},
+            {"fence_nodes", j.fence_nodes},
+            {"fence_until_ms", j.fence_until_ms}};
   return wire::Dump(d);
 }
 
@@ -1316,7 +1320,6 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
       e["TIANSHU_TP"] = std::to_string(layout.tp);
       e["TIANSHU_PP"] = std::to_string(layout.pp);
       e["TIANSHU_DP"] = std::to_string(layout.dp);
-      if (!ckpt.empty()) e["TIANSHU_CHECKPOINT_DIR"] = ckpt;
       if (j.last_step >= 0) e["TIANSHU_RESUME_STEP"] = std::to_string(j.last_step);
       if (j.spec.duration_s > 0) {
         e["TIANSHU_DURATION_S"] = std::to_string(static_cast<int64_t>(j.spec.duration_s));
@@ -1442,6 +1445,13 @@ void ControlPlane::LoseNode(Txn& t, NodeEntry& n, NodeState to, const std::strin
     }
     auto nodes = j.Nodes();
     if (std::find(nodes.begin(), nodes.end(), n.name) == nodes.end()) continue;
+    if (options_.node_lease_ms > 0) {
+      // Its ranks there may live on until the node's lease runs out: fence the next attempt.
+      j.fence_nodes[n.name] = j.attempt;
+      j.fence_until_ms =
+          std::max(j.fence_until_ms, n.last_heartbeat_ms + options_.node_lease_ms + kFenceMarginMs);
+      t.jobs.insert(j.seq);
+    }
     if (j.state == JobState::kStopping) {
       if (j.stop_pending.erase(n.name)) {
         t.jobs.insert(j.seq);
@@ -1451,6 +1461,34 @@ void ControlPlane::LoseNode(Txn& t, NodeEntry& n, NodeState to, const std::strin
       FailAttempt(t, j, "node " + n.name + " " + std::string(NodeStateName(to)) + ": " + reason,
                   n.name, now_ms);
     }
+  }
+}
+
+// A node that answers again reports the ranks it still runs: a fenced attempt's ranks still
+// there keep the fence up for a lease from now (its agent renews the lease with every answered
+// heartbeat; the stale stop order is on its way); once they are gone, that node's fence drops.
+void ControlPlane::TrackFences(Txn& t, const std::string& node,
+                               const std::vector<wire::RunningRank>& running, int64_t now_ms) {
+  for (auto& [seq, j] : jobs_) {
+    auto it = j.fence_nodes.find(node);
+    if (it == j.fence_nodes.end()) continue;
+    const bool still_there = std::any_of(running.begin(), running.end(), [&](const auto& r) {
+      return r.job_id == j.id && r.attempt == it->second;
+    });
+    if (still_there) {
+      const int64_t until = now_ms + options_.node_lease_ms + kFenceMarginMs;
+      if (until > j.fence_until_ms) {
+        j.fence_until_ms = until;
+        t.jobs.insert(j.seq);
+      }
+      continue;
+    }
+    j.fence_nodes.erase(it);
+    if (j.fence_nodes.empty()) {
+      j.fence_until_ms = 0;
+      schedule_dirty_ = true;
+    }
+    t.jobs.insert(j.seq);
   }
 }
 
@@ -1681,13 +1719,15 @@ ApiResult<wire::RegisterResponse> ControlPlane::Register(const wire::RegisterReq
       }
     }
     StopStale(t, n.name, req.running);
+    TrackFences(t, n.name, req.running, now_ms);
     t.wake_work = true;
     return wire::RegisterResponse{.node = n.name,
                                   .credential = minted,
                                   .log_key = n.log_key,
                                   .heartbeat_interval_ms = options_.heartbeat_interval_ms,
                                   .lost_after_ms = options_.lost_after_ms,
-                                  .server_id = options_.server_id};
+                                  .server_id = options_.server_id,
+                                  .lease_ms = options_.node_lease_ms};
   });
 }
 
@@ -1716,6 +1756,7 @@ ApiResult<wire::HeartbeatResponse> ControlPlane::Heartbeat(const std::string& no
       }
     }
     StopStale(t, node, hb.running);
+    TrackFences(t, node, hb.running, now_ms);
     auto oit = node_orders_.find(node);
     return wire::HeartbeatResponse{
         .reregister = false,
@@ -1887,6 +1928,7 @@ bool ControlPlane::BeginReshape(Txn& t, Job& j, const std::string& kind,
 
 void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
   const bool reshape_due = ReshapeDue(now_ms);
+  if (fence_wake_ms_ > 0 && now_ms >= fence_wake_ms_) schedule_dirty_ = true;
   if (!schedule_dirty_ && !reshape_due) return;
   schedule_dirty_ = false;
   if (reshape_due) {
@@ -1896,8 +1938,26 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
         now_ms + std::max<int64_t>(1000, options_.config.scaling_interval_s * 1000 / 4);
   }
   std::vector<Job*> pending;
+  fence_wake_ms_ = 0;
   for (auto& [seq, j] : jobs_) {
-    if (j.state == JobState::kPending) pending.push_back(&j);
+    if (j.state != JobState::kPending) continue;
+    if (!j.fence_nodes.empty() && j.fence_until_ms > now_ms) {
+      // Not before the ranks of its last attempt on a lost node are surely dead.
+      std::vector<std::string> fenced;
+      for (const auto& [node, attempt] : j.fence_nodes) fenced.push_back(node);
+      j.message = "fenced until " + std::to_string((j.fence_until_ms - now_ms + 999) / 1000) +
+                  " s from now: ranks of attempt " + std::to_string(j.attempt) +
+                  " may still run on " + Join(fenced, ",") + " until its lease runs out";
+      fence_wake_ms_ =
+          fence_wake_ms_ == 0 ? j.fence_until_ms : std::min(fence_wake_ms_, j.fence_until_ms);
+      continue;
+    }
+    if (!j.fence_nodes.empty()) {  // the lease ran out: those ranks are gone
+      j.fence_nodes.clear();
+      j.fence_until_ms = 0;
+      t.jobs.insert(j.seq);
+    }
+    pending.push_back(&j);
   }
   if (pending.empty() && !reshape_due) return;
   auto start = std::chrono::steady_clock::now();

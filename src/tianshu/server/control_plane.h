@@ -110,6 +110,11 @@ struct Job {
   // GPU share of its own.
   bool colocated = false;
   int master_port = 0;  // the current attempt's rendezvous port (cluster.rendezvous_ports)
+  // Fencing: ranks of an ended attempt may still run on these nodes (node -> attempt), which
+  // were lost or failed under it; no new attempt starts before fence_until_ms, when their
+  // agents' leases have run out, unless each node's agent says those ranks are gone.
+  std::map<std::string, int> fence_nodes;
+  int64_t fence_until_ms = 0;
 
   std::vector<std::string> Nodes() const;  // nodes of the placement, node_rank order
 };
@@ -145,6 +150,10 @@ struct Submitted {
   bool replayed = false;
 };
 
+// What the server adds to a node's lease before it starts a fenced job's next attempt: the
+// shim checks the lease every 200 ms, then the kill; and the two clocks' rates may differ.
+inline constexpr int64_t kFenceMarginMs = 2000;
+
 struct ControlPlaneOptions {
   model::EngineConfig config;
   std::string admin_token;      // the server's token file: the built-in admin identity
@@ -159,6 +168,12 @@ struct ControlPlaneOptions {
   // network) is the likelier fault: nothing is declared lost until the silence has lasted this
   // long (Kubernetes' node controller stops evicting in a full disruption the same way).
   int64_t mass_silence_max_ms = 120000;
+  // The node lease (fencing): an agent whose heartbeats the server has not answered for this
+  // long kills its ranks itself (the shim of each rank does, even when the agent is dead); the
+  // server starts the next attempt of a job that had ranks on a lost node only after the lease
+  // (plus kFenceMarginMs) has run out since that node's last heartbeat. Longer than an outage
+  // that should cost nothing (restart_grace_ms plus backoff). 0: no fencing.
+  int64_t node_lease_ms = 90000;
   size_t commit_batch = 512;   // 1: one transaction per change
   size_t events_kept = 20000;  // in memory, for the event stream
   std::string placement;       // strategy name; "" = config.algorithm
@@ -280,6 +295,8 @@ class ControlPlane {
   void MaybeFinishStop(Txn& t, Job& j, int64_t now_ms);
   void LoseNode(Txn& t, NodeEntry& n, NodeState to, const std::string& reason, int64_t now_ms);
   void StopStale(Txn& t, const std::string& node, const std::vector<wire::RunningRank>& running);
+  void TrackFences(Txn& t, const std::string& node, const std::vector<wire::RunningRank>& running,
+                   int64_t now_ms);
   void ApplyReport(Txn& t, const std::string& node, const wire::Report& r, int64_t now_ms);
   void Schedule(Txn& t, int64_t now_ms);
   // Whether a cycle is due for elastic growth (nothing else asks for one when no job waits).
@@ -317,7 +334,8 @@ class ControlPlane {
   std::deque<EventEntry> events_;
   bool schedule_dirty_ = true;
   int64_t next_reshape_check_ms_ = 0;
-  int64_t last_tick_ms_ = 0;  // the ticker's last time (a job's service up to now, for views)
+  int64_t fence_wake_ms_ = 0;  // the earliest fence of a pending job to run out (0: none)
+  int64_t last_tick_ms_ = 0;   // the ticker's last time (a job's service up to now, for views)
   // No node is declared lost before this (the server was starved, or a mass silence ended),
   // nor while most go silent at once.
   int64_t losses_not_before_ms_ = 0;

@@ -591,7 +591,8 @@ json ToJson(const RegisterResponse& v) {
                     {"log_key", v.log_key},
                     {"heartbeat_interval_ms", v.heartbeat_interval_ms},
                     {"lost_after_ms", v.lost_after_ms},
-                    {"server_id", v.server_id}});
+                    {"server_id", v.server_id},
+                    {"lease_ms", v.lease_ms}});
 }
 
 json ToJson(const Heartbeat& v) {
@@ -668,13 +669,15 @@ Result<RegisterResponse> ParseRegisterResponse(std::string_view text) {
   std::vector<std::string> e;
   RegisterResponse r;
   Obj o(*j, "", &e,
-        {"node", "credential", "log_key", "heartbeat_interval_ms", "lost_after_ms", "server_id"});
+        {"node", "credential", "log_key", "heartbeat_interval_ms", "lost_after_ms", "server_id",
+         "lease_ms"});
   o.Str("node", &r.node, true);
   o.Str("credential", &r.credential);
   o.Str("log_key", &r.log_key);
   o.Int("heartbeat_interval_ms", &r.heartbeat_interval_ms, 1, kMaxI64);
   o.Int("lost_after_ms", &r.lost_after_ms, 1, kMaxI64);
   o.Str("server_id", &r.server_id);
+  o.Int("lease_ms", &r.lease_ms, 0, kMaxI64);
   return Finish(std::move(r), e);
 }
 

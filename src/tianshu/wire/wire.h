@@ -98,6 +98,9 @@ struct RegisterResponse {
   int64_t heartbeat_interval_ms = 1000;  // send a heartbeat at least this often
   int64_t lost_after_ms = 10000;         // silence after which the node is declared lost
   std::string server_id;                 // changes when the server's store is recreated
+  // The node lease: with no answered heartbeat for this long the agent's ranks are killed
+  // (fenced). 0: no lease (also what a server from before leases sends, by omission).
+  int64_t lease_ms = 0;
 };
 
 // ---- Heartbeat (agent -> server, POST /v1/agents/{node}/heartbeat) -----------------------
