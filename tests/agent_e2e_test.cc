@@ -303,6 +303,26 @@ TEST_F(Cluster, AKilledAgentsRanksAreFencedBeforeTheNextAttemptStarts) {
   EXPECT_EQ(Cli("cancel " + id).exit_code, 0);
 }
 
+// The same with a one-node job, whose ranks have no peer elsewhere to fail with: they would run
+// on for ever; their shims kill them when the lease (8 s here) runs out, before the next attempt.
+TEST_F(Cluster, OrphanedRanksOfAKilledAgentAreKilledByTheirShimsAtTheLeasesEnd) {
+  std::string id = Submit("orphan", 100000, 0, "nodes: 1\ngpus_per_node: 2\n");
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(
+      WaitFor([&] { return RankLog(id, 1).find("checkpoint step 10") != std::string::npos; }, 900))
+      << Job(id).dump(2) << RankLog(id, 1);
+  const int victim = AgentOfRank0(id, 1);
+  ASSERT_GE(victim, 0);
+  KillAgent(victim, SIGKILL);
+  const std::string exit0 =
+      dir_ + "/agent" + std::to_string(victim) + "/jobs/job-" + id + "-a1/rank-0.exit";
+  ASSERT_TRUE(WaitFor([&] { return !RankLog(id, 2).empty(); }, 120)) << Job(id).dump(2);
+  // By the time the next attempt starts, the orphans were fenced (not ended by anything else).
+  EXPECT_EQ(Slurp(exit0), "signaled 9 fenced\n");
+  EXPECT_EQ(Job(id).value("attempt", 0), 2);
+  EXPECT_EQ(Cli("cancel " + id).exit_code, 0);
+}
+
 TEST_F(Cluster, HigherPriorityJobPreemptsAndTheVictimResumes) {
   std::string low = Submit("low", 100000, 0);
   ASSERT_TRUE(
