@@ -229,6 +229,14 @@ TEST_F(Cluster, KilledAgentJobRestartsFromItsCheckpointElsewhere) {
   ASSERT_TRUE(
       WaitFor([&] { return RankLog(id, 1).find("checkpoint step 20") != std::string::npos; }, 900))
       << Job(id).dump(2);
+  // A checkpoint is the resume point once rank 0's agent has seen its marker and moved the
+  // job's `latest` (within a tick, 250 ms): wait for that before the machine dies.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Slurp(dir_ + "/server/checkpoints/" + id + "/latest").find("step-00000020") !=
+               std::string::npos;
+      },
+      60));
   int victim = AgentOfRank0(id, 1);
   ASSERT_GE(victim, 0);
   // The machine dies: its agent and its ranks.

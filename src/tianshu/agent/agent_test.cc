@@ -365,7 +365,7 @@ TEST(Agent, OnlyACurrentAttemptPromotesLatest) {
   Fixture f;
   Agent a = f.Make();
   wire::WorkOrder first = LaunchOrder("o1", 1);
-  first.launch->ranks[0].rank = 0;  // this node runs rank 0
+  first.launch->ranks[0].rank = 0;                                     // this node runs rank 0
   first.launch->ranks[0].env["TIANSHU_CHECKPOINT_DIR"] = "/ckpt/j-1";  // an older server's
   a.Apply(first, 0);
   const auto env = f.runner.procs_[100].spec.env;
