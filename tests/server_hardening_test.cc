@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sqlite3.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 
 #include "server_fixture.h"
 #include "tianshu/agent/session.h"
+#include "tianshu/server/listener.h"
 
 namespace tianshu::testing {
 namespace {
@@ -254,9 +256,16 @@ TEST(Hardening, WhenMostNodesGoSilentAtOnceNoneIsDeclaredLostUntilTheSilenceLast
 // finish (a slowloris): each holds one of the server's workers for as long as it lasts.
 class SlowClients {
  public:
-  SlowClients(int port, int n, int period_ms) {
+  // From `source` (another loopback address: 127.0.0.2...) when given: another client.
+  SlowClients(int port, int n, int period_ms, const char* source = nullptr) {
     for (int i = 0; i < n; ++i) {
       int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      if (source != nullptr && fd >= 0) {
+        sockaddr_in from{};
+        from.sin_family = AF_INET;
+        ::inet_pton(AF_INET, source, &from.sin_addr);
+        (void)!::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from);
+      }
       sockaddr_in addr{};
       addr.sin_family = AF_INET;
       addr.sin_port = htons(static_cast<uint16_t>(port));
@@ -284,6 +293,16 @@ class SlowClients {
     for (int fd : fds_) ::close(fd);
   }
   size_t connected() const { return fds_.size(); }
+  // How many the server has closed (it refused them): their next read ends at once.
+  size_t ClosedByServer() const {
+    size_t n = 0;
+    for (int fd : fds_) {
+      char buf[256];
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 0) == 1 && ::recv(fd, buf, sizeof buf, MSG_DONTWAIT) >= 0) ++n;
+    }
+    return n;
+  }
 
  private:
   std::vector<int> fds_;
@@ -331,7 +350,11 @@ TEST(Hardening, AServerStarvedOfWorkersDeclaresNoNodeLost) {
   FakeAgent a(f, "node-a", 1);
   ASSERT_EQ(a.Register().status, 200);
   {
-    auto slow = std::make_unique<SlowClients>(f.server().port(), 12, 200);  // > 8 workers
+    // 12 > 8 workers, from three client addresses (within their shares: ClientShares).
+    std::vector<std::unique_ptr<SlowClients>> slow;
+    for (const char* from : {"127.0.0.2", "127.0.0.3", "127.0.0.4"}) {
+      slow.push_back(std::make_unique<SlowClients>(f.server().port(), 4, 200, from));
+    }
     std::atomic<bool> stop{false};
     std::thread beat([&] {  // the agent keeps trying; its heartbeats queue behind the slow ones
       auto c = f.NewClient();
@@ -344,12 +367,50 @@ TEST(Hardening, AServerStarvedOfWorkersDeclaresNoNodeLost) {
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // 5x lost_after
     stop = true;
-    slow.reset();  // frees the workers (the queued heartbeats then get through)
+    slow.clear();  // frees the workers (the queued heartbeats then get through)
     beat.join();
   }
   auto node = f.Get("/v1/nodes/node-a");
   EXPECT_EQ(node.body["state"], "ready") << node.text;
   EXPECT_NE(f.Get("/metrics").text.find("tianshu_nodes_lost_total 0"), std::string::npos);
+}
+
+// Per-client connection limits: one client address that opens more connections than there are
+// workers gets half of them plus its share and no more (the rest are refused with 503), so the
+// API and the agents keep working. With every connection served, 40 idle ones on 32 workers
+// starved everyone else until they timed out.
+TEST(Hardening, OneClientCannotTakeEveryWorker) {
+  ServerFixture f;
+  f.adjust = [](server::ServerOptions& o) { o.http_threads = 32; };
+  f.Start();
+  FakeAgent a(f, "node-a", 1);
+  ASSERT_EQ(a.Register().status, 200);
+  SlowClients hog(f.server().port(), 40, 200, "127.0.0.2");
+  ASSERT_EQ(hog.connected(), 40u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(hog.ClosedByServer(), 24u);  // 16 admitted (half the workers), 24 refused
+  httplib::Client c("127.0.0.1", f.server().port());
+  c.set_read_timeout(5, 0);
+  auto health = c.Get("/healthz");
+  ASSERT_TRUE(health) << "the API is starved";
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(a.Heartbeat().status, 200);
+  EXPECT_NE(f.Get("/metrics").text.find("tianshu_http_connections_refused_total 24"),
+            std::string::npos);
+}
+
+TEST(ClientShares, PastHalfTheWorkersAnAddressGetsOnlyItsShare) {
+  server::ClientShares shares(32);  // share: 4; scarce from 16 held
+  for (int i = 0; i < 16; ++i) EXPECT_TRUE(shares.Admit("10.0.0.9"));
+  EXPECT_FALSE(shares.Admit("10.0.0.9"));
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(shares.Admit("10.0.0.1")) << i;  // an agent, a user
+  EXPECT_FALSE(shares.Admit("10.0.0.1"));
+  EXPECT_EQ(shares.Refused(), 2u);
+  for (int i = 0; i < 8; ++i) shares.Release("10.0.0.9");
+  EXPECT_EQ(shares.Total(), 12u);
+  EXPECT_TRUE(shares.Admit("10.0.0.9"));  // no longer scarce
+  shares.Release("10.0.0.7");             // unknown: ignored
+  EXPECT_EQ(shares.Held("10.0.0.9"), 9u);
 }
 
 // The store holds run.env values (an API key was found in a 0644 WAL); the token file was

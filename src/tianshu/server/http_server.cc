@@ -1,6 +1,8 @@
 #include "tianshu/server/http_server.h"
 
 #include <httplib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -176,27 +178,25 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   // cpp-httplib 0.11 listens with a backlog of 5: a burst of clients overflows it and Linux
   // drops connections the clients already think are open (they fail reading the answer).
   // Keep the listening socket and raise its backlog once bound.
-  auto listen_fd = std::make_shared<int>(-1);
-  s->http_->set_socket_options([listen_fd](int sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    *listen_fd = sock;
-  });
   s->Routes();
   const auto& o = s->options_;
-  if (o.port == 0) {
-    s->port_ = s->http_->bind_to_any_port(o.host);
-    if (s->port_ <= 0) return Fail("cannot listen on ", o.host, ": no free port");
-  } else {
-    if (!s->http_->bind_to_port(o.host, o.port)) {
-      return Fail("cannot listen on ", o.host, ":", std::to_string(o.port),
-                  " (in use by another process? choose another with --listen)");
-    }
-    s->port_ = o.port;
+  // Connections come through our own accept loop (Listener): each is weighed by its client
+  // address before a worker serves it. cpp-httplib's own loop listens on a loopback port of
+  // its own that nobody is told about; it is kept because its stop() is what ends the
+  // keep-alive loops of the connections being served.
+  auto listener = Listener::Open(o.host, o.port);
+  if (!listener) {
+    return Fail(listener.error().message,
+                o.port == 0 ? "" : " (in use by another process? choose another with --listen)");
   }
-  if (*listen_fd >= 0) ::listen(*listen_fd, 4096);
+  s->listen_ = std::move(*listener);
+  s->port_ = s->listen_->port();
+  if (s->http_->bind_to_any_port("127.0.0.1") <= 0) return Fail("cannot bind a loopback port");
+  s->shares_ =
+      std::make_unique<ClientShares>(static_cast<size_t>(std::max(8, s->options_.http_threads)));
   Server* self = s.get();
   s->listener_ = std::thread([self] { self->http_->listen_after_bind(); });
+  s->listen_->Run([self, tls](int sock, const std::string& peer) { self->Serve(sock, peer, tls); });
   // httplib's stop() before its accept loop has started is lost (the loop then never ends):
   // return only once it runs, so that a Stop() right after Start() cannot hang.
   for (int i = 0; i < 5000 && !s->http_->is_running(); ++i) {
@@ -227,6 +227,47 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
 
 Server::~Server() { Stop(); }
 
+namespace {
+
+// cpp-httplib 0.11 serves an accepted socket only from its own accept loop, through the private
+// virtual Server::process_and_close_socket. An explicit instantiation may name a private member
+// ([temp.spec.general]): this one hands out a pointer to it, called virtually (SSLServer's TLS
+// override for HTTPS).
+struct ProcessSocket {
+  using type = bool (httplib::Server::*)(socket_t);
+  friend type ProcessSocketOf(ProcessSocket);
+};
+template <typename Tag, typename Tag::type Member>
+struct ExposeMember {
+  friend typename Tag::type ProcessSocketOf(Tag) { return Member; }
+};
+template struct ExposeMember<ProcessSocket, &httplib::Server::process_and_close_socket>;
+
+}  // namespace
+
+void Server::Serve(int sock, const std::string& peer, bool tls) {
+  if (!shares_->Admit(peer)) {
+    // Past its share while the workers are scarce: refused at once, with a plain HTTP answer
+    // when the server speaks plain HTTP.
+    static constexpr char kBusy[] =
+        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\n"
+        "Content-Length: 0\r\n\r\n";
+    if (!tls) (void)!::send(sock, kBusy, sizeof kBusy - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    ::close(sock);
+    return;
+  }
+  // What cpp-httplib's own loop sets on an accepted socket.
+  timeval read_timeout{30, 0}, write_timeout{30, 0};
+  ::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &read_timeout, sizeof read_timeout);
+  ::setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &write_timeout, sizeof write_timeout);
+  int yes = 1;
+  ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
+  pool_->enqueue([this, sock, peer] {
+    (http_.get()->*ProcessSocketOf(ProcessSocket{}))(sock);  // serves, then closes
+    shares_->Release(peer);
+  });
+}
+
 void Server::Stop() {
   if (stopping_.exchange(true)) {
     if (listener_.joinable()) listener_.join();
@@ -234,6 +275,7 @@ void Server::Stop() {
     return;
   }
   cp_->Shutdown();
+  if (listen_) listen_->Stop();
   http_->stop();
   if (listener_.joinable()) listener_.join();
   if (ticker_.joinable()) ticker_.join();
@@ -322,6 +364,10 @@ void Server::Routes() {
     out += "tianshu_http_workers " + std::to_string(pool_->Threads()) + "\n";
     out += MetricHeader("tianshu_http_workers_peak", "gauge", "Most HTTP worker threads at once.");
     out += "tianshu_http_workers_peak " + std::to_string(pool_->Peak()) + "\n";
+    out += MetricHeader("tianshu_http_connections_refused_total", "counter",
+                        "Connections refused because their client held its share of busy "
+                        "workers.");
+    out += "tianshu_http_connections_refused_total " + std::to_string(shares_->Refused()) + "\n";
     out += MetricHeader("tianshu_http_queue_wait_seconds", "gauge",
                         "How long the oldest connection has waited for a worker.");
     out += "tianshu_http_queue_wait_seconds " +

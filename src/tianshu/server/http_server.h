@@ -15,6 +15,7 @@
 
 #include "tianshu/base/status.h"
 #include "tianshu/server/control_plane.h"
+#include "tianshu/server/listener.h"
 
 namespace httplib {
 class Server;
@@ -58,11 +59,14 @@ class Server {
  private:
   Server() = default;
   void Routes();
+  void Serve(int sock, const std::string& peer, bool tls);  // one accepted connection
 
   ServerOptions options_;
   std::unique_ptr<ControlPlane> cp_;
   std::unique_ptr<WorkerPool> pool_;  // before http_: outlives its accept loop
   std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<ClientShares> shares_;
+  std::unique_ptr<Listener> listen_;  // our accept loop (the real port)
   std::thread listener_, ticker_;
   std::atomic<bool> stopping_{false};
   int port_ = 0;
