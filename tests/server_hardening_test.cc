@@ -399,6 +399,37 @@ TEST(Hardening, OneClientCannotTakeEveryWorker) {
             std::string::npos);
 }
 
+// The hog on a node's own address (a rank holding connections): that node's heartbeats are
+// refused with the rest, so the server declares no node lost while it refuses a node's host.
+TEST(Hardening, RefusingANodesOwnAddressCostsItNothing) {
+  ServerFixture f;
+  f.adjust = [](server::ServerOptions& o) { o.http_threads = 32; };
+  f.Start(/*lost_after_ms=*/500);
+  FakeAgent a(f, "node-a", 1);  // registered at 127.0.0.1
+  ASSERT_EQ(a.Register().status, 200);
+  std::atomic<bool> stop{false};
+  std::thread beat([&] {  // refused (503) or not, the agent keeps trying
+    auto c = f.NewClient(f.credentials.at("node-a"));
+    while (!stop) {
+      wire::Heartbeat h{.agent_id = a.agent_id()};
+      (void)c->Post("/v1/agents/node-a/heartbeat", wire::Dump(wire::ToJson(h)), "application/json");
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // the server learns its host
+  {
+    SlowClients hog(f.server().port(), 40, 200);  // from 127.0.0.1, like the heartbeats
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // 5x lost_after
+    EXPECT_GT(hog.ClosedByServer(), 0u);
+  }
+  stop = true;
+  beat.join();
+  ASSERT_TRUE(WaitFor([&] { return a.Heartbeat().status == 200; }, 3000));
+  auto node = f.Get("/v1/nodes/node-a");
+  EXPECT_EQ(node.body["state"], "ready") << node.text;
+  EXPECT_NE(f.Get("/metrics").text.find("tianshu_nodes_lost_total 0"), std::string::npos);
+}
+
 TEST(ClientShares, PastHalfTheWorkersAnAddressGetsOnlyItsShare) {
   server::ClientShares shares(32);  // share: 4; scarce from 16 held
   for (int i = 0; i < 16; ++i) EXPECT_TRUE(shares.Admit("10.0.0.9"));

@@ -139,6 +139,9 @@ Result<server::ServerOptions> BuildOptions(const ServeArgs& a) {
   auto lease = ParseDurationNs(a.node_lease);
   if (!lease) return Fail("--node-lease: ", lease.error().message);
   o.control.node_lease_ms = *lease / 1'000'000;
+  if (o.control.node_lease_ms > int64_t{7} * 24 * 3600 * 1000) {
+    return Fail("--node-lease ", a.node_lease, " is longer than a week");
+  }
   if (o.control.node_lease_ms != 0 && o.control.node_lease_ms < o.control.lost_after_ms) {
     return Fail("--node-lease ", a.node_lease, " is shorter than --lost-after ", a.lost_after,
                 ": agents would kill their ranks before the server counts them lost (0 turns "

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <thread>
 
@@ -99,10 +100,18 @@ Agent::Agent(AgentOptions options, HostInfo host, SystemFiles& fs, CgroupDriver&
       runner_(runner),
       journal_(fs, options_.workdir + "/journal.jsonl") {
   (void)fs_.MakeDirs(options_.workdir);  // a failure shows at the first journal write
-  // A lease from before a restart still binds the ranks this agent adopts.
-  if (auto text = fs_.ReadUntrusted(LeasePath(), 64)) {
+  // A lease from before a restart still binds the ranks this agent adopts; one from an earlier
+  // boot (CLOCK_BOOTTIME started again) means nothing and goes.
+  boot_id_ = std::string(Trim(fs_.Read("/proc/sys/kernel/random/boot_id").value_or("")));
+  if (auto text = fs_.ReadUntrusted(LeasePath(), 128)) {
+    auto fields = SplitString(std::string(Trim(*text)), ' ');
     int64_t deadline = 0;
-    if (ParseInt64(Trim(*text), &deadline) && deadline > 0) lease_deadline_ns_ = deadline;
+    const bool this_boot = fields.size() == 2 ? fields[1] == boot_id_ : boot_id_.empty();
+    if (!fields.empty() && this_boot && ParseInt64(fields[0], &deadline) && deadline > 0) {
+      lease_deadline_ns_ = deadline;
+    } else {
+      (void)fs_.Remove(LeasePath());
+    }
   }
 }
 
@@ -119,7 +128,10 @@ void Agent::RenewLease(int64_t sent_boot_ns) {
   const int64_t deadline = sent_boot_ns + lease_ns_;
   if (deadline <= lease_deadline_ns_) return;
   // Replace writes a temporary file and renames it: a shim never reads half a number.
-  if (fs_.Replace(LeasePath(), std::to_string(deadline) + "\n")) lease_deadline_ns_ = deadline;
+  // The boot the deadline belongs to follows it (the shim reads only the number).
+  if (fs_.Replace(LeasePath(), std::to_string(deadline) + " " + boot_id_ + "\n")) {
+    lease_deadline_ns_ = deadline;
+  }
 }
 
 bool Agent::LeaseHeld() const {
@@ -135,10 +147,11 @@ void Agent::PromoteLatest(JobRun& job, const RankRun& r) {
     return;
   }
   const std::string name = r.last_path.substr(prefix.size());
-  if (name.find('/') != std::string::npos || name == "." || name == ".." ||
-      !fs_.Exists(r.last_path)) {
-    return;
-  }
+  const bool plain =
+      !name.empty() && name.size() <= 255 && std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+      });
+  if (!plain || name == "." || name == ".." || !fs_.Exists(r.last_path)) return;
   const std::string target = job.attempt_dir.substr(job.checkpoint_dir.size() + 1) + "/" + name;
   if (fs_.Replace(job.checkpoint_dir + "/latest", target + "\n")) job.promoted_step = r.last_step;
 }

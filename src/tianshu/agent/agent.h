@@ -184,6 +184,7 @@ class Agent {
   int64_t cpu_busy_ = 0, cpu_total_ = 0;        // /proc/stat at the previous HostUsage()
   int64_t lease_ns_ = 0;
   int64_t lease_deadline_ns_ = 0;  // from WORKDIR/lease at start, then from RenewLease
+  std::string boot_id_;            // /proc/sys/kernel/random/boot_id: whose clock it counts on
 };
 
 }  // namespace tianshu::agent

@@ -402,6 +402,22 @@ TEST(Agent, OnlyACurrentAttemptPromotesLatest) {
   EXPECT_EQ(env2.at("TIANSHU_RESUME_FROM"), "/ckpt/j-1/attempt-1/step-10.pt");
 }
 
+// The lease counts on CLOCK_BOOTTIME, which starts again at a reboot: a lease file of another
+// boot is dropped (else its far deadline would never be renewed and shims never fence).
+TEST(Agent, ALeaseFromAnotherBootIsDropped) {
+  Fixture f;
+  f.fs.AddFile("/proc/sys/kernel/random/boot_id", "boot-2\n");
+  f.fs.AddFile("/w/lease", "999999999999999999 boot-1\n");
+  EXPECT_EQ(f.Make().LeaseDeadline(), 0);
+  EXPECT_FALSE(f.fs.Read("/w/lease"));
+  f.fs.AddFile("/w/lease", "123456 boot-2\n");
+  Agent a = f.Make();
+  EXPECT_EQ(a.LeaseDeadline(), 123456);
+  a.SetLease(kSec);
+  a.RenewLease(200000);
+  EXPECT_EQ(*f.fs.Read("/w/lease"), std::to_string(200000 + kSec) + " boot-2\n");
+}
+
 TEST(Agent, StopOfAJobThatIsNotHereIsStoppedAtOnce) {
   Fixture f;
   Agent a = f.Make();

@@ -173,6 +173,16 @@ Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
   if (!spec.exit_path.empty()) ::unlink(spec.exit_path.c_str());
 
   const char* lease = spec.lease_path.empty() ? nullptr : spec.lease_path.c_str();
+  // cgroup v2's cgroup.kill of the job's cgroup, where there is one: a fence reaches processes
+  // that left the rank's session too (torchrun's workers, a setsid).
+  std::string cgroup_kill;
+  for (const auto& f : spec.cgroup_procs_files) {
+    const std::string k = f.substr(0, f.rfind('/') + 1) + "cgroup.kill";
+    if (::access(k.c_str(), W_OK) == 0) {
+      cgroup_kill = k;
+      break;
+    }
+  }
   pid_t pid = ::fork();
   if (pid < 0) return Fail("fork: ", std::strerror(errno));
   if (pid == 0) {
@@ -236,6 +246,13 @@ Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
             }
           }
           SafeWrite(2, "tianshu-shim: the agent's lease ran out: killing the rank (fenced)\n");
+          if (!cgroup_kill.empty()) {
+            int kfd = ::open(cgroup_kill.c_str(), O_WRONLY | O_CLOEXEC);
+            if (kfd >= 0) {
+              (void)!::write(kfd, "1", 1);
+              ::close(kfd);
+            }
+          }
           ::kill(0, SIGKILL);
           ::_exit(128 + SIGKILL);
         }

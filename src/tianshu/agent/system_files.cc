@@ -147,8 +147,12 @@ Result<std::string> RealSystemFiles::ReadLink(const std::string& path) {
 }
 
 Status RealSystemFiles::Replace(const std::string& path, const std::string& data) {
+  // A new file of our own, never one a directory's other writer planted (a symlink to a
+  // system file): whatever `.tmp` is there goes (unlink removes a link, not its target), and
+  // O_EXCL | O_NOFOLLOW refuses one that reappears.
   std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC | O_CREAT | O_TRUNC, 0600);
+  (void)::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
   if (fd < 0) return Errno("open", tmp);
   Status s = WriteAll(fd, data, tmp);
   if (s && ::fdatasync(fd) != 0) s = Errno("fdatasync", tmp);

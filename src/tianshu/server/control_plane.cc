@@ -407,6 +407,13 @@ Status ControlPlane::Quarantine(int64_t now_ms) {
   return Ok();
 }
 
+std::set<std::string> ControlPlane::NodeHosts() const {
+  std::lock_guard l(mu_);
+  std::set<std::string> out;
+  for (const auto& [name, n] : nodes_) out.insert(HostOf(n.address));
+  return out;
+}
+
 void ControlPlane::DeferLosses(int64_t now_ms) {
   std::lock_guard l(mu_);
   if (starved_since_ms_ == 0 || now_ms - last_starved_ms_ > 5000) starved_since_ms_ = now_ms;

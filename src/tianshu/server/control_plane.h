@@ -248,6 +248,8 @@ class ControlPlane {
   // no node is declared lost until restart_grace_ms after it caught up, for at most
   // mass_silence_max_ms of such starvation in a row.
   void DeferLosses(int64_t now_ms);
+  // The hosts of the registered nodes' addresses (what their agents connect from, usually).
+  std::set<std::string> NodeHosts() const;
 
   // Wakes every waiter (long polls) so that the server can stop.
   void Shutdown();

@@ -207,8 +207,16 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
       // Connections waiting for a worker: heartbeats may be among them, so silence now says
       // nothing about the nodes. No node is declared lost until the server has caught up.
       const int64_t lost_after = self->options_.control.lost_after_ms;
-      if (self->pool_->OldestWaitMs() > std::min<int64_t>(1000, lost_after / 4)) {
-        self->cp_->DeferLosses(self->options_.now_ms());
+      const int64_t now = self->options_.now_ms();
+      if (self->pool_->OldestWaitMs() > std::min<int64_t>(1000, lost_after / 4) ||
+          now - self->node_refused_ms_ < 1000) {
+        self->cp_->DeferLosses(now);
+      }
+      if (now - self->node_hosts_refreshed_ms_ >= 1000) {
+        auto hosts = std::make_shared<const std::set<std::string>>(self->cp_->NodeHosts());
+        std::lock_guard l(self->node_hosts_mu_);
+        self->node_hosts_ = std::move(hosts);
+        self->node_hosts_refreshed_ms_ = now;
       }
       self->cp_->Tick(self->options_.now_ms());
       for (int64_t slept = 0; slept < self->options_.tick_ms && !self->stopping_; slept += 10) {
@@ -247,6 +255,14 @@ template struct ExposeMember<ProcessSocket, &httplib::Server::process_and_close_
 
 void Server::Serve(int sock, const std::string& peer, bool tls) {
   if (!shares_->Admit(peer)) {
+    // A node's own address past its share (ranks on it hold the connections, or a proxy): its
+    // heartbeats may be among the refused, so the ticker declares no node lost meanwhile.
+    std::shared_ptr<const std::set<std::string>> hosts;
+    {
+      std::lock_guard l(node_hosts_mu_);
+      hosts = node_hosts_;
+    }
+    if (hosts && hosts->contains(peer)) node_refused_ms_ = options_.now_ms();
     // Past its share while the workers are scarce: refused at once, with a plain HTTP answer
     // when the server speaks plain HTTP.
     static constexpr char kBusy[] =

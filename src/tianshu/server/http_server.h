@@ -10,6 +10,8 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -67,6 +69,11 @@ class Server {
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<ClientShares> shares_;
   std::unique_ptr<Listener> listen_;  // our accept loop (the real port)
+  // Refresh by the ticker: the nodes' hosts; when a connection from one was last refused.
+  std::shared_ptr<const std::set<std::string>> node_hosts_;
+  std::mutex node_hosts_mu_;
+  std::atomic<int64_t> node_refused_ms_{0};
+  int64_t node_hosts_refreshed_ms_ = 0;  // ticker thread only
   std::thread listener_, ticker_;
   std::atomic<bool> stopping_{false};
   int port_ = 0;

@@ -34,7 +34,10 @@ class ClientShares {
   size_t Held(const std::string& address) const;
   size_t Total() const;
   size_t Share() const { return std::max<size_t>(4, max_workers_ / 8); }
-  uint64_t Refused() const { return refused_; }
+  uint64_t Refused() const {
+    std::lock_guard lock(mu_);
+    return refused_;
+  }
 
  private:
   const size_t max_workers_;

@@ -677,7 +677,7 @@ Result<RegisterResponse> ParseRegisterResponse(std::string_view text) {
   o.Int("heartbeat_interval_ms", &r.heartbeat_interval_ms, 1, kMaxI64);
   o.Int("lost_after_ms", &r.lost_after_ms, 1, kMaxI64);
   o.Str("server_id", &r.server_id);
-  o.Int("lease_ms", &r.lease_ms, 0, kMaxI64);
+  o.Int("lease_ms", &r.lease_ms, 0, int64_t{7} * 24 * 3600 * 1000);  // at most a week
   return Finish(std::move(r), e);
 }
 
