@@ -167,6 +167,16 @@ class Cluster : public ::testing::Test {
     auto j = json::parse(r.out, nullptr, false);
     return j.is_discarded() ? "" : j.value("id", "");
   }
+  // Whether rank 0 of attempt 1 logs its checkpoint at `step` within 15 minutes; else the job
+  // and both ranks' logs say why.
+  ::testing::AssertionResult CheckpointedInAttemptOne(const std::string& id, int step) {
+    const std::string want = "checkpoint step " + std::to_string(step);
+    if (WaitFor([&] { return RankLog(id, 1).find(want) != std::string::npos; }, 900)) {
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure() << "no \"" << want << "\" in attempt 1:\n"
+                                         << Job(id).dump(2) << RankLog(id, 1) << RankLog(id, 1, 1);
+  }
   // Rank 0's log of an attempt, from whichever agent ran it ("" until it exists).
   std::string RankLog(const std::string& id, int attempt, int rank = 0) {
     for (int i = 0; i < 3; ++i) {
@@ -226,9 +236,7 @@ TEST_F(Cluster, DdpJobSubmittedWithTheCliTrainsAndCompletes) {
 TEST_F(Cluster, KilledAgentJobRestartsFromItsCheckpointElsewhere) {
   std::string id = Submit("fault", 100000, 0);
   ASSERT_FALSE(id.empty());
-  ASSERT_TRUE(
-      WaitFor([&] { return RankLog(id, 1).find("checkpoint step 20") != std::string::npos; }, 900))
-      << Job(id).dump(2);
+  ASSERT_TRUE(CheckpointedInAttemptOne(id, 20));
   // A checkpoint is the resume point once rank 0's agent has seen its marker and moved the
   // job's `latest` (within a tick, 250 ms): wait for that before the machine dies.
   ASSERT_TRUE(WaitFor(
@@ -262,9 +270,7 @@ TEST_F(Cluster, KilledAgentJobRestartsFromItsCheckpointElsewhere) {
 TEST_F(Cluster, AKilledAgentsRanksAreFencedBeforeTheNextAttemptStarts) {
   std::string id = Submit("fence", 100000, 0);
   ASSERT_FALSE(id.empty());
-  ASSERT_TRUE(
-      WaitFor([&] { return RankLog(id, 1).find("checkpoint step 20") != std::string::npos; }, 900))
-      << Job(id).dump(2) << RankLog(id, 1);
+  ASSERT_TRUE(CheckpointedInAttemptOne(id, 20));
   const int victim = AgentOfRank0(id, 1);
   ASSERT_GE(victim, 0);
   const std::vector<int64_t> shims = RankPids(victim);
@@ -316,9 +322,7 @@ TEST_F(Cluster, AKilledAgentsRanksAreFencedBeforeTheNextAttemptStarts) {
 TEST_F(Cluster, OrphanedRanksOfAKilledAgentAreKilledByTheirShimsAtTheLeasesEnd) {
   std::string id = Submit("orphan", 100000, 0, "nodes: 1\ngpus_per_node: 2\n");
   ASSERT_FALSE(id.empty());
-  ASSERT_TRUE(
-      WaitFor([&] { return RankLog(id, 1).find("checkpoint step 10") != std::string::npos; }, 900))
-      << Job(id).dump(2) << RankLog(id, 1);
+  ASSERT_TRUE(CheckpointedInAttemptOne(id, 10));
   const int victim = AgentOfRank0(id, 1);
   ASSERT_GE(victim, 0);
   KillAgent(victim, SIGKILL);
@@ -333,9 +337,7 @@ TEST_F(Cluster, OrphanedRanksOfAKilledAgentAreKilledByTheirShimsAtTheLeasesEnd) 
 
 TEST_F(Cluster, HigherPriorityJobPreemptsAndTheVictimResumes) {
   std::string low = Submit("low", 100000, 0);
-  ASSERT_TRUE(
-      WaitFor([&] { return RankLog(low, 1).find("checkpoint step 10") != std::string::npos; }, 900))
-      << Job(low).dump(2) << RankLog(low, 1) << RankLog(low, 1, 1);
+  ASSERT_TRUE(CheckpointedInAttemptOne(low, 10));
   std::string high = Submit("high", 30, 100);
   // The server must preempt: the low job leaves `running` (stop orders with a checkpoint).
   ASSERT_TRUE(WaitFor([&] { return Job(low).value("state", "") != "running"; }, 120))
@@ -366,9 +368,7 @@ TEST_F(ElasticCluster, ElasticJobGrowsOntoAnIdleNodeAndResumesAtTheNewSize) {
   std::string id = Submit("elastic", 100000, 0,
                           "nodes: 1\ngpus_per_node: 2\nelastic: {min_nodes: 1, max_nodes: 2}\n");
   ASSERT_FALSE(id.empty());
-  ASSERT_TRUE(
-      WaitFor([&] { return RankLog(id, 1).find("checkpoint step 10") != std::string::npos; }, 900))
-      << Job(id).dump(2) << RankLog(id, 1) << RankLog(id, 1, 1);
+  ASSERT_TRUE(CheckpointedInAttemptOne(id, 10));
   EXPECT_NE(RankLog(id, 1).find("world 2"), std::string::npos) << RankLog(id, 1);
   ASSERT_TRUE(WaitFor([&] { return Job(id).value("attempt", 0) >= 2; }, 300)) << Job(id).dump(2);
   ASSERT_TRUE(

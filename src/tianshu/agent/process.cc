@@ -59,10 +59,18 @@ bool LeaseExpired(const char* path) {
   for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9' && digits < 19; ++i, ++digits) {
     deadline = deadline * 10 + (buf[i] - '0');
   }
-  if (digits == 0) return false;
-  timespec ts{};
-  if (::clock_gettime(CLOCK_BOOTTIME, &ts) != 0) return false;
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec > deadline;
+  return digits > 0 && BootTimeNs() > deadline;  // clock_gettime is async-signal-safe
+}
+
+// The shim's record of how the rank ended ("exited 3\n", "signaled 9 fenced\n"): written,
+// synced, closed; async-signal-safe.
+void WriteExitFile(const std::string& path, const char* line) {
+  if (path.empty()) return;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  SafeWrite(fd, line);
+  ::fsync(fd);
+  ::close(fd);
 }
 
 }  // namespace
@@ -237,14 +245,7 @@ Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
         if (LeaseExpired(lease)) {
           // Fenced: the server may start this job elsewhere once the lease has run out. The
           // exit file first (the kill below takes the shim too), then the whole group.
-          if (!spec.exit_path.empty()) {
-            int fd = ::open(spec.exit_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-            if (fd >= 0) {
-              SafeWrite(fd, "signaled 9 fenced\n");
-              ::fsync(fd);
-              ::close(fd);
-            }
-          }
+          WriteExitFile(spec.exit_path, "signaled 9 fenced\n");
           SafeWrite(2, "tianshu-shim: the agent's lease ran out: killing the rank (fenced)\n");
           if (!cgroup_kill.empty()) {
             int kfd = ::open(cgroup_kill.c_str(), O_WRONLY | O_CLOEXEC);
@@ -274,14 +275,7 @@ Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
     }
     std::strcat(line, num);
     std::strcat(line, "\n");
-    if (!spec.exit_path.empty()) {
-      int fd = ::open(spec.exit_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (fd >= 0) {
-        SafeWrite(fd, line);
-        ::fsync(fd);
-        ::close(fd);
-      }
-    }
+    WriteExitFile(spec.exit_path, line);
     ::_exit(code);
   }
   tracked_[pid] = {spec.exit_path, true, 0};

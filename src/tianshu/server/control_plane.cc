@@ -296,6 +296,7 @@ Status ControlPlane::Load(int64_t now_ms) {
     j.owner = d.value("owner", "admin");  // jobs from before identities: the admin's
     j.run_as = d.value("run_as", "");
     if (!j.idempotency_key.empty()) idempotency_keys_[j.owner + "/" + j.idempotency_key] = j.seq;
+    if (!j.fence_nodes.empty()) fenced_seqs_.insert(j.seq);
     jobs_.emplace(j.seq, std::move(j));
   }
   for (const NodeRow& row : st->nodes) {
@@ -1455,6 +1456,7 @@ void ControlPlane::LoseNode(Txn& t, NodeEntry& n, NodeState to, const std::strin
     if (options_.node_lease_ms > 0) {
       // Its ranks there may live on until the node's lease runs out: fence the next attempt.
       j.fence_nodes[n.name] = j.attempt;
+      fenced_seqs_.insert(j.seq);
       j.fence_until_ms =
           std::max(j.fence_until_ms, n.last_heartbeat_ms + options_.node_lease_ms + kFenceMarginMs);
       t.jobs.insert(j.seq);
@@ -1476,9 +1478,13 @@ void ControlPlane::LoseNode(Txn& t, NodeEntry& n, NodeState to, const std::strin
 // heartbeat; the stale stop order is on its way); once they are gone, that node's fence drops.
 void ControlPlane::TrackFences(Txn& t, const std::string& node,
                                const std::vector<wire::RunningRank>& running, int64_t now_ms) {
-  for (auto& [seq, j] : jobs_) {
+  for (auto s = fenced_seqs_.begin(); s != fenced_seqs_.end();) {
+    Job& j = jobs_.at(*s);
     auto it = j.fence_nodes.find(node);
-    if (it == j.fence_nodes.end()) continue;
+    if (it == j.fence_nodes.end()) {
+      ++s;
+      continue;
+    }
     const bool still_there = std::any_of(running.begin(), running.end(), [&](const auto& r) {
       return r.job_id == j.id && r.attempt == it->second;
     });
@@ -1488,14 +1494,18 @@ void ControlPlane::TrackFences(Txn& t, const std::string& node,
         j.fence_until_ms = until;
         t.jobs.insert(j.seq);
       }
+      ++s;
       continue;
     }
     j.fence_nodes.erase(it);
+    t.jobs.insert(j.seq);
     if (j.fence_nodes.empty()) {
       j.fence_until_ms = 0;
       schedule_dirty_ = true;
+      s = fenced_seqs_.erase(s);
+    } else {
+      ++s;
     }
-    t.jobs.insert(j.seq);
   }
 }
 
@@ -1962,6 +1972,7 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
     if (!j.fence_nodes.empty()) {  // the lease ran out: those ranks are gone
       j.fence_nodes.clear();
       j.fence_until_ms = 0;
+      fenced_seqs_.erase(j.seq);
       t.jobs.insert(j.seq);
     }
     pending.push_back(&j);

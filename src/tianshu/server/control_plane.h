@@ -336,8 +336,9 @@ class ControlPlane {
   std::deque<EventEntry> events_;
   bool schedule_dirty_ = true;
   int64_t next_reshape_check_ms_ = 0;
-  int64_t fence_wake_ms_ = 0;  // the earliest fence of a pending job to run out (0: none)
-  int64_t last_tick_ms_ = 0;   // the ticker's last time (a job's service up to now, for views)
+  int64_t fence_wake_ms_ = 0;      // the earliest fence of a pending job to run out (0: none)
+  std::set<int64_t> fenced_seqs_;  // jobs with fence_nodes (heartbeats look at these alone)
+  int64_t last_tick_ms_ = 0;       // the ticker's last time (a job's service up to now, for views)
   // No node is declared lost before this (the server was starved, or a mass silence ended),
   // nor while most go silent at once.
   int64_t losses_not_before_ms_ = 0;
