@@ -159,33 +159,49 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
               static_cast<double>(rss) / kAgents / 1024, static_cast<double>(pss) / kAgents / 1024,
               static_cast<double>(priv) / kAgents / 1024);
 
-  // The burst: sizes 1..1024 GPUs, mostly small (as in published cluster traces), 1-10 s each.
-  std::mt19937_64 rng(42);
-  const std::vector<int> sizes = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
-  std::discrete_distribution<int> pick({35, 15, 15, 15, 8, 5, 3, 2, 1, 0.5, 0.5});
-  std::uniform_int_distribution<int> dur(1, 10);
+  // The burst: sizes 1..1024 GPUs, mostly small (as in published cluster traces), 1-10 s each;
+  // or the jobs of TIANSHU_SCALE_WORKLOAD (the Slurm peer's workload.csv: idx,gpus,nodes,
+  // gpus_per_node,duration_s).
   std::vector<std::pair<int, int>> jobs;
-  double gpu_seconds = 0;
-  for (int i = 0; i < kJobs; ++i) {
-    int g = sizes[pick(rng)];
-    int d = dur(rng);
-    jobs.push_back({g, d});
-    gpu_seconds += double(g) * d;
+  if (const char* w = std::getenv("TIANSHU_SCALE_WORKLOAD")) {
+    std::ifstream in(w);
+    ASSERT_TRUE(in) << w;
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line) && static_cast<int>(jobs.size()) < kJobs) {
+      std::vector<std::string> f;
+      std::stringstream ss(line);
+      for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+      ASSERT_EQ(f.size(), 5u) << line;
+      jobs.push_back({std::stoi(f[1]), std::stoi(f[4])});
+    }
+  } else {
+    std::mt19937_64 rng(42);
+    const std::vector<int> sizes = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+    std::discrete_distribution<int> pick({35, 15, 15, 15, 8, 5, 3, 2, 1, 0.5, 0.5});
+    std::uniform_int_distribution<int> dur(1, 10);
+    for (int i = 0; i < kJobs; ++i) jobs.push_back({sizes[pick(rng)], dur(rng)});
   }
+  const int kJobsRun = static_cast<int>(jobs.size());
+  double gpu_seconds = 0;
+  for (auto [g, d] : jobs) gpu_seconds += double(g) * d;
+  // TIANSHU_SCALE_HOLD=1: every job is submitted held, then all are released in one call (as
+  // the Slurm peer does with sbatch -H and scontrol release); the clock starts at the release.
+  const bool hold = EnvInt("TIANSHU_SCALE_HOLD", 0) != 0;
   const int total_gpus = kAgents * kGpusPerNode;
   std::atomic<int> next{0}, accepted{0};
-  std::vector<std::string> ids(kJobs);
+  std::vector<std::string> ids(kJobsRun);
   auto t_submit = Clock::now();
   std::vector<std::thread> threads;
   for (int t = 0; t < 16; ++t) {
     threads.emplace_back([&] {
       tianshu::server::Client c({.server = "http://" + server_addr, .token = token});
-      for (int i = next++; i < kJobs; i = next++) {
+      for (int i = next++; i < kJobsRun; i = next++) {
         auto [g, d] = jobs[i];
         std::string yaml = "kind: training\nname: sleep-" + std::to_string(i) +
                            "\nmodel: {profile: llama2-7b}\nparallelism: {tp: 1, pp: 1}\ngpus: " +
                            std::to_string(g) + "\nduration: " + std::to_string(d) + "s\n";
-        auto r = c.Post("/v1/jobs", yaml, "application/yaml");
+        auto r = c.Post(hold ? "/v1/jobs?hold=true" : "/v1/jobs", yaml, "application/yaml");
         if (r && r->ok()) {
           ids[i] = r->body.value("id", "");
           ++accepted;
@@ -197,7 +213,22 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
   }
   for (auto& t : threads) t.join();
   double submit_s = std::chrono::duration<double>(Clock::now() - t_submit).count();
-  std::printf("submitted %d/%d jobs in %.1f s\n", accepted.load(), kJobs, submit_s);
+  std::printf("submitted %d/%d jobs in %.1f s\n", accepted.load(), kJobsRun, submit_s);
+  int64_t release_ms = 0;
+  if (hold) {
+    json all = json::array();
+    for (const auto& id : ids) {
+      if (!id.empty()) all.push_back(id);
+    }
+    t_submit = Clock::now();
+    release_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+    auto r = client.Post("/v1/jobs/release", json{{"ids", all}}.dump(), "application/json");
+    ASSERT_TRUE(r && r->ok()) << (r ? r->ErrorText() : r.error().message);
+    std::printf("released %zu jobs in one call in %.3f s\n", all.size(),
+                std::chrono::duration<double>(Clock::now() - t_submit).count());
+  }
 
   // Until every job ended: sample the allocated GPUs for utilization.
   double util_sum = 0;
@@ -221,26 +252,39 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   double run_s = std::chrono::duration<double>(Clock::now() - t_submit).count();
-  std::printf("completed %d/%d jobs in %.1f s (lower bound from GPU-seconds: %.1f s)\n", done,
+  std::printf("completed %d/%d jobs in %.1f s (ideal packing of the GPU-seconds: %.1f s)\n", done,
               accepted.load(), run_s, gpu_seconds / total_gpus);
   std::printf("GPU utilization over the run: %.1f%%\n", 100 * util_sum / std::max(1, util_n));
 
   // From each job's history and placement: when it was allocated, and the leaves it spans.
   std::vector<double> alloc_times;
+  std::vector<double> overheads;  // (done - allocated) - duration, per job (the peer's figure)
+  int64_t last_done_ms = 0;
+  int multi_node = 0, multi_node_at_min = 0;
   std::map<int, std::vector<int>> leaves_by_size;
   int64_t submit_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count() -
                       static_cast<int64_t>(run_s * 1000);
-  for (int i = 0; i < kJobs; ++i) {
+  if (release_ms > 0) submit_ms = release_ms;
+  for (int i = 0; i < kJobsRun; ++i) {
     if (ids[i].empty()) continue;
     auto r = client.Get("/v1/jobs/" + ids[i]);
     if (!r || !r->ok()) continue;
+    int64_t alloc_ms = 0, done_ms = 0;
     for (const auto& h : r->body.value("history", json::array())) {
-      if (h.value("to", "") == "starting") {
-        alloc_times.push_back(double(h.value("time_ms", int64_t{0}) - submit_ms) / 1000.0);
-        break;
+      const std::string to = h.value("to", "");
+      if (to == "starting" && alloc_ms == 0) {
+        alloc_ms = h.value("time_ms", int64_t{0});
+        alloc_times.push_back(double(alloc_ms - submit_ms) / 1000.0);
       }
+      if (to == "succeeded" || to == "failed" || to == "cancelled") {
+        done_ms = h.value("time_ms", int64_t{0});
+      }
+    }
+    if (alloc_ms > 0 && done_ms > 0) {
+      overheads.push_back(double(done_ms - alloc_ms) / 1000.0 - jobs[i].second);
+      last_done_ms = std::max(last_done_ms, done_ms);
     }
     std::set<std::string> leaves;
     for (const auto& p : r->body.value("placement", json::array())) {
@@ -248,7 +292,26 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
       if (node.size() > 1) leaves.insert(std::to_string(std::stoi(node.substr(1)) / kNodesPerLeaf));
     }
     leaves_by_size[jobs[i].first].push_back(static_cast<int>(leaves.size()));
+    const int nodes = (jobs[i].first + kGpusPerNode - 1) / kGpusPerNode;
+    if (nodes > 1) {
+      ++multi_node;
+      multi_node_at_min +=
+          static_cast<int>(leaves.size()) <= (nodes + kNodesPerLeaf - 1) / kNodesPerLeaf;
+    }
   }
+  if (!overheads.empty()) {
+    double sum = 0;
+    for (double o : overheads) sum += o;
+    std::sort(overheads.begin(), overheads.end());
+    std::printf(
+        "last job done %.1f s after %s; per-job overhead (done - allocated - duration): mean "
+        "%.3f s, median %.3f s, p95 %.3f s\n",
+        double(last_done_ms - submit_ms) / 1000.0,
+        release_ms > 0 ? "the release" : "the first submission", sum / double(overheads.size()),
+        overheads[overheads.size() / 2], overheads[overheads.size() * 95 / 100]);
+  }
+  std::printf("multi-node jobs on the minimum number of leaves: %d of %d\n", multi_node_at_min,
+              multi_node);
   std::sort(alloc_times.begin(), alloc_times.end());
   if (!alloc_times.empty()) {
     double last = alloc_times.back();

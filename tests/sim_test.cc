@@ -8,15 +8,22 @@
 #include <map>
 
 #include "tianshu/engine/engine.h"
+#include "tianshu/estimate/perf.h"
+#include "tianshu/estimate/serving.h"
 #include "tianshu/model/load.h"
-#include "tianshu/sim/perf.h"
 #include "tianshu/sim/report.h"
-#include "tianshu/sim/serving.h"
 #include "tianshu/sim/simulator.h"
 #include "tianshu/sim/trace.h"
 
 namespace tianshu::sim {
 namespace {
+
+using estimate::ContentionSolver;
+using estimate::ErlangC;
+using estimate::JobPerf;
+using estimate::Latency;
+using estimate::MmcLatency;
+using estimate::PerfModel;
 
 model::Topology Tree(int nodes, int per_leaf, double oversub = 1) {
   model::FatTreeOptions o;
@@ -382,19 +389,20 @@ TEST(SimReport, WritesCsvAndSelfContainedHtml) {
 // The overlay forecast the engine's check (simulator and server) uses: the mode's stretches on
 // one request, the queue, and training's loss as the busy share times the mode's loss.
 TEST(SimServing, OverlayForecastFollowsTheModesInterference) {
-  sim::ServiceCost c{
+  estimate::ServiceCost c{
       .pre_s = 0.5, .dec_s = 1.5, .servers = 8, .replicas = 1, .lambda = 0.3, .slo_s = 8};
-  const sim::OverlayForecast p = sim::ForecastOverlay(c, sim::Colocation::kPriority);
-  const sim::OverlayForecast t = sim::ForecastOverlay(c, sim::Colocation::kTimeSlice);
+  const estimate::OverlayForecast p = estimate::ForecastOverlay(c, estimate::Colocation::kPriority);
+  const estimate::OverlayForecast t =
+      estimate::ForecastOverlay(c, estimate::Colocation::kTimeSlice);
   // priority: 0.5 x 2 + 1.5 x 1.05 = 2.575 s; time slice: (0.5 + 1.5) x 2 = 4 s per request.
   EXPECT_NEAR(p.latency.utilization, 0.3 * 2.575 / 8, 1e-9);
   EXPECT_NEAR(t.latency.utilization, 0.3 * 4.0 / 8, 1e-9);
   const double busy_p = 0.3 * 2.575 / 8;
   EXPECT_NEAR(p.training_loss, busy_p * (1.0 / 2.575 * 0.1 + 1.575 / 2.575 * 0.3), 1e-9);
   EXPECT_NEAR(t.training_loss, 0.3 * 4.0 / 8 * 0.5, 1e-9);
-  EXPECT_GE(p.latency.attainment, sim::kSloTarget);
+  EXPECT_GE(p.latency.attainment, estimate::kSloTarget);
   c.slo_s = 0.05;  // shorter than one request: never kept
-  EXPECT_LT(sim::ForecastOverlay(c, sim::Colocation::kPriority).latency.attainment, 0.01);
+  EXPECT_LT(estimate::ForecastOverlay(c, estimate::Colocation::kPriority).latency.attainment, 0.01);
 }
 
 TEST(SimServing, QueueingMatchesClosedForms) {

@@ -7,7 +7,12 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <optional>
 #include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
 
 #include "tianshu/base/status.h"
 #include "tianshu/server/client.h"
@@ -23,5 +28,17 @@ void AddClientFlags(CLI::App* cmd, ClientFlags* flags);
 [[nodiscard]] Result<std::unique_ptr<server::Client>> MakeClient(const ClientFlags& flags);
 // $HOME/.tianshu (or ./.tianshu without HOME): where `up` and `serve` keep data and token.
 std::string DefaultDataDir();
+
+// What every client command takes: where the server is, and --output.
+struct Common {
+  ClientFlags client;
+  OutputFlag out;
+};
+// A subcommand with the client flags and --output.
+CLI::App* Command(CLI::App& app, const char* name, const char* help, Common* c);
+// Prints the outcome of a call; returns the exit code when it was not a success.
+std::optional<int> Failed(const Result<server::ApiResponse>& r, const std::string& what);
+// A field of a server answer as text for a terminal ("" when absent).
+std::string S(const nlohmann::json& j, const char* key);
 
 }  // namespace tianshu::cli

@@ -1,6 +1,7 @@
 // `tianshu agent`: the node agent. `--discover` prints this machine's topology and exits;
 // otherwise it registers with the server, heartbeats, carries out work orders and reports,
 // until SIGTERM/SIGINT (its ranks keep running; the next agent adopts them from its journal).
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "tianshu/agent/discovery.h"
 #include "tianshu/agent/log_server.h"
 #include "tianshu/agent/session.h"
+#include "tianshu/agent/work_watcher.h"
 #include "tianshu/base/secret_files.h"
 #include "tianshu/base/strings.h"
 #include "tianshu/base/units.h"
@@ -137,7 +139,8 @@ int Run(const AgentArgs& a) {
   // Signals are taken synchronously (sigtimedwait is the agent's only sleep).
   sigset_t set;
   sigemptyset(&set);
-  for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, s);
+  // SIGUSR1: the work watcher's wake-up (orders came).
+  for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&set, s);
   sigprocmask(SIG_BLOCK, &set, nullptr);
 
   agent::PosixProcessRunner runner;
@@ -180,6 +183,13 @@ int Run(const AgentArgs& a) {
     return kExitInvalid;
   }
   agent::HttpControlPlane& http = **opened;
+  // The work watcher's own connection (it holds a request open while the session talks).
+  auto watch_opened = agent::HttpControlPlane::Open(server, token, ca_file);
+  if (!watch_opened) {
+    std::cerr << "tianshu agent: --server: " << watch_opened.error().message << "\n";
+    return kExitInvalid;
+  }
+  agent::HttpControlPlane& watch_http = **watch_opened;
   const std::string credential_file = a.workdir + "/credential";
   if (!std::filesystem::exists(credential_file)) {
     if (Status s = WritePrivateFile(credential_file, net::NewToken() + "\n"); !s) {
@@ -193,13 +203,15 @@ int Run(const AgentArgs& a) {
     return kExitInvalid;
   }
   http.SetCredential(*credential);
+  watch_http.SetCredential(*credential);
   std::string agent_id = RandomId();
   agent::LogServer* logs = log_server->get();
-  auto on_register = [&http, logs, credential_file,
+  auto on_register = [&http, &watch_http, logs, credential_file,
                       own = *credential](const wire::RegisterResponse& r) {
     logs->SetKey(r.log_key);
     if (r.credential.empty()) {  // bound to the credential made here
       http.SetCredential(own);
+      watch_http.SetCredential(own);
       return;
     }
     // A server that minted one (the node was registered without a hash): keep that one.
@@ -208,6 +220,7 @@ int Run(const AgentArgs& a) {
                 << " (the next start will need the node forgotten by an admin)\n";
     }
     http.SetCredential(r.credential);
+    watch_http.SetCredential(r.credential);
   };
   agent::Session session({.node = host->hostname,
                           .agent_id = agent_id,
@@ -220,12 +233,17 @@ int Run(const AgentArgs& a) {
   std::cerr << "tianshu agent: node " << host->hostname << ", " << host->accelerators.size()
             << (host->declared_accelerators ? " declared" : "") << " device(s), cgroups "
             << (*cgroups)->Mode() << ", server " << server << ", logs on " << address << "\n";
+  const pthread_t main_thread = pthread_self();
+  agent::WorkWatcher watcher({.node = host->hostname, .agent_id = agent_id}, watch_http,
+                             [main_thread] { pthread_kill(main_thread, SIGUSR1); });
   bool was_registered = false;
   std::string last_error;
   while (true) {
     int64_t now = NowNs();
     core.Tick(now);
+    session.Deliver(watcher.Take(), now);
     int64_t next = session.Step(now);
+    watcher.SetActive(session.registered());
     if (session.registered() != was_registered || session.last_error() != last_error) {
       if (session.registered() && !was_registered) {
         std::cerr << "tianshu agent: registered (" << session.registrations() << ")\n";

@@ -63,8 +63,6 @@ Result<std::unique_ptr<server::Client>> MakeClient(const ClientFlags& flags) {
   return std::make_unique<server::Client>(o);
 }
 
-namespace {
-
 // Prints the outcome of a call; returns the exit code when it was not a success.
 std::optional<int> Failed(const Result<server::ApiResponse>& r, const std::string& what) {
   if (!r) {
@@ -77,6 +75,23 @@ std::optional<int> Failed(const Result<server::ApiResponse>& r, const std::strin
   }
   return std::nullopt;
 }
+
+std::string S(const json& j, const char* key) {
+  if (!j.contains(key)) return "";
+  const json& v = j[key];
+  if (v.is_string()) return ForTerminal(v.get<std::string>());  // what users sent, escaped
+  if (v.is_null()) return "-";
+  return v.dump();
+}
+
+CLI::App* Command(CLI::App& app, const char* name, const char* help, Common* c) {
+  auto* cmd = app.add_subcommand(name, help);
+  AddClientFlags(cmd, &c->client);
+  AddOutputFlag(cmd, &c->out);
+  return cmd;
+}
+
+namespace {
 
 std::string Age(int64_t then_ms) {
   if (then_ms <= 0) return "-";
@@ -91,14 +106,6 @@ std::string Time(int64_t ms) {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
   return fmt::format("{}.{:03d}Z", buf, static_cast<int>(ms % 1000));
-}
-
-std::string S(const json& j, const char* key) {
-  if (!j.contains(key)) return "";
-  const json& v = j[key];
-  if (v.is_string()) return ForTerminal(v.get<std::string>());  // what users sent, escaped
-  if (v.is_null()) return "-";
-  return v.dump();
 }
 
 std::string JoinArray(const json& a) {
@@ -118,85 +125,7 @@ void PrintEvent(const json& e) {
                            S(e, "to"), S(e, "reason"));
 }
 
-struct Common {
-  ClientFlags client;
-  OutputFlag out;
-};
-
-CLI::App* Command(CLI::App& app, const char* name, const char* help, Common* c) {
-  auto* cmd = app.add_subcommand(name, help);
-  AddClientFlags(cmd, &c->client);
-  AddOutputFlag(cmd, &c->out);
-  return cmd;
-}
-
 }  // namespace
-
-// 128 random bits in hex: a fresh Idempotency-Key.
-std::string RandomKey() {
-  std::random_device rd;
-  std::string out;
-  const char* hex = "0123456789abcdef";
-  for (int i = 0; i < 32; ++i) out += hex[rd() % 16];
-  return out;
-}
-
-Runner RegisterSubmit(CLI::App& app) {
-  struct Args : Common {
-    std::string file, idempotency_key;
-  };
-  auto a = std::make_shared<Args>();
-  auto* cmd = Command(app, "submit", "Submit a job (YAML or JSON file; '-' reads stdin)", a.get());
-  cmd->add_option("file", a->file, "Job spec, as `tianshu validate` checks it")->required();
-  cmd->add_option("--idempotency-key", a->idempotency_key,
-                  "Key that makes a resubmission (by a retrying script) return the job the "
-                  "first one made (default: a random key, used for the CLI's own resends)")
-      ->check([](const std::string& k) {
-        return server::IsValidIdempotencyKey(k) ? std::string()
-                                                : std::string("1-128 of A-Z a-z 0-9 . _ : -");
-      });
-  return [a] {
-    std::string text;
-    if (a->file == "-") {
-      std::ostringstream s;
-      s << std::cin.rdbuf();
-      text = s.str();
-    } else {
-      std::ifstream in(a->file, std::ios::binary);
-      if (!in) {
-        std::cerr << "tianshu submit: cannot read " << a->file << "\n";
-        return kExitInvalid;
-      }
-      std::ostringstream s;
-      s << in.rdbuf();
-      text = s.str();
-    }
-    auto client = MakeClient(a->client);
-    if (!client) {
-      std::cerr << "tianshu submit: " << client.error().message << "\n";
-      return kExitInvalid;
-    }
-    std::string type =
-        EndsWith(ToLower(a->file), ".json") ? "application/json" : "application/yaml";
-    std::error_code ec;
-    std::string cwd = std::filesystem::current_path(ec).string();
-    // The key makes a resend safe: after a lost answer or a restarting server the CLI sends
-    // again, and the server answers with the job the first send made.
-    std::string key = a->idempotency_key.empty() ? RandomKey() : a->idempotency_key;
-    auto r = (*client)->PostIdempotent("/v1/jobs", text, type, key,
-                                       {{"X-Tianshu-File", a->file == "-" ? "stdin" : a->file},
-                                        {"X-Tianshu-Workdir", ec ? std::string() : cwd}});
-    if (auto code = Failed(r, "submit")) return *code;
-    const json& j = r->body;
-    if (a->out.Json()) {
-      std::cout << j.dump(2) << "\n";
-    } else {
-      std::cout << "submitted " << S(j, "id") << " (" << S(j, "name") << ", " << S(j, "gpus")
-                << " GPUs, queue " << S(j, "queue") << ")\n";
-    }
-    return kExitOk;
-  };
-}
 
 Runner RegisterJobs(CLI::App& app) {
   struct Args : Common {
@@ -230,7 +159,8 @@ Runner RegisterJobs(CLI::App& app) {
       std::string where = j["nodes"].empty() ? S(j, "message") : JoinArray(j["nodes"]);
       std::cout << fmt::format("{:<10} {:<24} {:<10} {:<10} {:<10} {:>5} {:>4} {:>7}  {}\n",
                                S(j, "id"), S(j, "name").substr(0, 24), S(j, "owner").substr(0, 10),
-                               S(j, "queue"), S(j, "state"), S(j, "gpus"), S(j, "attempt"),
+                               S(j, "queue"), j.value("held", false) ? "held" : S(j, "state"),
+                               S(j, "gpus"), S(j, "attempt"),
                                Age(j.value("submitted_ms", int64_t{0})), where);
     }
     return kExitOk;
@@ -261,8 +191,9 @@ Runner RegisterJob(CLI::App& app) {
               << S(j, "queue") << ", priority " << S(j, "priority") << ", " << S(j, "gpus")
               << " GPUs)\n";
     std::cout << "owner:    " << S(j, "owner") << "\n";
-    std::cout << "state:    " << S(j, "state") << "  attempt " << S(j, "attempt") << ", retries "
-              << S(j, "retries") << "/" << S(j, "max_retries") << "\n";
+    std::cout << "state:    " << S(j, "state") << (j.value("held", false) ? " (held)" : "")
+              << "  attempt " << S(j, "attempt") << ", retries " << S(j, "retries") << "/"
+              << S(j, "max_retries") << "\n";
     if (!S(j, "message").empty()) std::cout << "message:  " << S(j, "message") << "\n";
     const std::string source = j.value("runtime_estimate_source", "none");
     std::cout << "service:  " << fmt::format("{:.2f}", j.value("attained_gpu_s", 0.0) / 3600)

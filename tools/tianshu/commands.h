@@ -36,8 +36,10 @@ Runner RegisterSimulate(CLI::App& app);  // cmd_simulate.cc
 Runner RegisterAgent(CLI::App& app);
 Runner RegisterServe(CLI::App& app);  // cmd_serve.cc
 Runner RegisterUp(CLI::App& app);
-Runner RegisterSubmit(CLI::App& app);  // cmd_client.cc
-Runner RegisterJobs(CLI::App& app);
+Runner RegisterSubmit(CLI::App& app);  // cmd_submit.cc
+Runner RegisterHold(CLI::App& app);
+Runner RegisterRelease(CLI::App& app);
+Runner RegisterJobs(CLI::App& app);  // cmd_client.cc
 Runner RegisterJob(CLI::App& app);
 Runner RegisterCancel(CLI::App& app);
 Runner RegisterLogs(CLI::App& app);

@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
   add(RegisterServe);
   add(RegisterUp);
   add(RegisterSubmit);
+  add(RegisterHold);
+  add(RegisterRelease);
   add(RegisterJobs);
   add(RegisterJob);
   add(RegisterCancel);

@@ -1,6 +1,7 @@
 #include "tianshu/agent/session.h"
 
 #include <httplib.h>
+#include <mutex>
 #include <tuple>
 
 #include <algorithm>
@@ -14,9 +15,14 @@ namespace tianshu::agent {
 
 struct HttpControlPlane::Impl {
   std::unique_ptr<httplib::Client> client;
-  httplib::Headers headers;  // the current bearer
+  std::mutex mu;            // guards the three below (SetCredential from another thread)
+  httplib::Headers bearer;  // the current bearer
   std::string join_token, credential;
-  void Bearer(const std::string& t) { headers = {{"Authorization", "Bearer " + t}}; }
+  void Bearer(const std::string& t) { bearer = {{"Authorization", "Bearer " + t}}; }
+  httplib::Headers Headers() {
+    std::lock_guard l(mu);
+    return bearer;
+  }
 };
 
 Result<std::unique_ptr<HttpControlPlane>> HttpControlPlane::Open(const std::string& server,
@@ -42,6 +48,7 @@ Result<std::unique_ptr<HttpControlPlane>> HttpControlPlane::Open(const std::stri
 HttpControlPlane::HttpControlPlane() = default;
 
 void HttpControlPlane::SetCredential(const std::string& credential) {
+  std::lock_guard l(impl_->mu);
   impl_->credential = credential;
   impl_->Bearer(credential.empty() ? impl_->join_token : credential);
 }
@@ -64,11 +71,16 @@ Result<T> Answer(const httplib::Result& res, const std::string& what, Parse pars
 }  // namespace
 
 Result<wire::RegisterResponse> HttpControlPlane::Register(const wire::RegisterRequest& r) {
-  auto res = impl_->client->Post("/v1/agents/register", impl_->headers, wire::ToJson(r).dump(),
+  auto res = impl_->client->Post("/v1/agents/register", impl_->Headers(), wire::ToJson(r).dump(),
                                  "application/json");
-  if (res && res->status == 401 && !impl_->credential.empty()) {
+  bool had_credential = false;
+  {
+    std::lock_guard l(impl_->mu);
+    had_credential = !impl_->credential.empty();
+  }
+  if (res && res->status == 401 && had_credential) {
     SetCredential("");  // a credential the server does not know: join again
-    res = impl_->client->Post("/v1/agents/register", impl_->headers, wire::ToJson(r).dump(),
+    res = impl_->client->Post("/v1/agents/register", impl_->Headers(), wire::ToJson(r).dump(),
                               "application/json");
   }
   return Answer<wire::RegisterResponse>(
@@ -77,7 +89,7 @@ Result<wire::RegisterResponse> HttpControlPlane::Register(const wire::RegisterRe
 
 Result<wire::HeartbeatResponse> HttpControlPlane::Heartbeat(const std::string& node,
                                                             const wire::Heartbeat& hb) {
-  auto res = impl_->client->Post("/v1/agents/" + node + "/heartbeat", impl_->headers,
+  auto res = impl_->client->Post("/v1/agents/" + node + "/heartbeat", impl_->Headers(),
                                  wire::ToJson(hb).dump(), "application/json");
   // 404/409: the server does not know this node or agent; 401: nor its credential.
   if (res && (res->status == 404 || res->status == 409 || res->status == 401)) {
@@ -88,13 +100,28 @@ Result<wire::HeartbeatResponse> HttpControlPlane::Heartbeat(const std::string& n
 }
 
 Result<wire::WorkBatch> HttpControlPlane::FetchWork(const std::string& node) {
-  auto res = impl_->client->Get("/v1/agents/" + node + "/work?wait_ms=0", impl_->headers);
+  auto res = impl_->client->Get("/v1/agents/" + node + "/work?wait_ms=0", impl_->Headers());
   return Answer<wire::WorkBatch>(res, "work",
                                  [](const std::string& b) { return wire::ParseWorkBatch(b); });
 }
 
+Result<wire::WorkBatch> HttpControlPlane::WaitWork(const std::string& node,
+                                                   const std::string& agent_id,
+                                                   const std::string& after, int64_t wait_ms) {
+  httplib::Params params{{"wait_ms", std::to_string(wait_ms)}, {"agent_id", agent_id}};
+  if (!after.empty()) params.emplace("after", after);
+  // The server answers by wait_ms at the latest: wait that long and a little more for it.
+  const int64_t read_s = wait_ms / 1000 + 10;
+  impl_->client->set_read_timeout(static_cast<time_t>(read_s), 0);
+  auto res = impl_->client->Get("/v1/agents/" + node + "/work", params, impl_->Headers());
+  return Answer<wire::WorkBatch>(res, "work",
+                                 [](const std::string& b) { return wire::ParseWorkBatch(b); });
+}
+
+void HttpControlPlane::Abort() { impl_->client->stop(); }
+
 Status HttpControlPlane::SendReports(const std::string& node, const wire::ReportBatch& batch) {
-  auto res = impl_->client->Post("/v1/agents/" + node + "/reports", impl_->headers,
+  auto res = impl_->client->Post("/v1/agents/" + node + "/reports", impl_->Headers(),
                                  wire::ToJson(batch).dump(), "application/json");
   auto r = Answer<bool>(res, "reports", [](const std::string&) -> Result<bool> { return true; });
   if (!r) return std::unexpected(r.error());
@@ -147,6 +174,11 @@ bool Session::Flush() {
     agent_.AckReports(n);
   }
   return true;
+}
+
+void Session::Deliver(const std::vector<wire::WorkOrder>& orders, int64_t now_ns) {
+  for (const wire::WorkOrder& o : orders) agent_.Apply(o, now_ns);
+  if (registered_ && !orders.empty() && !Flush()) Failed(last_error_, now_ns);
 }
 
 int64_t Session::Step(int64_t now_ns) {

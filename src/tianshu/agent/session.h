@@ -31,13 +31,23 @@ class ControlPlane {
   [[nodiscard]] virtual Result<wire::HeartbeatResponse> Heartbeat(const std::string& node,
                                                                   const wire::Heartbeat& hb) = 0;
   [[nodiscard]] virtual Result<wire::WorkBatch> FetchWork(const std::string& node) = 0;
+  // Holds a request open up to wait_ms until the node has an order newer than `after` (a
+  // batch's cursor; "" for any outstanding one). For a WorkWatcher's own transport.
+  [[nodiscard]] virtual Result<wire::WorkBatch> WaitWork(const std::string& node,
+                                                         const std::string& agent_id,
+                                                         const std::string& after,
+                                                         int64_t wait_ms) = 0;
+  // Ends a request in flight on another thread (a WorkWatcher stopping); may do nothing.
+  virtual void Abort() {}
   [[nodiscard]] virtual Status SendReports(const std::string& node,
                                            const wire::ReportBatch& batch) = 0;
 };
 
-// HTTP/1.1 to "host:port". The bearer is the node's credential once it has one, else the join
-// token; a registration whose credential the server no longer knows (401: the node was
-// forgotten, or the server's store is new) is tried once more with the join token.
+// HTTP/1.1 to "host:port". SetCredential may be called from another thread than the requests
+// (one WorkWatcher's transport); requests themselves are one at a time. The bearer is the node's
+// credential once it has one, else the join token; a registration whose credential the server no
+// longer knows (401: the node was forgotten, or the server's store is new) is tried once more with
+// the join token.
 class HttpControlPlane final : public ControlPlane {
  public:
   // `server` is host:port (plain HTTP), http:// or https:// (TLS, the certificate verified
@@ -51,6 +61,9 @@ class HttpControlPlane final : public ControlPlane {
   Result<wire::HeartbeatResponse> Heartbeat(const std::string& node,
                                             const wire::Heartbeat& hb) override;
   Result<wire::WorkBatch> FetchWork(const std::string& node) override;
+  Result<wire::WorkBatch> WaitWork(const std::string& node, const std::string& agent_id,
+                                   const std::string& after, int64_t wait_ms) override;
+  void Abort() override;
   Status SendReports(const std::string& node, const wire::ReportBatch& batch) override;
 
  private:
@@ -96,6 +109,9 @@ class Session {
   // Does what is due at `now_ns` (register, heartbeat, fetch and apply work, send reports) and
   // returns the time it next has something to do.
   int64_t Step(int64_t now_ns);
+  // Applies orders a WorkWatcher brought (at once, not on the next heartbeat) and sends the
+  // agent's answers.
+  void Deliver(const std::vector<wire::WorkOrder>& orders, int64_t now_ns);
   bool registered() const { return registered_; }
   int registrations() const { return registrations_; }
   const std::string& last_error() const { return last_error_; }

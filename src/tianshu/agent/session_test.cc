@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 
 #include "tianshu/agent/discovery.h"
+#include "tianshu/agent/work_watcher.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <thread>
 
 namespace tianshu::agent {
 namespace {
@@ -41,6 +46,10 @@ class FakeServer final : public ControlPlane {
     wire::WorkBatch b{.orders = work};
     work.clear();
     return b;
+  }
+  Result<wire::WorkBatch> WaitWork(const std::string&, const std::string&, const std::string&,
+                                   int64_t) override {
+    return Fail("work: not used by the session");
   }
   Status SendReports(const std::string&, const wire::ReportBatch& b) override {
     if (down) return Fail("reports: server unreachable");
@@ -179,6 +188,108 @@ TEST(Session, RegistersAgainAfterAServerRestart) {
   for (int i = 0; i < 3; ++i) now = s.Step(now);
   EXPECT_TRUE(f.agent->PendingReports().empty());
   EXPECT_EQ(f.server.reports.back().kind, wire::ReportKind::kStopped);
+}
+
+// A transport whose work requests block like the server's: until an order newer than the
+// cursor exists (or the wait runs out, or Abort).
+class HeldWork final : public ControlPlane {
+ public:
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<wire::WorkOrder> outstanding;
+  uint64_t newest = 0;  // seq of the newest order
+  bool aborted = false, refuse_cursor = false;
+  std::atomic<int> requests{0};
+  void Add(wire::WorkOrder o) {
+    {
+      std::lock_guard l(mu);
+      outstanding.push_back(std::move(o));
+      ++newest;
+    }
+    cv.notify_all();
+  }
+  Result<wire::RegisterResponse> Register(const wire::RegisterRequest&) override {
+    return Fail("unused");
+  }
+  Result<wire::HeartbeatResponse> Heartbeat(const std::string&, const wire::Heartbeat&) override {
+    return Fail("unused");
+  }
+  Result<wire::WorkBatch> FetchWork(const std::string&) override { return Fail("unused"); }
+  Status SendReports(const std::string&, const wire::ReportBatch&) override {
+    return Fail("unused");
+  }
+  Result<wire::WorkBatch> WaitWork(const std::string&, const std::string&, const std::string& after,
+                                   int64_t wait_ms) override {
+    ++requests;
+    if (refuse_cursor && !after.empty()) {
+      return Fail("work: HTTP 400: unknown query parameter 'after'");
+    }
+    uint64_t since = after.empty() ? 0 : std::stoull(after.substr(2));
+    std::unique_lock l(mu);
+    cv.wait_for(l, std::chrono::milliseconds(wait_ms), [&] { return aborted || newest > since; });
+    if (aborted) return Fail("work: server unreachable (Canceled)");
+    return wire::WorkBatch{.orders = outstanding, .cursor = "e." + std::to_string(newest)};
+  }
+  void Abort() override {
+    {
+      std::lock_guard l(mu);
+      aborted = true;
+    }
+    cv.notify_all();
+  }
+};
+
+wire::WorkOrder OrderNamed(const std::string& id) {
+  return {.id = id, .kind = wire::OrderKind::kStop, .job_id = "j-1"};
+}
+
+TEST(WorkWatcher, BringsEachNewOrderAtOnceAndWakesTheMainLoop) {
+  HeldWork server;
+  std::mutex mu;
+  std::condition_variable woken;
+  int wakes = 0;
+  WorkWatcher w({.node = "n0", .agent_id = "a", .wait_ms = 60000}, server, [&] {
+    std::lock_guard l(mu);
+    ++wakes;
+    woken.notify_all();
+  });
+  auto wait_wakes = [&](int n) {
+    std::unique_lock l(mu);
+    return woken.wait_for(l, std::chrono::seconds(10), [&] { return wakes >= n; });
+  };
+  // Inactive (not registered): no request is made.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(server.requests.load(), 0);
+  w.SetActive(true);
+  server.Add(OrderNamed("o1"));
+  ASSERT_TRUE(wait_wakes(1));  // long before the 60 s wait ran out
+  auto got = w.Take();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].id, "o1");
+  // The next request carries the cursor: o1 (still outstanding) does not come back alone.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(w.Take().empty());
+  server.Add(OrderNamed("o2"));
+  ASSERT_TRUE(wait_wakes(2));
+  got = w.Take();
+  ASSERT_EQ(got.size(), 2u);  // every outstanding order, the repeat included
+  EXPECT_EQ(got[1].id, "o2");
+  EXPECT_FALSE(w.disabled());
+}  // the destructor aborts the held request: this test ends at once, not after 60 s
+
+TEST(WorkWatcher, AServerThatRefusesTheCursorLeavesWorkToTheHeartbeats) {
+  HeldWork server;
+  server.refuse_cursor = true;
+  server.Add(OrderNamed("o1"));
+  std::atomic<int> wakes{0};
+  WorkWatcher w({.node = "n0", .agent_id = "a", .wait_ms = 1000}, server, [&] { ++wakes; });
+  w.SetActive(true);
+  for (int i = 0; i < 500 && !w.disabled(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(w.disabled());
+  EXPECT_EQ(wakes.load(), 1);  // the first request (no cursor yet) still brought o1
+  EXPECT_EQ(server.requests.load(), 2);
 }
 
 }  // namespace

@@ -2,15 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <random>
 
 #include "tianshu/base/strings.h"
 #include "tianshu/comm/comm_plan.h"
 #include "tianshu/engine/engine.h"
+#include "tianshu/estimate/serving.h"
 #include "tianshu/model/load.h"
 #include "tianshu/placement/strategy.h"
 #include "tianshu/policy/builtin.h"
 #include "tianshu/policy/elastic.h"
-#include "tianshu/sim/serving.h"
 
 namespace tianshu::server {
 
@@ -19,6 +20,7 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kOutstanding = "outstanding";
+constexpr uint64_t kNotCommitted = UINT64_MAX;  // an order's ticket before its Enqueue
 
 std::string OrderId(const std::string& job, int attempt, const std::string& what,
                     const std::string& node) {
@@ -33,6 +35,10 @@ int AttemptOf(const std::string& order_id) {
   int64_t v = 0;
   if (!ParseInt64(std::string_view(order_id).substr(dot + 2, end - dot - 2), &v)) return -1;
   return static_cast<int>(v);
+}
+
+std::string HeldMessage(const std::string& id) {
+  return "held: not scheduled until released (tianshu release " + id + ")";
 }
 
 std::string VisibleDevicesVar(const std::string& backend) {
@@ -55,9 +61,10 @@ bool HoldsPlacement(JobState s) {
   return s == JobState::kStarting || s == JobState::kRunning || s == JobState::kStopping;
 }
 
-// GPU-seconds of service a job has had: its ended runs, and the current one up to now_ms.
+// GPU-seconds of service a job has had: its ended runs, and the current one up to now_ms
+// since its first rank started (the wait for the launch is no service).
 double AttainedNow(const Job& j, int64_t now_ms) {
-  if (!HoldsPlacement(j.state)) return j.attained_gpu_s;
+  if (!HoldsPlacement(j.state) || j.run_started_ms == 0) return j.attained_gpu_s;
   return j.attained_gpu_s + static_cast<double>(std::max<int64_t>(0, now_ms - j.run_started_ms)) /
                                 1000.0 * j.run_gpus * j.spec.gpu_milli / model::kMilliPerGpu;
 }
@@ -180,15 +187,18 @@ struct ControlPlane::Txn {
   std::vector<json> events;
   std::vector<int64_t> created;
   std::map<std::string, std::string> meta;
-  bool wake_work = false;
-  uint64_t wait_for = 0;  // a commit the answer depends on (a replayed submission's)
+  std::set<std::string> wake_work;  // nodes whose Work waiters have new orders to see
+  uint64_t wait_for = 0;            // a commit the answer depends on (a replayed submission's)
   bool Empty() const {
     return jobs.empty() && nodes.empty() && orders.empty() && events.empty() && meta.empty();
   }
 };
 
 ControlPlane::ControlPlane(std::unique_ptr<Store> store, ControlPlaneOptions options)
-    : store_(std::move(store)), options_(std::move(options)) {}
+    : store_(std::move(store)), options_(std::move(options)) {
+  std::random_device rd;
+  order_epoch_ = std::to_string(rd()) + std::to_string(rd() % 1000);
+}
 
 ControlPlane::~ControlPlane() {
   Shutdown();
@@ -292,6 +302,7 @@ Status ControlPlane::Load(int64_t now_ms) {
     j.master_port = d.value("master_port", 0);
     j.fence_nodes = d.value("fence_nodes", std::map<std::string, int>{});
     j.fence_until_ms = d.value("fence_until_ms", int64_t{0});
+    j.held = d.value("held", false);
     j.idempotency_key = d.value("idempotency_key", "");
     j.owner = d.value("owner", "admin");  // jobs from before identities: the admin's
     j.run_as = d.value("run_as", "");
@@ -336,7 +347,7 @@ Status ControlPlane::Load(int64_t now_ms) {
       skipped_records_.push_back("order " + row.id + ": " + o.error().message);
       continue;
     }
-    orders_[row.id] = {*o, row.node};
+    orders_[row.id] = {*o, row.node, next_order_seq_++, 0};
     node_orders_[row.node].push_back(row.id);
   }
   for (const EventRow& row : st->events) {
@@ -496,7 +507,8 @@ std::string ControlPlane::JobDoc(const Job& j) const {
             {"colocated", j.colocated},
             {"master_port", j.master_port},
             {"fence_nodes", j.fence_nodes},
-            {"fence_until_ms", j.fence_until_ms}};
+            {"fence_until_ms", j.fence_until_ms},
+            {"held", j.held}};
   return wire::Dump(d);
 }
 
@@ -508,9 +520,11 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
   }
   Txn txn;
   ApiResult<T> r = f(txn);
+  const bool wake_tick = schedule_dirty_;
   if (txn.Empty()) {
     lock.unlock();
-    if (txn.wake_work) work_cv_.notify_all();
+    if (wake_tick) tick_cv_.notify_all();
+    WakeWork(txn.wake_work);
     if (txn.wait_for != 0) {
       if (Status s = committer_->Wait(txn.wait_for); !s) {
         return Refuse(503, "the store failed to write: " + s.error().message);
@@ -536,6 +550,12 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
               {"log_key", n.log_key}};
     c.nodes.push_back({name, wire::Dump(d)});
   }
+  std::vector<OrderEntry*> added;  // orders of this change, durable with its ticket
+  for (const auto& row : txn.orders) {
+    if (auto o = orders_.find(row.id); o != orders_.end() && o->second.ticket == kNotCommitted) {
+      added.push_back(&o->second);
+    }
+  }
   c.orders = std::move(txn.orders);
   for (const auto& e : txn.events) {
     c.events.push_back({e["seq"].get<int64_t>(), e["time_ms"].get<int64_t>(), wire::Dump(e)});
@@ -550,11 +570,13 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
   }
   while (events_.size() > options_.events_kept) events_.pop_front();
   for (int64_t seq : txn.created) jobs_.at(seq).created_ticket = ticket;
+  for (OrderEntry* o : added) o->ticket = ticket;
   lock.unlock();
   Status s = committer_->Wait(ticket);
   { std::lock_guard l(mu_); }  // orders the wake-up after a waiter's predicate check
   events_cv_.notify_all();
-  if (txn.wake_work) work_cv_.notify_all();
+  if (wake_tick) tick_cv_.notify_all();
+  WakeWork(txn.wake_work);
   if (!s) return Refuse(503, "the store failed to write: " + s.error().message);
   return r;
 }
@@ -610,8 +632,8 @@ void ControlPlane::AddOrder(Txn& t, const std::string& node, wire::WorkOrder ord
   t.orders.push_back({order.id, node, order.job_id, kOutstanding, wire::Dump(wire::ToJson(order))});
   std::string id = order.id;
   node_orders_[node].push_back(id);
-  orders_[id] = OrderEntry{std::move(order), node};
-  t.wake_work = true;
+  orders_[id] = OrderEntry{std::move(order), node, next_order_seq_++, kNotCommitted};
+  t.wake_work.insert(node);
 }
 
 void ControlPlane::FinishOrder(Txn& t, const std::string& id, const std::string& status) {
@@ -755,9 +777,11 @@ ApiResult<Submitted> ControlPlane::Submit(SubmitRequest request, int64_t now_ms)
     j.run_as = std::move(request.run_as);
     j.max_retries = j.spec.max_retries >= 0 ? j.spec.max_retries : options_.config.max_retries;
     j.submitted_ms = now_ms;
+    j.held = request.hold;
     if (!j.idempotency_key.empty()) idempotency_keys_[key] = j.seq;
     auto [it, inserted] = jobs_.emplace(j.seq, std::move(j));
-    SetState(t, it->second, JobState::kPending, "submitted", now_ms);
+    SetState(t, it->second, JobState::kPending,
+             request.hold ? HeldMessage(it->second.id) : "submitted", now_ms);
     t.created.push_back(it->first);
     schedule_dirty_ = true;
     return Submitted{JobJson(it->second, true), false};
@@ -771,6 +795,52 @@ ApiResult<Submitted> ControlPlane::Submit(SubmitRequest request, int64_t now_ms)
 }
 
 void ControlPlane::CountRejected() { metrics_.submissions_rejected++; }
+
+ApiResult<json> ControlPlane::SetHeld(const std::vector<std::string>& ids, bool hold,
+                                      const Identity& who, int64_t now_ms) {
+  return Mutate<json>([&](Txn& t) -> ApiResult<json> {
+    std::vector<Job*> jobs;
+    std::vector<std::string> refused;
+    int status = 409;
+    std::set<int64_t> seen;
+    for (const auto& id : ids) {
+      auto seq = ParseJobId(id);
+      auto it = seq ? jobs_.find(*seq) : jobs_.end();
+      if (it == jobs_.end() || !Visible(it->second)) {
+        refused.push_back(id.substr(0, 64) + ": no such job");
+        status = 404;
+        continue;
+      }
+      Job& j = it->second;
+      if (!who.ActsFor(j.owner)) {
+        refused.push_back(id + ": belongs to " + j.owner);
+        status = 403;
+      } else if (j.state != JobState::kPending) {
+        refused.push_back(id + ": is " + std::string(JobStateName(j.state)) +
+                          (hold ? " (only pending jobs can be held)" : " (not held)"));
+      } else if (!hold && !j.held) {
+        refused.push_back(id + ": is not held");
+      } else if (seen.insert(j.seq).second) {
+        jobs.push_back(&j);
+      }
+    }
+    if (!refused.empty()) {
+      return Refuse(status, std::string(hold ? "hold" : "release") + ": nothing changed; " +
+                                std::to_string(refused.size()) + " of " +
+                                std::to_string(ids.size()) + " refused: " + Join(refused, "; "));
+    }
+    json out = json::array();
+    for (Job* j : jobs) {
+      if (j->held != hold) {
+        j->held = hold;
+        SetState(t, *j, JobState::kPending, hold ? HeldMessage(j->id) : "released by " + who.name,
+                 now_ms);
+      }
+      out.push_back(JobJson(*j, false));
+    }
+    return json{{"jobs", out}};
+  });
+}
 
 ApiResult<json> ControlPlane::Cancel(const std::string& id, const Identity& who, int64_t now_ms) {
   return Mutate<json>([&](Txn& t) -> ApiResult<json> {
@@ -835,6 +905,7 @@ json ControlPlane::JobJson(const Job& j, bool full) const {
               {"migrations", j.migrations},
               {"attained_gpu_s", AttainedNow(j, last_tick_ms_)},
               {"colocated", j.colocated},
+              {"held", j.held},
               {"owner", j.owner}};
   // The run time the scheduler assumes (backfill, SRTF): the user's `duration`, else learned
   // from succeeded jobs like it, else unknown.
@@ -1268,7 +1339,7 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
   j.reshape.clear();
   const ClusterView& view = *view_;
   j.placement = PlacesOf(view, outcome.ranks);
-  j.run_started_ms = now_ms;
+  j.run_started_ms = 0;  // service counts from the first rank's start
   j.run_gpus = static_cast<int>(j.placement.size());
   j.colocated = colocated;
   const std::map<std::string, std::string> sharing = SharingEnvironment(
@@ -1553,11 +1624,29 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
   if (it == jobs_.end()) return;
   Job& j = it->second;
   if (AttemptOf(r.order_id) != j.attempt) return;  // about an attempt that is over
-  // Keyed by the reporting node too: a node cannot pre-empt another node's report with a
-  // forged one about the same order and rank (which on_node then refuses).
-  std::string key = r.order_id + "|" + node + "|" + std::string(wire::ReportKindName(r.kind)) +
-                    "|" + std::to_string(r.rank);
-  if (!j.seen_reports.insert(key).second) return;  // a duplicate
+  // A duplicate changes nothing. The per-rank kinds are recorded by what they set (a rank in
+  // started or exited, a node in launch_accepted: the job's record stays small for a gang of
+  // a thousand ranks); the rest by key, with the reporting node in it, so that a node cannot
+  // pre-empt another node's report with a forged one about the same order and rank.
+  bool duplicate = false;
+  switch (r.kind) {
+    case wire::ReportKind::kAccepted:
+      duplicate = j.launch_accepted.contains(node);
+      break;
+    case wire::ReportKind::kStarted:
+      duplicate = j.started.contains(r.rank);
+      break;
+    case wire::ReportKind::kExited:
+      duplicate = j.exited.contains(r.rank);
+      break;
+    default:
+      duplicate =
+          !j.seen_reports
+               .insert(r.order_id + "|" + node + "|" + std::string(wire::ReportKindName(r.kind)) +
+                       "|" + std::to_string(r.rank))
+               .second;
+  }
+  if (duplicate) return;
   t.jobs.insert(j.seq);
   const bool active = j.state == JobState::kStarting || j.state == JobState::kRunning;
   auto on_node = [&](int rank) {
@@ -1573,6 +1662,7 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
     case wire::ReportKind::kStarted:
       if (!on_node(r.rank)) return;
       j.started.insert(r.rank);
+      if (active && j.run_started_ms == 0) j.run_started_ms = now_ms;
       if (j.state == JobState::kStarting && j.started.size() == j.placement.size()) {
         SetState(t, j, JobState::kRunning,
                  "all " + std::to_string(j.placement.size()) + " ranks started", now_ms);
@@ -1737,7 +1827,7 @@ ApiResult<wire::RegisterResponse> ControlPlane::Register(const wire::RegisterReq
     }
     StopStale(t, n.name, req.running);
     TrackFences(t, n.name, req.running, now_ms);
-    t.wake_work = true;
+    t.wake_work.insert(n.name);
     return wire::RegisterResponse{.node = n.name,
                                   .credential = minted,
                                   .log_key = n.log_key,
@@ -1782,23 +1872,55 @@ ApiResult<wire::HeartbeatResponse> ControlPlane::Heartbeat(const std::string& no
 }
 
 ApiResult<wire::WorkBatch> ControlPlane::Work(const std::string& node, const std::string& agent_id,
-                                              int64_t wait_ms) {
+                                              int64_t wait_ms, const std::string& after) {
+  // The cursor: "<this run's epoch>.<order seq>"; one of another run (or none) is 0.
+  uint64_t after_seq = 0;
+  if (!after.empty()) {
+    const auto dot = after.rfind('.');
+    int64_t v = 0;
+    if (dot == std::string::npos || !ParseInt64(after.substr(dot + 1), &v) || v < 0) {
+      return Refuse(
+          400, "after: expected a cursor from an earlier batch, got '" + after.substr(0, 64) + "'");
+    }
+    if (after.substr(0, dot) == order_epoch_) after_seq = static_cast<uint64_t>(v);
+  }
   std::unique_lock lock(mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return Refuse(404, "unknown node " + node + ": register first");
-  if (!agent_id.empty() && it->second.agent_id != agent_id) {
+  auto registered_agent = [&] { return agent_id.empty() || it->second.agent_id == agent_id; };
+  if (!registered_agent()) {
     return Refuse(409, "agent " + agent_id + " is not the registered agent of node " + node +
                            ": register again");
   }
-  auto has_work = [&] {
-    auto o = node_orders_.find(node);
-    return shutdown_ || (o != node_orders_.end() && !o->second.empty());
+  // Only durable orders go out: an order a crash could lose must never start a rank.
+  auto durable_since = [&](uint64_t seq) {
+    const uint64_t durable = committer_->Durable();
+    if (auto o = node_orders_.find(node); o != node_orders_.end()) {
+      for (const auto& id : o->second) {
+        const OrderEntry& e = orders_.at(id);
+        if (e.seq > seq && e.ticket <= durable) return true;
+      }
+    }
+    return false;
   };
-  if (wait_ms > 0) work_cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), has_work);
-  wire::WorkBatch batch;
-  if (auto o = node_orders_.find(node); o != node_orders_.end()) {
-    for (const auto& id : o->second) batch.orders.push_back(orders_.at(id).order);
+  if (wait_ms > 0) {
+    std::condition_variable& cv = work_cvs_[node];
+    const uint64_t since = after.empty() ? 0 : after_seq;
+    cv.wait_for(lock, std::chrono::milliseconds(wait_ms),
+                [&] { return shutdown_ || !registered_agent() || durable_since(since); });
   }
+  wire::WorkBatch batch;
+  uint64_t last = after_seq;
+  const uint64_t durable = committer_->Durable();
+  if (auto o = node_orders_.find(node); o != node_orders_.end()) {
+    for (const auto& id : o->second) {
+      const OrderEntry& e = orders_.at(id);
+      if (e.ticket > durable) continue;
+      batch.orders.push_back(e.order);
+      last = std::max(last, e.seq);
+    }
+  }
+  batch.cursor = order_epoch_ + "." + std::to_string(last);
   return batch;
 }
 
@@ -1957,7 +2079,7 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
   std::vector<Job*> pending;
   fence_wake_ms_ = 0;
   for (auto& [seq, j] : jobs_) {
-    if (j.state != JobState::kPending) continue;
+    if (j.state != JobState::kPending || j.held) continue;
     if (!j.fence_nodes.empty() && j.fence_until_ms > now_ms) {
       // Not before the ranks of its last attempt on a lost node are surely dead.
       std::vector<std::string> fenced;
@@ -2064,7 +2186,7 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
     // An overlay is taken only where the serving model (sim/serving.h, the simulator's) predicts
     // the service keeps its objective next to training and training loses at most
     // kMaxTrainingLoss of each GPU to all the services on it.
-    const sim::Colocation mode = sim::ColocationFrom(options_.config.colocation);
+    const estimate::Colocation mode = estimate::ColocationFrom(options_.config.colocation);
     auto gpus_of = [](std::span<const placement::RankSlot> ranks) {
       std::vector<int> g;
       for (const auto& s : ranks) g.push_back(s.gpu);
@@ -2077,8 +2199,8 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
       const std::vector<int> gpus = gpus_of(h.outcome.ranks);
       OverlayLoss known = overlay_loss_[h.job->seq];
       if (known.attempt != h.job->attempt) {
-        auto cost = sim::CostOfService(topo, h.job->spec, gpus);
-        known = {h.job->attempt, cost ? sim::ForecastOverlay(*cost, mode).training_loss : 0.0};
+        auto cost = estimate::CostOfService(topo, h.job->spec, gpus);
+        known = {h.job->attempt, cost ? estimate::ForecastOverlay(*cost, mode).training_loss : 0.0};
       }
       kept[h.job->seq] = known;
       for (int g : gpus) (*taken)[g] += known.loss;
@@ -2088,13 +2210,14 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
                                         const model::JobSpec& spec,
                                         std::span<const placement::RankSlot> ranks) {
       const std::vector<int> gpus = gpus_of(ranks);
-      auto cost = sim::CostOfService(topo, spec, gpus);
+      auto cost = estimate::CostOfService(topo, spec, gpus);
       if (!cost) return true;  // nothing to price (no model or rate): the budget decides
-      const sim::OverlayForecast f = sim::ForecastOverlay(*cost, mode);
-      if (f.latency.attainment < sim::kSloTarget) return false;
+      const estimate::OverlayForecast f = estimate::ForecastOverlay(*cost, mode);
+      if (f.latency.attainment < estimate::kSloTarget) return false;
       return std::none_of(gpus.begin(), gpus.end(), [&](int g) {
         auto it = taken->find(g);
-        return (it == taken->end() ? 0.0 : it->second) + f.training_loss > sim::kMaxTrainingLoss;
+        return (it == taken->end() ? 0.0 : it->second) + f.training_loss >
+               estimate::kMaxTrainingLoss;
       });
     };
   }
@@ -2117,8 +2240,9 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
       continue;
     }
     // The current run accrues from its start (the elastic interval counts from it too).
-    (void)(*engine)->Restore(h.job->seq, h.outcome.ranks, seconds(h.job->run_started_ms),
-                             h.colocated);
+    // (from now while no rank has started: the engine charges nothing for the launch).
+    const int64_t run_start = h.job->run_started_ms > 0 ? h.job->run_started_ms : now_ms;
+    (void)(*engine)->Restore(h.job->seq, h.outcome.ranks, seconds(run_start), h.colocated);
     (void)(*engine)->SetAttainedService(h.job->seq, h.job->attained_gpu_s);
     held_by[h.job->seq] = &h;
   }
@@ -2215,7 +2339,26 @@ void ControlPlane::Shutdown() {
     shutdown_ = true;
   }
   events_cv_.notify_all();
-  work_cv_.notify_all();
+  tick_cv_.notify_all();
+  std::lock_guard l(mu_);
+  for (auto& [node, cv] : work_cvs_) cv.notify_all();
+}
+
+void ControlPlane::WaitForChange(int64_t max_ms, int64_t min_ms) {
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_lock lock(mu_);
+  tick_cv_.wait_until(lock, start + std::chrono::milliseconds(std::min(min_ms, max_ms)),
+                      [&] { return shutdown_; });
+  tick_cv_.wait_until(lock, start + std::chrono::milliseconds(max_ms),
+                      [&] { return shutdown_ || schedule_dirty_; });
+}
+
+void ControlPlane::WakeWork(const std::set<std::string>& nodes) {
+  if (nodes.empty()) return;
+  std::lock_guard l(mu_);
+  for (const auto& node : nodes) {
+    if (auto it = work_cvs_.find(node); it != work_cvs_.end()) it->second.notify_all();
+  }
 }
 
 }  // namespace tianshu::server

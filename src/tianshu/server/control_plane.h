@@ -110,6 +110,9 @@ struct Job {
   // GPU share of its own.
   bool colocated = false;
   int master_port = 0;  // the current attempt's rendezvous port (cluster.rendezvous_ports)
+  // Held (pending, but not scheduled until released): submitted with hold, or held by its
+  // owner or an admin while pending (sbatch -H, scontrol hold/release).
+  bool held = false;
   // Fencing: ranks of an ended attempt may still run on these nodes (node -> attempt), which
   // were lost or failed under it; no new attempt starts before fence_until_ms, when their
   // agents' leases have run out, unless each node's agent says those ranks are gone.
@@ -206,6 +209,12 @@ class ControlPlane {
   // ---- users ----
   // Accepts a validated job; durable before it returns. Returns the job's JSON view.
   ApiResult<Submitted> Submit(SubmitRequest request, int64_t now_ms);
+  // Holds (hold = true) or releases pending jobs, all of them in one change or none: each must
+  // be the caller's (or the caller an admin) and pending (to hold) or held (to release);
+  // otherwise nothing changes and the answer names every job refused and why. Returns the
+  // jobs' views.
+  ApiResult<nlohmann::json> SetHeld(const std::vector<std::string>& ids, bool hold,
+                                    const Identity& who, int64_t now_ms);
   // pending -> cancelled; starting/running -> stopping (then cancelled); 409 when terminal.
   // Only its owner or an admin may cancel a job (403 otherwise).
   ApiResult<nlohmann::json> Cancel(const std::string& id, const Identity& who, int64_t now_ms);
@@ -235,14 +244,20 @@ class ControlPlane {
                                              const Identity& who, int64_t now_ms);
   ApiResult<wire::HeartbeatResponse> Heartbeat(const std::string& node,
                                                const wire::Heartbeat& heartbeat, int64_t now_ms);
-  // Outstanding orders of the node, waiting up to wait_ms when there are none.
+  // Outstanding orders of the node (durable ones only), waiting up to wait_ms when there are
+  // none. With a cursor (the `cursor` of an earlier batch), it waits instead until an order
+  // newer than the cursor is outstanding: an agent holds this request open, and an order
+  // reaches it as soon as it is durable. A cursor of another server run counts as none.
   ApiResult<wire::WorkBatch> Work(const std::string& node, const std::string& agent_id,
-                                  int64_t wait_ms);
+                                  int64_t wait_ms, const std::string& after = "");
   ApiResult<int> Reports(const std::string& node, const wire::ReportBatch& batch, int64_t now_ms);
 
   // ---- the ticker ----
   // Failure detection, one scheduling cycle when something changed, periodic checkpoints.
   void Tick(int64_t now_ms);
+  // The ticker's wait between Ticks: returns after max_ms, or once a change asks for a
+  // scheduling cycle (but not before min_ms), or at Shutdown.
+  void WaitForChange(int64_t max_ms, int64_t min_ms);
 
   // The server could not serve heartbeats in time itself (connections waited for a worker):
   // no node is declared lost until restart_grace_ms after it caught up, for at most
@@ -265,6 +280,8 @@ class ControlPlane {
   struct OrderEntry {
     wire::WorkOrder order;
     std::string node;
+    uint64_t seq = 0;     // in this server run's order of adding (Work's cursors)
+    uint64_t ticket = 0;  // the commit that makes it durable (0: loaded, durable)
   };
 
   ControlPlane(std::unique_ptr<Store> store, ControlPlaneOptions options);
@@ -319,7 +336,11 @@ class ControlPlane {
   std::unique_ptr<ClusterView> view_;     // of the last cycle that placed something
 
   mutable std::mutex mu_;
-  std::condition_variable events_cv_, work_cv_;
+  std::condition_variable events_cv_, tick_cv_;
+  std::map<std::string, std::condition_variable> work_cvs_;  // by node: its Work waiters
+  void WakeWork(const std::set<std::string>& nodes);         // under no lock
+  uint64_t next_order_seq_ = 1;
+  std::string order_epoch_;  // this server run's name in Work cursors
   bool shutdown_ = false;
   int64_t next_job_seq_ = 1;
   int64_t next_event_seq_ = 1;

@@ -24,6 +24,9 @@ using nlohmann::json;
 
 namespace {
 
+// The shortest gap between two scheduling cycles that changes asked for (they coalesce).
+constexpr int64_t kMinCycleGapMs = 10;
+
 // An IMF-fixdate ("Thu, 03 Dec 2026 16:21:25 GMT") for epoch milliseconds.
 std::string HttpDate(int64_t ms) {
   std::time_t t = static_cast<std::time_t>(ms / 1000);
@@ -219,9 +222,10 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
         self->node_hosts_refreshed_ms_ = now;
       }
       self->cp_->Tick(self->options_.now_ms());
-      for (int64_t slept = 0; slept < self->options_.tick_ms && !self->stopping_; slept += 10) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
+      // Until the next period, or sooner when a change asks for a cycle (a submission, a rank
+      // that ended, a lost node): changes that come together share one cycle, no more than
+      // one per kMinCycleGapMs.
+      self->cp_->WaitForChange(self->options_.tick_ms, kMinCycleGapMs);
     }
   });
   if (s->options_.log) {
@@ -430,6 +434,15 @@ void Server::Routes() {
         }
         parsed->owner = who->name;
         parsed->run_as = who->unix_user;
+        if (req.has_param("hold")) {
+          const std::string hold = req.get_param_value("hold");
+          if (hold != "true" && hold != "false") {
+            cp->CountRejected();
+            return RespondError(
+                res, {400, "hold: expected true or false, got '" + hold.substr(0, 32) + "'"});
+          }
+          parsed->hold = hold == "true";
+        }
         auto made = cp->Submit(std::move(*parsed), now());
         if (!made) return RespondError(res, made.error());
         res.set_header("Location", "/v1/jobs/" + made->job["id"].get<std::string>());
@@ -492,6 +505,19 @@ void Server::Routes() {
     }
     res.set_content(r->body, "application/octet-stream");
   });
+  // Hold or release pending jobs together: {"ids": ["j-000001", ...]}, all or none.
+  for (const bool hold : {true, false}) {
+    h.Post(hold ? "/v1/jobs/hold" : "/v1/jobs/release",
+           [cp, now, allowed, people, hold](const httplib::Request& req, httplib::Response& res) {
+             auto who = allowed(req, res, people, hold ? "hold jobs" : "release jobs");
+             if (!who) return;
+             auto ids = ParseJobIds(req.body);
+             if (!ids) return RespondError(res, ids.error());
+             auto out = cp->SetHeld(*ids, hold, *who, now());
+             if (!out) return RespondError(res, out.error());
+             Respond(res, 200, *out);
+           });
+  }
   h.Post(R"(/v1/jobs/([^/]+)/cancel)", cancel);
   h.Delete(R"(/v1/jobs/([^/]+))", cancel);
 
@@ -623,12 +649,12 @@ void Server::Routes() {
         [cp, node_only](const httplib::Request& req, httplib::Response& res) {
           if (!node_only(req, res)) return;
           auto params = Params(req);
-          if (auto ok = CheckParams(params, {"wait_ms", "agent_id"}); !ok) {
+          if (auto ok = CheckParams(params, {"wait_ms", "agent_id", "after"}); !ok) {
             return RespondError(res, ok.error());
           }
           auto wait = ParseIntParam(params, "wait_ms", 0, 0, 30000);
           if (!wait) return RespondError(res, wait.error());
-          auto out = cp->Work(req.matches[1], params["agent_id"], *wait);
+          auto out = cp->Work(req.matches[1], params["agent_id"], *wait, params["after"]);
           if (!out) return RespondError(res, out.error());
           Respond(res, 200, wire::ToJson(*out));
         });

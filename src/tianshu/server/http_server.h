@@ -40,7 +40,7 @@ struct ServerOptions {
   // Most connections served at once (a thread each, started on demand); long polls (agents'
   // work channel, events) and slow clients hold one each.
   int http_threads = 1024;
-  int64_t tick_ms = 100;            // failure detection and scheduling period
+  int64_t tick_ms = 100;            // failure detection period; a change asks for a cycle at once
   std::function<int64_t()> now_ms;  // wall clock in ms since the epoch; the real one when empty
   std::function<void(const std::string&)> log;  // one line per notable event; none when empty
 };

@@ -217,6 +217,31 @@ ApiResult<int64_t> ParseIntParam(const std::map<std::string, std::string>& param
   return v;
 }
 
+ApiResult<std::vector<std::string>> ParseJobIds(std::string_view body) {
+  constexpr size_t kMaxIds = 10000;
+  nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Refuse(400, "expected a JSON object {\"ids\": [\"j-000001\", ...]}");
+  }
+  for (const auto& [k, v] : j.items()) {
+    if (k != "ids") return Refuse(400, "unknown field '" + k.substr(0, 64) + "' (expected ids)");
+  }
+  const auto it = j.find("ids");
+  if (it == j.end() || !it->is_array() || it->empty() || it->size() > kMaxIds) {
+    return Refuse(400, "ids: expected an array of 1-" + std::to_string(kMaxIds) + " job ids");
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < it->size(); ++i) {
+    const auto& v = (*it)[i];
+    if (!v.is_string() || v.get_ref<const std::string&>().empty() ||
+        v.get_ref<const std::string&>().size() > 64) {
+      return Refuse(400, "ids[" + std::to_string(i) + "]: expected a job id (1-64 characters)");
+    }
+    out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
 ApiResult<bool> CheckParams(const std::map<std::string, std::string>& params,
                             std::initializer_list<const char*> known) {
   for (const auto& [k, v] : params) {

@@ -48,7 +48,11 @@ struct SubmitRequest {
   std::string idempotency_key;
   std::string owner;   // who submits it (set by the server from the caller's identity)
   std::string run_as;  // the Unix user its ranks run as ("" = the agent's own)
+  bool hold = false;   // submitted held: pending, not scheduled until released
 };
+
+// The body of POST /v1/jobs/hold and /release: {"ids": [...]}, 1-10,000 job ids.
+[[nodiscard]] ApiResult<std::vector<std::string>> ParseJobIds(std::string_view body);
 
 // An Idempotency-Key a client may send: 1-128 of [A-Za-z0-9._:-] (a UUID fits).
 bool IsValidIdempotencyKey(std::string_view key);

@@ -10,13 +10,32 @@
 #include <unordered_set>
 
 #include "tianshu/comm/cost_model.h"
+#include "tianshu/estimate/perf.h"
 #include "tianshu/estimate/plan.h"
+#include "tianshu/estimate/serving.h"
 #include "tianshu/policy/builtin.h"
-#include "tianshu/sim/perf.h"
-#include "tianshu/sim/serving.h"
 
 namespace tianshu::sim {
 namespace {
+
+// The speed and serving models live below both drivers (estimate/).
+using estimate::Colocation;
+using estimate::ColocationFrom;
+using estimate::ContentionSolver;
+using estimate::CostOfService;
+using estimate::ForecastOverlay;
+using estimate::Interference;
+using estimate::InterferenceOf;
+using estimate::JobPerf;
+using estimate::kMaxTrainingLoss;
+using estimate::kSloTarget;
+using estimate::Latency;
+using estimate::MmcLatency;
+using estimate::OverlayForecast;
+using estimate::PerfModel;
+using estimate::ServiceCost;
+using estimate::SplitBusy;
+using estimate::TrainingLoss;
 
 using engine::Decision;
 using engine::JobId;

@@ -622,7 +622,9 @@ json ToJson(const WorkOrder& w) { return Versioned(OrderBody(w)); }
 json ToJson(const WorkBatch& b) {
   json orders = json::array();
   for (const auto& o : b.orders) orders.push_back(OrderBody(o));
-  return Versioned({{"orders", orders}});
+  json out = {{"orders", orders}};
+  if (!b.cursor.empty()) out["cursor"] = b.cursor;
+  return Versioned(std::move(out));
 }
 
 json ToJson(const Report& r) { return Versioned(ReportBody(r)); }
@@ -744,7 +746,8 @@ Result<WorkBatch> ParseWorkBatch(std::string_view text) {
   if (!j) return std::unexpected(j.error());
   std::vector<std::string> e;
   WorkBatch b;
-  Obj o(*j, "", &e, {"orders"});
+  Obj o(*j, "", &e, {"orders", "cursor"});
+  o.Str("cursor", &b.cursor);
   o.Array(
       "orders",
       [&](const json& x, const std::string& q) { b.orders.push_back(ReadOrder(x, q, &e)); }, true);

@@ -208,6 +208,8 @@ struct WorkOrder {
 
 struct WorkBatch {
   std::vector<WorkOrder> orders;  // every order not yet finished for this node, oldest first
+  // Pass back as `after` to wait for orders newer than these (opaque; empty from old servers).
+  std::string cursor;
 };
 
 // ---- Reports (agent -> server, POST /v1/agents/{node}/reports) ---------------------------

@@ -1,4 +1,4 @@
-#include "tianshu/sim/serving.h"
+#include "tianshu/estimate/serving.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "tianshu/estimate/plan.h"
 
-namespace tianshu::sim {
+namespace tianshu::estimate {
 namespace {
 
 // Time slicing: while both have work, each gets alternate whole-device slices, so the
@@ -118,4 +118,4 @@ OverlayForecast ForecastOverlay(const ServiceCost& cost, Colocation mode) {
   return out;
 }
 
-}  // namespace tianshu::sim
+}  // namespace tianshu::estimate

@@ -1,7 +1,8 @@
-// The simulator's performance model: how fast a job runs on its current placement, priced by
-// estimate/ (compute, exposed communication per parallel group, pipeline bubble) on the real
-// GPUs it got, plus what the simulator adds on top: contention between jobs on shared switch
-// uplinks (max-min fair, see ContentionSolver) and on a node's NVMe while checkpointing.
+// The training speed model (the simulator's, and any driver's): how fast a job runs on its
+// current placement, priced by estimate/ (compute, exposed communication per parallel group,
+// pipeline bubble) on the real GPUs it got, plus what sharing adds on top: contention between
+// jobs on shared switch uplinks (max-min fair, see ContentionSolver) and on a node's NVMe while
+// checkpointing.
 //
 // A job's speed is its rate: ideal step time / actual step time (<= 1), where the ideal is the
 // same job alone on the most compact placement of the cluster's fastest accelerator. A trace
@@ -24,7 +25,7 @@
 #include "tianshu/model/topology.h"
 #include "tianshu/placement/strategy.h"
 
-namespace tianshu::sim {
+namespace tianshu::estimate {
 
 // One job's step on one placement, before contention.
 struct JobPerf {
@@ -94,4 +95,4 @@ class PerfModel {
   std::unordered_map<std::string, double> ideal_cache_;
 };
 
-}  // namespace tianshu::sim
+}  // namespace tianshu::estimate

@@ -1,4 +1,4 @@
-#include "tianshu/sim/perf.h"
+#include "tianshu/estimate/perf.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "tianshu/comm/cost_model.h"
 #include "tianshu/estimate/iteration.h"
 
-namespace tianshu::sim {
+namespace tianshu::estimate {
 
 double JobPerf::CommSeconds(double x) const {
   double net = 0;
@@ -301,4 +301,4 @@ double PerfModel::IdealStepSeconds(const model::JobSpec& spec) {
   return s;
 }
 
-}  // namespace tianshu::sim
+}  // namespace tianshu::estimate

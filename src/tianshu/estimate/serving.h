@@ -1,7 +1,7 @@
-// How the simulator prices inference services: each replica is an M/M/c queue (c = its batch,
-// the sequences it decodes together; service time = one request's latency from
-// estimate::EstimateInference), and a service that overlays GPUs training holds
-// (scheduler.colocation) is stretched by the interference of the mode, while the training job
+// How inference services are priced (by the simulator and the server's co-location check): each
+// replica is an M/M/c queue (c = its batch, the sequences it decodes together; service time = one
+// request's latency from estimate::EstimateInference), and a service that overlays GPUs training
+// holds (scheduler.colocation) is stretched by the interference of the mode, while the training job
 // loses part of those GPUs. The interference figures are modelling assumptions (named below),
 // not measurements: time slicing alternates whole-device slices (CUDA's default between
 // processes); priority sharing runs both at once with inference first on memory bandwidth and
@@ -17,7 +17,7 @@
 #include "tianshu/model/job.h"
 #include "tianshu/model/topology.h"
 
-namespace tianshu::sim {
+namespace tianshu::estimate {
 
 enum class Colocation { kNone, kTimeSlice, kPriority };
 Colocation ColocationFrom(std::string_view name);  // "none" | "time-slice" | "priority"
@@ -79,4 +79,4 @@ OverlayForecast ForecastOverlay(const ServiceCost& cost, Colocation mode);
 inline constexpr double kSloTarget = 0.99;
 inline constexpr double kMaxTrainingLoss = 0.25;
 
-}  // namespace tianshu::sim
+}  // namespace tianshu::estimate

@@ -1,0 +1,216 @@
+// One tick of the control plane at scale (issue 16): 2,048 registered nodes of 8 GPUs under 128
+// leaves, every GPU held by a running job (2,048 jobs of 8 GPUs), 10,000 pending jobs that do
+// not fit, and finished (cancelled) jobs up to 100,000 records in all, in a SQLite store on
+// /dev/shm (fsync there costs nothing: the setup is not what is measured). Measures the tick
+// when nothing changed, and the tick after one arrival (the submission itself not counted).
+// Preemption is off, so that a tick changes nothing it measures. Prints medians and p90s;
+// `--output json` prints one JSON object.
+//   build/bench/bench_server_tick [--jobs 100000] [--pending 10000] [--nodes 2048] [--reps 20]
+#include <stdlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tianshu/server/control_plane.h"
+
+namespace {
+
+using namespace tianshu;
+using Clock = std::chrono::steady_clock;
+
+std::string Job(int i, int gpus) {
+  return "kind: training\nname: bench-" + std::to_string(i) +
+         "\nmodel: {profile: llama2-7b}\nparallelism: {tp: 1, pp: 1}\ngpus: " +
+         std::to_string(gpus) + "\nduration: 1h\n";
+}
+
+server::SubmitRequest Request(int i, int gpus) {
+  auto r = server::ParseSubmitBody("application/yaml", Job(i, gpus), "bench.yaml");
+  if (!r) {
+    std::fprintf(stderr, "bad job: %s\n", r.error().message.c_str());
+    std::exit(1);
+  }
+  r->owner = "admin";
+  return std::move(*r);
+}
+
+struct Figures {
+  double median_ms = 0, p90_ms = 0;
+};
+
+Figures Summarise(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  return {ms[ms.size() / 2], ms[ms.size() * 9 / 10]};
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int total = 100000, pending = 10000, nodes = 2048, reps = 20;
+  bool json_out = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
+    if (a == "--jobs")
+      total = next();
+    else if (a == "--pending")
+      pending = next();
+    else if (a == "--nodes")
+      nodes = next();
+    else if (a == "--reps")
+      reps = next();
+    else if (a == "--output" && i + 1 < argc)
+      json_out = std::strcmp(argv[++i], "json") == 0;
+    else {
+      std::fprintf(stderr,
+                   "usage: %s [--jobs N] [--pending N] [--nodes N] [--reps N] "
+                   "[--output text|json]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  const int running = nodes;  // one 8-GPU job per node
+  const int finished = std::max(0, total - pending - running);
+  const std::string base = std::filesystem::exists("/dev/shm") ? "/dev/shm" : "/tmp";
+  std::string pattern = base + "/tianshu-tick-XXXXXX";
+  const std::string dir = mkdtemp(pattern.data());
+  auto store = server::OpenSqliteStore(dir + "/tianshu.db");
+  if (!store) {
+    std::fprintf(stderr, "%s\n", store.error().message.c_str());
+    return 1;
+  }
+  server::ControlPlaneOptions o;
+  o.config.preemption = false;
+  o.placement = "topology";
+  o.lost_after_ms = 24 * 3600 * 1000;
+  o.node_lease_ms = 0;
+  o.admin_token = "bench";
+  const int64_t t0 = NowMs();
+  auto opened = server::ControlPlane::Open(std::move(*store), o, t0);
+  if (!opened) {
+    std::fprintf(stderr, "%s\n", opened.error().message.c_str());
+    return 1;
+  }
+  server::ControlPlane& cp = **opened;
+  const server::Identity admin{.name = "admin", .role = server::Role::kAdmin};
+  auto progress = [&](const char* what, int done, int of) {
+    if (!json_out && (done % 10000 == 0 || done == of)) {
+      std::fprintf(stderr, "\r%s %d/%d", what, done, of);
+      if (done == of) std::fprintf(stderr, "\n");
+    }
+  };
+  auto t_setup = Clock::now();
+  for (int n = 0; n < nodes; ++n) {
+    wire::RegisterRequest r{.node = "n" + std::to_string(n), .agent_id = "a" + std::to_string(n)};
+    for (int d = 0; d < 8; ++d) {
+      r.hardware.devices.push_back(
+          {.index = d, .model = "A100-80GB", .vendor = "nvidia", .numa = 0, .declared = true});
+    }
+    r.hardware.cpu_milli = 64000;
+    r.hardware.memory_bytes = int64_t{512} << 30;
+    r.hardware.labels["leaf"] = "leaf-" + std::to_string(n / 16);
+    if (auto a = cp.Register(r, admin, t0); !a) {
+      std::fprintf(stderr, "register: %s\n", a.error().message.c_str());
+      return 1;
+    }
+    progress("nodes", n + 1, nodes);
+  }
+  // Submissions from 8 threads (group commit), in three phases.
+  auto submit = [&](int from, int to, int gpus, bool cancel, const char* what) {
+    std::atomic<int> next{from}, done{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&] {
+        for (int i = next++; i < to; i = next++) {
+          auto made = cp.Submit(Request(i, gpus), t0);
+          if (!made) {
+            std::fprintf(stderr, "submit: %s\n", made.error().message.c_str());
+            std::exit(1);
+          }
+          if (cancel) (void)cp.Cancel(made->job["id"].get<std::string>(), admin, t0);
+          const int d = ++done;
+          if (t == 0) progress(what, d, to - from);
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    progress(what, to - from, to - from);
+  };
+  submit(0, finished, 8, true, "finished jobs");
+  submit(finished, finished + running, 8, false, "running jobs");
+  cp.Tick(t0 + 1);  // places the running ones
+  for (int n = 0; n < nodes; ++n) {
+    const std::string node = "n" + std::to_string(n);
+    auto work = cp.Work(node, "a" + std::to_string(n), 0);
+    if (!work) continue;
+    wire::ReportBatch b{.agent_id = "a" + std::to_string(n)};
+    for (const auto& order : work->orders) {
+      b.reports.push_back(
+          {.order_id = order.id, .kind = wire::ReportKind::kAccepted, .job_id = order.job_id});
+      if (!order.launch) continue;
+      for (const auto& rank : order.launch->ranks) {
+        b.reports.push_back({.order_id = order.id,
+                             .kind = wire::ReportKind::kStarted,
+                             .job_id = order.job_id,
+                             .rank = rank.rank,
+                             .pid = 1000 + rank.rank});
+      }
+    }
+    (void)cp.Reports(node, b, t0 + 2);
+    progress("launches", n + 1, nodes);
+  }
+  submit(finished + running, finished + running + pending, 8, false, "pending jobs");
+  const double setup_s = std::chrono::duration<double>(Clock::now() - t_setup).count();
+  int64_t now = t0 + 10;
+  cp.Tick(now);  // the arrivals' cycle
+  auto timed_tick = [&] {
+    now += 10;
+    auto s = Clock::now();
+    cp.Tick(now);
+    return std::chrono::duration<double, std::milli>(Clock::now() - s).count();
+  };
+  std::vector<double> idle, arrival;
+  for (int r = 0; r < reps; ++r) idle.push_back(timed_tick());
+  for (int r = 0; r < reps; ++r) {
+    (void)cp.Submit(Request(total + r, 8), now);
+    arrival.push_back(timed_tick());
+  }
+  const Figures fi = Summarise(idle), fa = Summarise(arrival);
+  const auto stats = cp.StoreStats();
+  if (json_out) {
+    nlohmann::json j = {{"nodes", nodes},
+                        {"jobs", total},
+                        {"pending", pending},
+                        {"running", running},
+                        {"setup_s", setup_s},
+                        {"tick_unchanged_ms", {{"median", fi.median_ms}, {"p90", fi.p90_ms}}},
+                        {"tick_after_arrival_ms", {{"median", fa.median_ms}, {"p90", fa.p90_ms}}},
+                        {"commits", stats.commits}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("control plane tick: %d nodes, %d jobs (%d pending, %d running), setup %.1f s\n",
+                nodes, total, pending, running, setup_s);
+    std::printf("  nothing changed:   median %8.3f ms, p90 %8.3f ms  (target <= 1 ms)\n",
+                fi.median_ms, fi.p90_ms);
+    std::printf("  after one arrival: median %8.3f ms, p90 %8.3f ms  (target <= 20 ms)\n",
+                fa.median_ms, fa.p90_ms);
+  }
+  opened->reset();
+  std::filesystem::remove_all(dir);
+  return 0;
+}

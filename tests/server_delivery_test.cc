@@ -1,0 +1,196 @@
+// How fast work moves through the control plane (issue 16): a held-open work request gets an
+// order as soon as it is durable, a change asks for a scheduling cycle at once (not on the next
+// period), jobs can be submitted held and released together, and a job's service counts from
+// the moment its first rank runs (not from its placement).
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "server_fixture.h"
+
+namespace tianshu::testing {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// The node's own client for a held-open request (the FakeAgent's is busy meanwhile).
+struct WorkWaiter {
+  ServerFixture& f;
+  FakeAgent& agent;
+  Result<server::ApiResponse> Wait(const std::string& after, int wait_ms) {
+    auto client = std::make_unique<server::Client>(
+        server::ClientOptions{.server = "http://127.0.0.1:" + std::to_string(f.server().port()),
+                              .token = f.credentials.at(agent.node()),
+                              .timeout_ms = wait_ms + 10000});
+    std::string path = "/v1/agents/" + agent.node() + "/work?agent_id=" + agent.agent_id() +
+                       "&wait_ms=" + std::to_string(wait_ms);
+    if (!after.empty()) path += "&after=" + after;
+    return client->Get(path);
+  }
+};
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+TEST(Delivery, AHeldOpenWorkRequestGetsAnOrderAsSoonAsItIsMade) {
+  ServerFixture f;
+  f.Start();
+  FakeAgent a(f, "n0", 8);
+  ASSERT_EQ(a.Register().status, 200);
+  WorkWaiter w{f, a};
+  auto first = w.Wait("", 0);
+  ASSERT_TRUE(first && first->status == 200) << (first ? first->text : first.error().message);
+  const std::string cursor = first->body.value("cursor", "");
+  ASSERT_FALSE(cursor.empty()) << first->text;
+  EXPECT_TRUE(first->body["orders"].empty());
+
+  // Held open for up to 30 s: the launch of a job submitted meanwhile ends it.
+  const auto start = Clock::now();
+  auto held = std::async(std::launch::async, [&] { return w.Wait(cursor, 30000); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_EQ(f.Post("/v1/jobs", JobYaml("j", 8)).status, 201);
+  auto got = held.get();
+  const double waited = Seconds(start);
+  ASSERT_TRUE(got && got->status == 200) << (got ? got->text : got.error().message);
+  ASSERT_EQ(got->body["orders"].size(), 1u) << got->text;
+  EXPECT_EQ(got->body["orders"][0]["kind"], "launch");
+  EXPECT_LT(waited, 15.0) << "the request ran to its 30 s limit instead of ending with the order";
+  const std::string next = got->body.value("cursor", "");
+  EXPECT_NE(next, cursor);
+
+  // With the new cursor, the same outstanding order does not end the wait again...
+  const auto again_start = Clock::now();
+  auto again = w.Wait(next, 400);
+  ASSERT_TRUE(again && again->status == 200);
+  EXPECT_GE(Seconds(again_start), 0.35);
+  // ...though the answer still lists it (the agent has not accepted it yet).
+  EXPECT_EQ(again->body["orders"].size(), 1u);
+
+  // A cursor of another server run counts as none: the outstanding order comes at once.
+  const auto other_start = Clock::now();
+  auto other = w.Wait("someotherrun.99", 20000);
+  ASSERT_TRUE(other && other->status == 200);
+  EXPECT_EQ(other->body["orders"].size(), 1u);
+  EXPECT_LT(Seconds(other_start), 10.0);
+
+  auto bad = w.Wait("nonsense", 0);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_NE(bad->ErrorText().find("after"), std::string::npos) << bad->text;
+}
+
+TEST(Delivery, ASubmissionIsScheduledAtOnceNotOnTheNextPeriod) {
+  ServerFixture f;
+  // A period of a minute: only a change asking for a cycle can place the job within it.
+  f.adjust = [](server::ServerOptions& o) { o.tick_ms = 60000; };
+  f.Start();
+  FakeAgent a(f, "n0", 8);
+  ASSERT_EQ(a.Register().status, 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto r = f.Post("/v1/jobs", JobYaml("j", 4));
+  ASSERT_EQ(r.status, 201);
+  const std::string id = r.body["id"];
+  EXPECT_TRUE(WaitFor([&] { return f.JobState(id) == "starting"; }, 20000))
+      << f.Get("/v1/jobs/" + id).text;
+}
+
+TEST(Holds, HeldJobsWaitUntilReleasedTogetherAndAllOrNoneChanges) {
+  ServerFixture f;
+  f.Start();
+  FakeAgent a(f, "n0", 8);
+  ASSERT_EQ(a.Register().status, 200);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) {
+    auto r = f.Post("/v1/jobs?hold=true", JobYaml("held-" + std::to_string(i), 4));
+    ASSERT_EQ(r.status, 201) << r.text;
+    EXPECT_EQ(r.body["held"], true);
+    ids.push_back(r.body["id"]);
+  }
+  EXPECT_EQ(f.Post("/v1/jobs?hold=maybe", JobYaml("x", 1)).status, 400);
+  auto free_job = f.Post("/v1/jobs", JobYaml("free", 8));
+  ASSERT_EQ(free_job.status, 201);
+  const std::string free_id = free_job.body["id"];
+  // The free job takes the node; the held ones would fit after it, but stay held.
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(free_id) == "starting"; }));
+  auto orders = a.Work(50);
+  ASSERT_EQ(orders.size(), 1u);
+  a.AcceptAndStart(orders[0]);
+  a.ExitAll(orders[0], 0);
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(free_id) == "succeeded"; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (const auto& id : ids) {
+    auto j = f.Get("/v1/jobs/" + id);
+    EXPECT_EQ(j.body["state"], "pending");
+    EXPECT_EQ(j.body["held"], true);
+    EXPECT_NE(j.body.value("message", "").find("held"), std::string::npos) << j.text;
+  }
+
+  // All or none: one unknown id, and nothing is released.
+  auto partial =
+      f.Post("/v1/jobs/release", json{{"ids", {ids[0], "j-999999"}}}.dump(), "application/json");
+  EXPECT_EQ(partial.status, 404);
+  EXPECT_NE(partial.ErrorText().find("nothing changed"), std::string::npos) << partial.text;
+  EXPECT_EQ(f.Get("/v1/jobs/" + ids[0]).body["held"], true);
+  // A job that is not held cannot be released; a finished one cannot be held.
+  EXPECT_EQ(f.Post("/v1/jobs/hold", json{{"ids", {free_id}}}.dump(), "application/json").status,
+            409);
+  EXPECT_EQ(f.Post("/v1/jobs/release", R"({"ids": []})", "application/json").status, 400);
+  EXPECT_EQ(f.Post("/v1/jobs/release", R"({"jobs": ["j-000001"]})", "application/json").status,
+            400);
+
+  auto released = f.Post("/v1/jobs/release", json{{"ids", ids}}.dump(), "application/json");
+  ASSERT_EQ(released.status, 200) << released.text;
+  ASSERT_EQ(released.body["jobs"].size(), 2u);
+  for (const auto& id : ids) {
+    EXPECT_TRUE(WaitFor([&] { return f.JobState(id) == "starting"; })) << id;
+  }
+  // Holding again is refused once they have started.
+  EXPECT_EQ(f.Post("/v1/jobs/hold", json{{"ids", ids}}.dump(), "application/json").status, 409);
+}
+
+TEST(Holds, AHoldSurvivesARestart) {
+  ServerFixture f;
+  f.Start();
+  auto r = f.Post("/v1/jobs", JobYaml("later", 4));
+  ASSERT_EQ(r.status, 201);
+  const std::string id = r.body["id"];
+  ASSERT_EQ(f.Post("/v1/jobs/hold", json{{"ids", {id}}}.dump(), "application/json").status, 200);
+  f.Stop();
+  f.Start();
+  FakeAgent a(f, "n0", 8);
+  ASSERT_EQ(a.Register().status, 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto j = f.Get("/v1/jobs/" + id);
+  EXPECT_EQ(j.body["state"], "pending");
+  EXPECT_EQ(j.body["held"], true);
+  ASSERT_EQ(f.Post("/v1/jobs/release", json{{"ids", {id}}}.dump(), "application/json").status, 200);
+  EXPECT_TRUE(WaitFor([&] { return f.JobState(id) == "starting"; }));
+}
+
+TEST(Service, CountsFromTheFirstRankStartNotFromThePlacement) {
+  ServerFixture f;
+  f.Start();
+  FakeAgent a(f, "n0", 8);
+  ASSERT_EQ(a.Register().status, 200);
+  auto r = f.Post("/v1/jobs", JobYaml("j", 8));
+  ASSERT_EQ(r.status, 201);
+  const std::string id = r.body["id"];
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(id) == "starting"; }));
+  // Placed, launch not yet started for 1 s: no service.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  EXPECT_EQ(f.Get("/v1/jobs/" + id).body["attained_gpu_s"], 0.0);
+  auto orders = a.Work(50);
+  ASSERT_EQ(orders.size(), 1u);
+  a.AcceptAndStart(orders[0]);
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(id) == "running"; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  const double s = f.Get("/v1/jobs/" + id).body["attained_gpu_s"].get<double>();
+  EXPECT_GT(s, 8 * 0.3);
+  EXPECT_LT(s, 8 * 0.6 + 8 * 1.0) << "the launch wait was charged as service";
+}
+
+}  // namespace
+}  // namespace tianshu::testing
