@@ -259,6 +259,7 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
   // From each job's history and placement: when it was allocated, and the leaves it spans.
   std::vector<double> alloc_times;
   std::vector<double> overheads;  // (done - allocated) - duration, per job (the peer's figure)
+  std::map<int, std::vector<double>> overhead_by_size;
   int64_t last_done_ms = 0;
   int multi_node = 0, multi_node_at_min = 0;
   std::map<int, std::vector<int>> leaves_by_size;
@@ -284,6 +285,7 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
     }
     if (alloc_ms > 0 && done_ms > 0) {
       overheads.push_back(double(done_ms - alloc_ms) / 1000.0 - jobs[i].second);
+      overhead_by_size[jobs[i].first].push_back(overheads.back());
       last_done_ms = std::max(last_done_ms, done_ms);
     }
     std::set<std::string> leaves;
@@ -312,6 +314,23 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
   }
   std::printf("multi-node jobs on the minimum number of leaves: %d of %d\n", multi_node_at_min,
               multi_node);
+  for (const auto& [size, v] : overhead_by_size) {
+    double sum = 0;
+    for (double o : v) sum += o;
+    std::printf("  %4d GPUs: mean overhead %.3f s\n", size, sum / double(v.size()));
+  }
+  // Where the server's time went: its scheduling cycles and store commits.
+  if (auto m = client.Get("/metrics"); m && m->ok()) {
+    std::istringstream lines(m->text);
+    for (std::string line; std::getline(lines, line);) {
+      for (const char* name :
+           {"tianshu_cycle_seconds_sum", "tianshu_cycle_seconds_count", "tianshu_store_commit",
+            "tianshu_store_changes", "tianshu_job_preemptions_total", "tianshu_job_retries_total",
+            "tianshu_gang_timeouts_total"}) {
+        if (line.starts_with(name)) std::printf("  server: %s\n", line.c_str());
+      }
+    }
+  }
   std::sort(alloc_times.begin(), alloc_times.end());
   if (!alloc_times.empty()) {
     double last = alloc_times.back();

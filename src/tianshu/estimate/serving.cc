@@ -118,4 +118,11 @@ OverlayForecast ForecastOverlay(const ServiceCost& cost, Colocation mode) {
   return out;
 }
 
+bool OverlayAdmits(const OverlayForecast& f, std::span<const int> gpus,
+                   const std::function<double(int)>& lost) {
+  if (f.latency.attainment < kSloTarget) return false;
+  return std::none_of(gpus.begin(), gpus.end(),
+                      [&](int g) { return lost(g) + f.training_loss > kMaxTrainingLoss; });
+}
+
 }  // namespace tianshu::estimate

@@ -10,6 +10,7 @@
 //   Latency l = MmcLatency(/*lambda=*/20, /*service_s=*/1.2 * f.decode_stretch, 32, /*slo_s=*/2);
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -78,5 +79,10 @@ OverlayForecast ForecastOverlay(const ServiceCost& cost, Colocation mode);
 // within latency_slo), and the most a training GPU may lose to the services on it.
 inline constexpr double kSloTarget = 0.99;
 inline constexpr double kMaxTrainingLoss = 0.25;
+// The co-location admission rule both drivers apply: a service overlays `gpus` only if it keeps
+// its objective there and no GPU's training loses more than kMaxTrainingLoss to all the
+// services on it (`lost(g)`: what the services already there take from GPU g).
+bool OverlayAdmits(const OverlayForecast& f, std::span<const int> gpus,
+                   const std::function<double(int)>& lost);
 
 }  // namespace tianshu::estimate

@@ -27,11 +27,8 @@ using estimate::ForecastOverlay;
 using estimate::Interference;
 using estimate::InterferenceOf;
 using estimate::JobPerf;
-using estimate::kMaxTrainingLoss;
-using estimate::kSloTarget;
 using estimate::Latency;
 using estimate::MmcLatency;
-using estimate::OverlayForecast;
 using estimate::PerfModel;
 using estimate::ServiceCost;
 using estimate::SplitBusy;
@@ -607,10 +604,8 @@ Result<SimResult> Sim::Run() {
       for (const auto& s : ranks) gpus.push_back(s.gpu);
       auto price = Price(spec, gpus);
       if (!price) return true;  // nothing to price: the overlay budget decides
-      const OverlayForecast f = ForecastOverlay(*price, mode_);
-      if (f.latency.attainment < kSloTarget) return false;
-      return std::none_of(gpus.begin(), gpus.end(),
-                          [&](int g) { return GpuLoss(g) + f.training_loss > kMaxTrainingLoss; });
+      return estimate::OverlayAdmits(ForecastOverlay(*price, mode_), gpus,
+                                     [this](int g) { return GpuLoss(g); });
     };
   }
   if (so_.estimates == Estimates::kNone) eo_.learn_runtimes = false;

@@ -1,0 +1,239 @@
+// Inside the control plane: what its parts (control_plane*.cc) share. Not for other users.
+//   the transaction of one change (Txn), Mutate (run a change under the lock, write it, wait
+//   until durable), and small helpers on jobs, placements and order ids.
+#pragma once
+
+#include "tianshu/server/control_plane.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "tianshu/base/strings.h"
+#include "tianshu/comm/comm_plan.h"
+#include "tianshu/engine/engine.h"
+#include "tianshu/estimate/serving.h"
+#include "tianshu/model/load.h"
+#include "tianshu/placement/strategy.h"
+#include "tianshu/policy/builtin.h"
+#include "tianshu/policy/elastic.h"
+
+namespace tianshu::server {
+
+using nlohmann::json;
+
+namespace detail {
+
+constexpr const char* kOutstanding = "outstanding";
+constexpr uint64_t kNotCommitted = UINT64_MAX;  // an order's ticket before its Enqueue
+
+inline std::string OrderId(const std::string& job, int attempt, const std::string& what,
+                           const std::string& node) {
+  return job + ".a" + std::to_string(attempt) + "." + what + "." + node;
+}
+
+// "j-000001.a2.launch.node-0" -> 2; -1 when the id is not one of ours.
+inline int AttemptOf(const std::string& order_id) {
+  size_t dot = order_id.find(".a");
+  if (dot == std::string::npos) return -1;
+  size_t end = order_id.find('.', dot + 2);
+  int64_t v = 0;
+  if (!ParseInt64(std::string_view(order_id).substr(dot + 2, end - dot - 2), &v)) return -1;
+  return static_cast<int>(v);
+}
+
+inline std::string HeldMessage(const std::string& id) {
+  return "held: not scheduled until released (tianshu release " + id + ")";
+}
+
+inline std::string VisibleDevicesVar(const std::string& backend) {
+  if (backend == "ascend") return "ASCEND_RT_VISIBLE_DEVICES";
+  if (backend == "rocm") return "HIP_VISIBLE_DEVICES";
+  if (backend == "musa") return "MUSA_VISIBLE_DEVICES";
+  return "CUDA_VISIBLE_DEVICES";
+}
+
+inline std::string HostOf(const std::string& address) {
+  if (address.empty()) return "127.0.0.1";
+  if (address.front() == '[') return address.substr(0, address.find(']') + 1);
+  size_t colon = address.rfind(':');
+  if (colon != std::string::npos && address.find(':') == colon) return address.substr(0, colon);
+  return address;
+}
+
+// Whether a job in state `s` holds its placement (launched, running, or not yet stopped).
+inline bool HoldsPlacement(JobState s) {
+  return s == JobState::kStarting || s == JobState::kRunning || s == JobState::kStopping;
+}
+
+// GPU-seconds of service a job has had: its ended runs, and the current one up to now_ms
+// since its first rank started (the wait for the launch is no service).
+inline double AttainedNow(const Job& j, int64_t now_ms) {
+  if (!HoldsPlacement(j.state) || j.run_started_ms == 0) return j.attained_gpu_s;
+  return j.attained_gpu_s + static_cast<double>(std::max<int64_t>(0, now_ms - j.run_started_ms)) /
+                                1000.0 * j.run_gpus * j.spec.gpu_milli / model::kMilliPerGpu;
+}
+
+inline std::vector<RankPlace> PlacesFromJson(const json& a) {
+  std::vector<RankPlace> out;
+  for (const auto& p : a)
+    out.push_back({p.value("rank", 0), p.value("node", ""), p.value("device", -1)});
+  return out;
+}
+
+inline json PlacesJson(const std::vector<RankPlace>& places) {
+  json out = json::array();
+  for (const auto& p : places) {
+    out.push_back({{"rank", p.rank}, {"node", p.node}, {"device", p.device}});
+  }
+  return out;
+}
+
+// Topology slots as the agents name them (node name, device index), in rank order.
+inline std::vector<RankPlace> PlacesOf(const ClusterView& view,
+                                       const std::vector<placement::RankSlot>& ranks) {
+  const model::Topology& topo = view.topology;
+  std::vector<RankPlace> out;
+  out.reserve(ranks.size());
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const auto& slot = ranks[r];
+    const auto node = static_cast<size_t>(slot.node);
+    int device = -1;
+    if (slot.gpu >= 0) {
+      device = view.device_index[node][static_cast<size_t>(slot.gpu - topo.nodes[node].first_gpu)];
+    }
+    out.push_back({static_cast<int>(r), view.node_names[node], device});
+  }
+  return out;
+}
+
+// The slots of `target` that `held` does not already have (what a resize or a move reserves
+// on top of what the job holds).
+inline std::vector<placement::RankSlot> AddedSlots(const std::vector<placement::RankSlot>& held,
+                                                   const std::vector<placement::RankSlot>& target) {
+  std::vector<placement::RankSlot> out;
+  for (const auto& slot : target) {
+    if (std::find(held.begin(), held.end(), slot) == held.end()) out.push_back(slot);
+  }
+  return out;
+}
+
+// And back; nullopt when a node is not in the view (gone since).
+inline std::optional<std::vector<placement::RankSlot>> SlotsOf(
+    const ClusterView& view, const std::vector<RankPlace>& places) {
+  const model::Topology& topo = view.topology;
+  std::vector<placement::RankSlot> out;
+  out.reserve(places.size());
+  for (const auto& p : places) {
+    auto ni = view.index.find(p.node);
+    if (ni == view.index.end()) return std::nullopt;
+    const auto& devs = view.device_index[static_cast<size_t>(ni->second)];
+    auto d = std::find(devs.begin(), devs.end(), p.device);
+    int gpu = d == devs.end() ? -1
+                              : topo.nodes[static_cast<size_t>(ni->second)].first_gpu +
+                                    static_cast<int>(d - devs.begin());
+    out.push_back({ni->second, gpu});
+  }
+  return out;
+}
+
+inline json RunJson(const RunSpec& r) {
+  return {{"command", r.command}, {"env", r.env}, {"workdir", r.workdir}};
+}
+
+inline RunSpec RunFromJson(const json& j) {
+  RunSpec r;
+  if (!j.is_object()) return r;
+  r.command = j.value("command", std::vector<std::string>{});
+  r.env = j.value("env", std::map<std::string, std::string>{});
+  r.workdir = j.value("workdir", std::string());
+  return r;
+}
+
+}  // namespace detail
+
+struct ControlPlane::Txn {
+  std::set<int64_t> jobs;
+  std::set<std::string> nodes;
+  std::vector<OrderRow> orders;
+  std::vector<json> events;
+  std::vector<int64_t> created;
+  std::map<std::string, std::string> meta;
+  std::set<std::string> wake_work;  // nodes whose Work waiters have new orders to see
+  uint64_t wait_for = 0;            // a commit the answer depends on (a replayed submission's)
+  bool Empty() const {
+    return jobs.empty() && nodes.empty() && orders.empty() && events.empty() && meta.empty();
+  }
+};
+
+template <typename T, typename F>
+ApiResult<T> ControlPlane::Mutate(F&& f) {
+  std::unique_lock lock(mu_);
+  if (committer_->Failed()) {
+    return Refuse(503, "the store failed to write; this server accepts no more changes");
+  }
+  Txn txn;
+  ApiResult<T> r = f(txn);
+  const bool wake_tick = schedule_dirty_;
+  if (txn.Empty()) {
+    lock.unlock();
+    if (wake_tick) tick_cv_.notify_all();
+    WakeWork(txn.wake_work);
+    if (txn.wait_for != 0) {
+      if (Status s = committer_->Wait(txn.wait_for); !s) {
+        return Refuse(503, "the store failed to write: " + s.error().message);
+      }
+    }
+    return r;
+  }
+  Change c;
+  for (int64_t seq : txn.jobs) {
+    const Job& j = jobs_.at(seq);
+    c.jobs.push_back({j.id, j.seq, std::string(JobStateName(j.state)), JobDoc(j)});
+  }
+  for (const auto& name : txn.nodes) {
+    const NodeEntry& n = nodes_.at(name);
+    json d = {{"agent_id", n.agent_id},
+              {"address", n.address},
+              {"hardware", wire::ToJson(n.hardware)},
+              {"state", NodeStateName(n.state)},
+              {"message", n.message},
+              {"registered_ms", n.registered_ms},
+              {"credential_sha256", n.credential_hash},
+              {"rejoin", n.rejoin},
+              {"log_key", n.log_key}};
+    c.nodes.push_back({name, wire::Dump(d)});
+  }
+  std::vector<OrderEntry*> added;  // orders of this change, durable with its ticket
+  for (const auto& row : txn.orders) {
+    if (auto o = orders_.find(row.id);
+        o != orders_.end() && o->second.ticket == detail::kNotCommitted) {
+      added.push_back(&o->second);
+    }
+  }
+  c.orders = std::move(txn.orders);
+  for (const auto& e : txn.events) {
+    c.events.push_back({e["seq"].get<int64_t>(), e["time_ms"].get<int64_t>(), wire::Dump(e)});
+  }
+  c.meta = std::move(txn.meta);
+  c.meta["next_event_seq"] = std::to_string(next_event_seq_);
+  c.meta["next_job_seq"] = std::to_string(next_job_seq_);
+  uint64_t ticket = committer_->Enqueue(std::move(c));
+  for (auto& e : txn.events) {
+    int64_t seq = e["seq"].get<int64_t>();
+    events_.push_back({seq, ticket, std::move(e)});
+  }
+  while (events_.size() > options_.events_kept) events_.pop_front();
+  for (int64_t seq : txn.created) jobs_.at(seq).created_ticket = ticket;
+  for (OrderEntry* o : added) o->ticket = ticket;
+  lock.unlock();
+  Status s = committer_->Wait(ticket);
+  { std::lock_guard l(mu_); }  // orders the wake-up after a waiter's predicate check
+  events_cv_.notify_all();
+  if (wake_tick) tick_cv_.notify_all();
+  WakeWork(txn.wake_work);
+  if (!s) return Refuse(503, "the store failed to write: " + s.error().message);
+  return r;
+}
+
+}  // namespace tianshu::server

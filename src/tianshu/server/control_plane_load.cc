@@ -1,0 +1,195 @@
+// Rebuilding the control plane from its store at start, and quarantining what cannot be read.
+#include "tianshu/server/control_plane_internal.h"
+
+namespace tianshu::server {
+
+using namespace detail;
+
+Status ControlPlane::Load(int64_t now_ms) {
+  auto st = store_->Load(options_.events_kept);
+  if (!st) return std::unexpected(st.error());
+  for (const JobRow& row : st->jobs) {
+    // A record that cannot be read back is quarantined, never fatal: the job is failed with
+    // the reason (after Open, in one transaction) and the control plane starts.
+    json d = json::parse(row.doc, nullptr, false);
+    Job j;
+    j.seq = row.seq;
+    j.id = row.id;
+    next_job_seq_ = std::max(next_job_seq_, j.seq + 1);
+    if (!d.is_object()) {
+      j.text = row.doc.substr(0, 4096);
+      j.format = "unreadable";
+      quarantined_.push_back({j.seq, "its stored record is not a JSON object"});
+      jobs_.emplace(j.seq, std::move(j));
+      continue;
+    }
+    j.text = d.value("text", "");
+    j.format = d.value("format", "yaml");
+    model::ValidationResult v = ValidateStoredSpec(j.id, j.format, j.text);
+    j.state = ParseJobState(d.value("state", "pending")).value_or(JobState::kPending);
+    const bool finished = IsTerminal(j.state);
+    if (!v.document || v.document->kind != model::DocumentKind::kJob) {
+      // A finished job keeps its outcome (one quarantined before stays failed, quietly).
+      if (!finished) {
+        quarantined_.push_back(
+            {j.seq, "its stored spec no longer validates" +
+                        (v.diagnostics.empty() ? "" : " (" + v.diagnostics[0].ToString() + ")")});
+      }
+    } else {
+      j.spec = std::get<model::JobSpec>(v.document->value);
+    }
+    j.run = RunFromJson(d.value("run", json::object()));
+    j.starting_since_ms = now_ms;  // a starting gang gets its whole timeout again
+    j.attempt = d.value("attempt", 0);
+    j.retries = d.value("retries", 0);
+    j.max_retries = d.value("max_retries", 0);
+    j.submitted_ms = d.value("submitted_ms", int64_t{0});
+    j.updated_ms = d.value("updated_ms", int64_t{0});
+    j.message = d.value("message", "");
+    j.placement = PlacesFromJson(d.value("placement", json::array()));
+    for (const auto& h : d.value("history", json::array())) {
+      j.history.push_back({h.value("time_ms", int64_t{0}), h.value("from", ""), h.value("to", ""),
+                           h.value("reason", "")});
+    }
+    j.last_step = d.value("last_step", int64_t{-1});
+    j.last_checkpoint = d.value("last_checkpoint", "");
+    j.last_checkpoint_order_ms = d.value("last_checkpoint_order_ms", int64_t{0});
+    j.checkpoint_orders = d.value("checkpoint_orders", 0);
+    j.started = d.value("started", std::set<int>{});
+    for (const auto& e : d.value("exited", json::array())) {
+      j.exited[e.value("rank", 0)] = {e.value("exit_code", 0), e.value("signal", 0)};
+    }
+    j.launch_accepted = d.value("launch_accepted", std::set<std::string>{});
+    j.stop_pending = d.value("stop_pending", std::set<std::string>{});
+    j.after_stop = d.value("after_stop", "");
+    j.cancel_requested = d.value("cancel_requested", false);
+    j.seen_reports = d.value("seen_reports", std::set<std::string>{});
+    j.target = PlacesFromJson(d.value("target", json::array()));
+    j.reshape = d.value("reshape", "");
+    j.resizes = d.value("resizes", 0);
+    j.migrations = d.value("migrations", 0);
+    j.attained_gpu_s = d.value("attained_gpu_s", 0.0);
+    j.run_started_ms = d.value("run_started_ms", j.updated_ms);
+    j.run_gpus = d.value("run_gpus", static_cast<int>(j.placement.size()));
+    j.colocated = d.value("colocated", false);
+    j.master_port = d.value("master_port", 0);
+    j.fence_nodes = d.value("fence_nodes", std::map<std::string, int>{});
+    j.fence_until_ms = d.value("fence_until_ms", int64_t{0});
+    j.held = d.value("held", false);
+    j.idempotency_key = d.value("idempotency_key", "");
+    j.owner = d.value("owner", "admin");  // jobs from before identities: the admin's
+    j.run_as = d.value("run_as", "");
+    if (!j.idempotency_key.empty()) idempotency_keys_[j.owner + "/" + j.idempotency_key] = j.seq;
+    if (!j.fence_nodes.empty()) fenced_seqs_.insert(j.seq);
+    jobs_.emplace(j.seq, std::move(j));
+  }
+  for (const NodeRow& row : st->nodes) {
+    json d = json::parse(row.doc, nullptr, false);
+    if (!d.is_object()) {  // its agent registers again
+      skipped_records_.push_back("node " + row.name + ": its stored record is not a JSON object");
+      continue;
+    }
+    NodeEntry n;
+    n.name = row.name;
+    n.agent_id = d.value("agent_id", "");
+    n.address = d.value("address", "");
+    auto hw = wire::ParseRegisterRequest(wire::Dump(
+        json{{"node", "x"}, {"agent_id", "x"}, {"hardware", d.value("hardware", json::object())}}));
+    if (hw) n.hardware = hw->hardware;
+    std::string state = d.value("state", "ready");
+    n.state = state == "lost"       ? NodeState::kLost
+              : state == "failed"   ? NodeState::kFailed
+              : state == "degraded" ? NodeState::kDegraded
+                                    : NodeState::kReady;
+    n.message = d.value("message", "");
+    n.registered_ms = d.value("registered_ms", int64_t{0});
+    n.credential_hash = d.value("credential_sha256", "");
+    n.log_key = d.value("log_key", "");
+    n.rejoin = d.value("rejoin", false);
+    if (!n.credential_hash.empty()) node_by_credential_[n.credential_hash] = n.name;
+    n.last_heartbeat_ms = now_ms;
+    // Agents retry a lost server with a backoff of up to 30 s: after a restart no node known
+    // before it is declared lost until its agent has had the time to come back.
+    n.grace_until_ms = now_ms + std::max(options_.lost_after_ms, options_.restart_grace_ms);
+    nodes_.emplace(n.name, std::move(n));
+  }
+  for (const OrderRow& row : st->orders) {
+    if (row.status != kOutstanding) continue;
+    auto o = wire::ParseWorkOrder(row.doc);
+    if (!o) {  // the job it belongs to is reconciled from its agents' reports
+      skipped_records_.push_back("order " + row.id + ": " + o.error().message);
+      continue;
+    }
+    orders_[row.id] = {*o, row.node, next_order_seq_++, 0};
+    node_orders_[row.node].push_back(row.id);
+  }
+  for (const EventRow& row : st->events) {
+    json d = json::parse(row.doc, nullptr, false);
+    if (d.is_discarded()) continue;
+    events_.push_back({row.seq, 0, d});
+    next_event_seq_ = std::max(next_event_seq_, row.seq + 1);
+  }
+  if (auto it = st->meta.find("next_event_seq"); it != st->meta.end()) {
+    int64_t v = 0;
+    if (ParseInt64(it->second, &v)) next_event_seq_ = std::max(next_event_seq_, v);
+  }
+  for (const auto& [key, value] : st->meta) {
+    if (!key.starts_with("user/") || value.empty()) continue;  // "" = removed
+    json d = json::parse(value, nullptr, false);
+    auto role = d.is_object() ? ParseRole(d.value("role", "")) : std::nullopt;
+    if (!role || !net::IsTokenHash(d.value("token_sha256", ""))) {
+      skipped_records_.push_back(key + ": unreadable user record (the user cannot log in)");
+      continue;
+    }
+    UserEntry u{*role, d.value("token_sha256", ""), d.value("unix_user", ""),
+                d.value("created_ms", int64_t{0})};
+    user_by_token_[u.token_hash] = key.substr(5);
+    users_[key.substr(5)] = std::move(u);
+  }
+  if (auto it = st->meta.find("next_job_seq"); it != st->meta.end()) {
+    int64_t v = 0;
+    if (ParseInt64(it->second, &v)) next_job_seq_ = std::max(next_job_seq_, v);
+  }
+  if (options_.server_id.empty()) {
+    if (auto it = st->meta.find("server_id"); it != st->meta.end()) {
+      options_.server_id = it->second;
+    } else {
+      options_.server_id = "s-" + std::to_string(now_ms);
+      Change c;
+      c.meta["server_id"] = options_.server_id;
+      if (auto s = store_->Write({&c}); !s) return s;
+    }
+  }
+  // The learned runtime estimates start from the succeeded jobs, in completion order.
+  std::vector<const Job*> done;
+  for (const auto& [seq, j] : jobs_) {
+    if (j.state == JobState::kSucceeded) done.push_back(&j);
+  }
+  std::sort(done.begin(), done.end(),
+            [](const Job* a, const Job* b) { return a->updated_ms < b->updated_ms; });
+  for (const Job* j : done) LearnRuntime(*j);
+  schedule_dirty_ = true;
+  return Ok();
+}
+
+Status ControlPlane::Quarantine(int64_t now_ms) {
+  if (quarantined_.empty()) return Ok();
+  auto r = Mutate<bool>([&](Txn& t) -> ApiResult<bool> {
+    for (const auto& [seq, why] : quarantined_) {
+      Job& j = jobs_.at(seq);
+      const std::string reason = "quarantined at start: " + why;
+      metrics_.quarantined++;
+      if (HoldsPlacement(j.state) || j.state == JobState::kStopping) {
+        j.cancel_requested = false;
+        BeginStop(t, j, "failed", reason, "", false, now_ms);
+      } else {
+        SetState(t, j, JobState::kFailed, reason, now_ms);
+      }
+    }
+    return true;
+  });
+  if (!r) return Fail("store: cannot record the quarantined jobs: ", r.error().message);
+  return Ok();
+}
+
+}  // namespace tianshu::server

@@ -1,0 +1,400 @@
+// The ticker: failure detection, periodic checkpoints, and the scheduling cycle through the
+// engine (placements, preemptions, resizes and moves turned into orders).
+#include "tianshu/server/control_plane_internal.h"
+
+namespace tianshu::server {
+
+using namespace detail;
+
+// ---- the ticker ----
+
+void ControlPlane::Tick(int64_t now_ms) {
+  (void)Mutate<bool>([&](Txn& t) -> ApiResult<bool> {
+    last_tick_ms_ = now_ms;
+    auto live = [](const NodeEntry& n) {
+      return n.state == NodeState::kReady || n.state == NodeState::kDegraded;
+    };
+    auto silent_for = [&](const NodeEntry& n, int64_t ms) {
+      return live(n) && now_ms - n.last_heartbeat_ms > ms && now_ms >= n.grace_until_ms;
+    };
+    // Quiet: silent for half of lost_after. Nodes cut off together cross lost_after a
+    // heartbeat interval or so apart; counting the quiet ones keeps the first to cross from
+    // being judged alone.
+    int live_nodes = 0, quiet_nodes = 0;
+    for (const auto& [name, n] : nodes_) {
+      live_nodes += live(n);
+      quiet_nodes += silent_for(n, options_.lost_after_ms / 2);
+    }
+    // Most nodes quiet at once: the server was starved or cut off, not the nodes. Hold off
+    // until the silence ends (then give the rest the restart window) or has lasted too long.
+    const bool mass = quiet_nodes >= 2 && 2 * quiet_nodes > live_nodes;
+    if (mass && mass_silence_since_ms_ == 0) {
+      mass_silence_since_ms_ = now_ms;
+      metrics_.mass_silences++;
+    } else if (!mass && mass_silence_since_ms_ != 0) {
+      mass_silence_since_ms_ = 0;
+      HoldLossesForRestartWindow(now_ms);  // the rest may still be in their backoff
+    }
+    const bool hold = now_ms < losses_not_before_ms_ ||
+                      (mass && now_ms - mass_silence_since_ms_ < options_.mass_silence_max_ms);
+    for (auto& [name, n] : nodes_) {
+      if (!hold && silent_for(n, options_.lost_after_ms)) {
+        LoseNode(t, n, NodeState::kLost,
+                 "no heartbeat for " + std::to_string((now_ms - n.last_heartbeat_ms) / 1000) + " s",
+                 now_ms);
+      }
+    }
+    // Gang admission: a gang not entirely started within scheduler.gang_timeout releases what
+    // it holds and goes to the retry path.
+    const int64_t gang_timeout_ms = options_.config.gang_timeout_s * 1000;
+    for (auto& [seq, j] : jobs_) {
+      if (j.state != JobState::kStarting || gang_timeout_ms <= 0 ||
+          now_ms - j.starting_since_ms < gang_timeout_ms) {
+        continue;
+      }
+      metrics_.gang_timeouts++;
+      FailAttempt(t, j,
+                  "gang admission timed out: " + std::to_string(j.started.size()) + " of " +
+                      std::to_string(j.placement.size()) + " ranks started within " +
+                      std::to_string(options_.config.gang_timeout_s) +
+                      " s; the partial gang is released",
+                  "", now_ms);
+    }
+    for (auto& [seq, j] : jobs_) {
+      if (j.state != JobState::kRunning) continue;
+      int64_t interval_s = j.spec.checkpoint_interval_s > 0 ? j.spec.checkpoint_interval_s
+                                                            : options_.config.checkpoint_interval_s;
+      if (interval_s <= 0 || now_ms - j.last_checkpoint_order_ms < interval_s * 1000) continue;
+      j.last_checkpoint_order_ms = now_ms;
+      j.checkpoint_orders++;
+      t.jobs.insert(j.seq);
+      for (const auto& node : j.Nodes()) {
+        wire::WorkOrder o;
+        o.id = OrderId(j.id, j.attempt, "ckpt." + std::to_string(j.checkpoint_orders), node);
+        o.kind = wire::OrderKind::kCheckpoint;
+        o.job_id = j.id;
+        o.attempt = j.attempt;
+        o.checkpoint = wire::CheckpointOrder{.reason = "periodic"};
+        AddOrder(t, node, std::move(o));
+      }
+    }
+    Schedule(t, now_ms);
+    return true;
+  });
+}
+
+bool ControlPlane::ReshapeDue(int64_t now_ms) const {
+  if (engine_options_.policies.elastic == "none" || now_ms < next_reshape_check_ms_) return false;
+  return std::any_of(jobs_.begin(), jobs_.end(), [](const auto& kv) {
+    return kv.second.state == JobState::kRunning && kv.second.spec.elastic.enabled;
+  });
+}
+
+bool ControlPlane::BeginReshape(Txn& t, Job& j, const std::string& kind,
+                                const std::vector<placement::RankSlot>& target,
+                                const placement::Outcome& holding, model::ClusterState* state,
+                                int64_t now_ms) {
+  if (j.state != JobState::kRunning || target.empty()) return false;
+  // What the engine decided must still fit what the server knows: free the job's GPUs on a
+  // copy, take the target.
+  model::ClusterState trial = *state;
+  placement::PlacementRequest req = placement::RequestFromJob(j.spec);
+  req.ranks = static_cast<int>(holding.ranks.size());
+  if (!placement::Release(&trial, req, holding)) return false;
+  req.ranks = static_cast<int>(target.size());
+  if (!placement::Apply(&trial, req, placement::PlacedOutcome(target))) return false;
+  // Both placements stay held until the relaunch: the old one until its ranks have stopped,
+  // the new slots as a reservation (all of them or none).
+  const std::vector<placement::RankSlot> added = AddedSlots(holding.ranks, target);
+  if (!added.empty()) {
+    model::ClusterState reserved = *state;
+    req.ranks = static_cast<int>(added.size());
+    if (!placement::Apply(&reserved, req, placement::PlacedOutcome(added))) return false;
+    *state = std::move(reserved);
+  }
+  j.target = PlacesOf(*view_, target);
+  j.reshape = kind;
+  std::string why;
+  if (kind == "resize") {
+    ++j.resizes;
+    ++metrics_.resizes;
+    why = "elastic scaling: resizing from " + std::to_string(holding.ranks.size()) + " to " +
+          std::to_string(target.size()) + " GPUs (checkpoint, then relaunch)";
+  } else {
+    ++j.migrations;
+    ++metrics_.migrations;
+    why = "migration: moving to ";
+    std::set<std::string> nodes;
+    for (const auto& p : j.target) nodes.insert(p.node);
+    why += Join(std::vector<std::string>(nodes.begin(), nodes.end()), ",") +
+           " to make room for waiting work (checkpoint, then relaunch)";
+  }
+  BeginStop(t, j, "reshape", why, "", /*checkpoint_first=*/true, now_ms);
+  return true;
+}
+
+void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
+  const bool reshape_due = ReshapeDue(now_ms);
+  if (fence_wake_ms_ > 0 && now_ms >= fence_wake_ms_) schedule_dirty_ = true;
+  if (!schedule_dirty_ && !reshape_due) return;
+  schedule_dirty_ = false;
+  if (reshape_due) {
+    // Elastic growth needs a cycle even when nothing waits; a job becomes eligible one
+    // scaling_interval after its last (re)start, so a quarter of that bounds the delay.
+    next_reshape_check_ms_ =
+        now_ms + std::max<int64_t>(1000, options_.config.scaling_interval_s * 1000 / 4);
+  }
+  std::vector<Job*> pending;
+  fence_wake_ms_ = 0;
+  for (auto& [seq, j] : jobs_) {
+    if (j.state != JobState::kPending || j.held) continue;
+    if (!j.fence_nodes.empty() && j.fence_until_ms > now_ms) {
+      // Not before the ranks of its last attempt on a lost node are surely dead.
+      std::vector<std::string> fenced;
+      for (const auto& [node, attempt] : j.fence_nodes) fenced.push_back(node);
+      j.message = "fenced until " + std::to_string((j.fence_until_ms - now_ms + 999) / 1000) +
+                  " s from now: ranks of attempt " + std::to_string(j.attempt) +
+                  " may still run on " + Join(fenced, ",") + " until its lease runs out";
+      fence_wake_ms_ =
+          fence_wake_ms_ == 0 ? j.fence_until_ms : std::min(fence_wake_ms_, j.fence_until_ms);
+      continue;
+    }
+    if (!j.fence_nodes.empty()) {  // the lease ran out: those ranks are gone
+      j.fence_nodes.clear();
+      j.fence_until_ms = 0;
+      fenced_seqs_.erase(j.seq);
+      t.jobs.insert(j.seq);
+    }
+    pending.push_back(&j);
+  }
+  if (pending.empty() && !reshape_due) return;
+  auto start = std::chrono::steady_clock::now();
+  std::vector<NodeHardware> hw;
+  for (const auto& [name, n] : nodes_) {
+    if (n.state == NodeState::kReady || n.state == NodeState::kDegraded) {
+      hw.push_back({name, &n.hardware});
+    }
+  }
+  auto view = BuildClusterView(hw);
+  if (!view) {
+    for (Job* j : pending) j->message = "cluster view: " + view.error().message;
+    return;
+  }
+  view_ = std::move(*view);
+  const model::Topology& topo = view_->topology;
+  metrics_.cycles++;
+  if (topo.NumNodes() == 0) {
+    return;
+  }
+  model::ClusterState state(topo);
+  for (int i = 0; i < topo.NumNodes(); ++i) {
+    const NodeEntry& n = nodes_.at(view_->node_names[static_cast<size_t>(i)]);
+    for (const auto& [k, v] : n.hardware.labels) state.SetLabel(i, k, v);
+    if (n.state != NodeState::kReady) state.SetHealthy(i, false);
+  }
+  // What running jobs hold (kept for preemption: what stopping each would free). A job
+  // stopping for a resize or a move also holds its target, reserved for its relaunch.
+  struct Held {
+    Job* job;
+    placement::PlacementRequest request;
+    placement::Outcome outcome;
+    bool colocated = false;  // an overlaid service: in the engine's overlay budget only
+  };
+  std::vector<Held> holding;
+  bool preemption_in_flight = false;
+  bool reshape_in_flight = false;
+  for (auto& [seq, j] : jobs_) {
+    if (j.state == JobState::kStopping && j.after_stop == "preempted") preemption_in_flight = true;
+    if (!j.target.empty()) reshape_in_flight = true;
+    if (!HoldsPlacement(j.state)) {
+      continue;
+    }
+    placement::PlacementRequest req = placement::RequestFromJob(j.spec);
+    auto ranks = SlotsOf(*view_, j.placement);
+    if (!ranks) continue;
+    if (j.state == JobState::kStopping && !j.target.empty()) {
+      if (auto target = SlotsOf(*view_, j.target)) {
+        for (const auto& slot : AddedSlots(*ranks, *target)) ranks->push_back(slot);
+      }
+    }
+    placement::Outcome held = placement::PlacedOutcome(*ranks);
+    req.ranks = static_cast<int>(held.ranks.size());
+    if (j.colocated && !held.ranks.empty()) {
+      holding.push_back({&j, req, std::move(held), true});
+    } else if (!held.ranks.empty() && placement::Apply(&state, req, held)) {
+      holding.push_back({&j, req, std::move(held)});
+    }
+  }
+  // Jobs stopped for a resize or a move relaunch on their reserved target first; where it is
+  // gone (a node left), the engine places them like any waiting job.
+  std::erase_if(pending, [&](Job* j) {
+    if (j->target.empty()) return false;
+    auto target = SlotsOf(*view_, j->target);
+    placement::PlacementRequest req = placement::RequestFromJob(j->spec);
+    req.ranks = target ? static_cast<int>(target->size()) : 0;
+    placement::Outcome o = target ? placement::PlacedOutcome(*target) : placement::Outcome{};
+    if (target && placement::Apply(&state, req, o)) {
+      StartJob(t, *j, o, topo, now_ms);
+      holding.push_back({j, req, std::move(o)});
+      return true;
+    }
+    j->message = "the " + j->reshape + "'s target is gone; waiting to be placed again";
+    j->target.clear();
+    j->reshape.clear();
+    t.jobs.insert(j->seq);
+    return false;
+  });
+  // The engine decides (issue 5's cycle: order, admit, place, backfill, preempt, resize,
+  // move) on a fresh copy of the state: what runs is restored into it, what waits is
+  // submitted. Jobs stopping still hold their GPUs. Each decision is then carried out here,
+  // and only if it still fits what the server knows (a preemptor waits until its victims have
+  // stopped).
+  engine::EngineOptions cycle_options = engine_options_;
+  if (options_.config.colocation != "none") {
+    // An overlay is taken only where the serving model (estimate/serving.h, as in the
+    // simulator) admits it: estimate::OverlayAdmits.
+    const estimate::Colocation mode = estimate::ColocationFrom(options_.config.colocation);
+    auto gpus_of = [](std::span<const placement::RankSlot> ranks) {
+      std::vector<int> g;
+      for (const auto& s : ranks) g.push_back(s.gpu);
+      return g;
+    };
+    auto taken = std::make_shared<std::map<int, double>>();  // GPU -> training share lost
+    std::map<int64_t, OverlayLoss> kept;  // priced once per attempt, not every cycle
+    for (const Held& h : holding) {
+      if (!h.colocated) continue;
+      const std::vector<int> gpus = gpus_of(h.outcome.ranks);
+      OverlayLoss known = overlay_loss_[h.job->seq];
+      if (known.attempt != h.job->attempt) {
+        auto cost = estimate::CostOfService(topo, h.job->spec, gpus);
+        known = {h.job->attempt, cost ? estimate::ForecastOverlay(*cost, mode).training_loss : 0.0};
+      }
+      kept[h.job->seq] = known;
+      for (int g : gpus) (*taken)[g] += known.loss;
+    }
+    overlay_loss_ = std::move(kept);
+    cycle_options.colocation_fits = [&topo, mode, taken, gpus_of](
+                                        const model::JobSpec& spec,
+                                        std::span<const placement::RankSlot> ranks) {
+      const std::vector<int> gpus = gpus_of(ranks);
+      auto cost = estimate::CostOfService(topo, spec, gpus);
+      if (!cost) return true;  // nothing to price (no model or rate): the budget decides
+      return estimate::OverlayAdmits(estimate::ForecastOverlay(*cost, mode), gpus, [&](int g) {
+        auto it = taken->find(g);
+        return it == taken->end() ? 0.0 : it->second;
+      });
+    };
+  }
+  auto engine = engine::Engine::Create(topo, cycle_options);
+  if (!engine) {
+    for (Job* j : pending) j->message = "engine: " + engine.error().message;
+    return;
+  }
+  auto seconds = [](int64_t ms) { return static_cast<double>(ms) / 1000.0; };
+  (*engine)->SetRuntimeHistory(runtimes_);
+  for (int i = 0; i < topo.NumNodes(); ++i) {  // degraded nodes keep their work, get nothing new
+    if (nodes_.at(view_->node_names[static_cast<size_t>(i)]).state != NodeState::kReady) {
+      (void)(*engine)->Apply(engine::NodeFailed{.node = i, .reason = "degraded"}, seconds(now_ms));
+    }
+  }
+  std::map<int64_t, const Held*> held_by;
+  for (const Held& h : holding) {
+    if (!(*engine)->Apply(engine::SubmitJob{.id = h.job->seq, .spec = h.job->spec},
+                          seconds(h.job->submitted_ms))) {
+      continue;
+    }
+    // The current run accrues from its start (the elastic interval counts from it too).
+    // (from now while no rank has started: the engine charges nothing for the launch).
+    const int64_t run_start = h.job->run_started_ms > 0 ? h.job->run_started_ms : now_ms;
+    (void)(*engine)->Restore(h.job->seq, h.outcome.ranks, seconds(run_start), h.colocated);
+    (void)(*engine)->SetAttainedService(h.job->seq, h.job->attained_gpu_s);
+    held_by[h.job->seq] = &h;
+  }
+  std::map<int64_t, Job*> waiting;
+  for (Job* j : pending) {
+    if ((*engine)->Apply(engine::SubmitJob{.id = j->seq, .spec = j->spec},
+                         seconds(j->submitted_ms))) {
+      (void)(*engine)->SetAttainedService(j->seq, j->attained_gpu_s);
+      waiting[j->seq] = j;
+    } else {
+      j->message = "the engine refused the job";
+    }
+  }
+  engine::CycleResult cycle = (*engine)->Cycle(seconds(now_ms));
+  std::map<int64_t, std::string> why;
+  std::vector<Job*> victims;
+  bool reshaped = false;
+  for (const engine::Decision& d : cycle.decisions) {
+    if (const auto* go = std::get_if<engine::StartJob>(&d)) {
+      auto it = waiting.find(go->id);
+      if (it == waiting.end()) continue;
+      Job* j = it->second;
+      placement::PlacementRequest req = placement::RequestFromJob(j->spec);
+      placement::Outcome o = placement::PlacedOutcome(go->ranks);
+      metrics_.placement_outcomes["placed"]++;
+      // An overlay takes no GPU share: its GPUs must be held (by the training it joins).
+      const bool fits =
+          go->colocated
+              ? std::all_of(go->ranks.begin(), go->ranks.end(),
+                            [&](const placement::RankSlot& s) {
+                              return s.gpu >= 0 && state.GpuFreeMilli(s.gpu) < model::kMilliPerGpu;
+                            })
+              : static_cast<bool>(placement::Apply(&state, req, o));
+      if (fits) {
+        StartJob(t, *j, o, topo, now_ms, go->colocated);
+        waiting.erase(it);
+      } else {
+        why[j->seq] =
+            "placed where jobs being preempted or moved still hold GPUs: waiting for them to stop";
+      }
+    } else if (const auto* stop = std::get_if<engine::StopJob>(&d)) {
+      if (stop->reason != engine::StopReason::kPreempted || preemption_in_flight) continue;
+      auto it = jobs_.find(stop->id);
+      if (it == jobs_.end()) continue;
+      Job& v = it->second;
+      if (v.state == JobState::kRunning || v.state == JobState::kStarting) victims.push_back(&v);
+    } else if (std::holds_alternative<engine::ResizeJob>(d) ||
+               std::holds_alternative<engine::MigrateJob>(d)) {
+      // One round of resizes and moves at a time: the next waits for this one's relaunches.
+      if (reshape_in_flight || preemption_in_flight) continue;
+      const auto* resize = std::get_if<engine::ResizeJob>(&d);
+      const auto& ranks = resize ? resize->ranks : std::get<engine::MigrateJob>(d).ranks;
+      auto it = jobs_.find(engine::DecisionJob(d));
+      auto h = held_by.find(engine::DecisionJob(d));
+      if (it == jobs_.end() || h == held_by.end()) continue;
+      reshaped |= BeginReshape(t, it->second, resize ? "resize" : "migrate", ranks,
+                               h->second->outcome, &state, now_ms);
+    } else if (const auto* reject = std::get_if<engine::RejectJob>(&d)) {
+      // Nodes may still join: the job waits, saying why.
+      metrics_.placement_outcomes["can-never-fit"]++;
+      why[reject->id] = "cannot fit on the registered nodes: " + reject->reason;
+    }
+  }
+  for (Job* v : victims) {
+    metrics_.preemptions++;
+    BeginStop(t, *v, "preempted",
+              "preempted for a job of higher priority (its priority " +
+                  std::to_string(v->spec.priority) + ")",
+              "", /*checkpoint_first=*/true, now_ms);
+  }
+  for (auto& [seq, j] : waiting) {
+    std::string w;
+    if (auto it = why.find(seq); it != why.end()) {
+      w = it->second;
+    } else {
+      const engine::JobRecord* r = (*engine)->Find(seq);
+      metrics_.placement_outcomes["does-not-fit-now"]++;
+      w = "waiting for capacity" + (r && !r->reason.empty() ? ": " + r->reason : std::string());
+      if (!victims.empty()) w = "waiting while lower-priority jobs checkpoint and stop";
+      if (reshaped || reshape_in_flight) w = "waiting while running jobs are resized or moved";
+    }
+    if (w != j->message) {
+      j->message = w;
+      t.jobs.insert(j->seq);
+    }
+  }
+  metrics_.cycle_seconds.Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+}  // namespace tianshu::server

@@ -1,0 +1,234 @@
+// What users and admins change: identities, submissions, holds, cancellations.
+#include "tianshu/server/control_plane_internal.h"
+
+namespace tianshu::server {
+
+using namespace detail;
+
+// ---- identities ----
+
+std::optional<Identity> ControlPlane::Authenticate(std::string_view bearer) const {
+  if (bearer.empty()) return std::nullopt;
+  const std::string hash = TokenHash(bearer);
+  std::lock_guard l(mu_);
+  if (!admin_token_hash_.empty() && hash == admin_token_hash_) {
+    return Identity{.name = "admin", .role = Role::kAdmin};
+  }
+  if (auto u = user_by_token_.find(hash); u != user_by_token_.end()) {
+    const UserEntry& e = users_.at(u->second);
+    return Identity{.name = u->second, .role = e.role, .unix_user = e.unix_user};
+  }
+  if (auto n = node_by_credential_.find(hash); n != node_by_credential_.end()) {
+    return Identity{.name = "node:" + n->second, .role = Role::kNode, .node = n->second};
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+json UserJson(const std::string& name, Role role, const std::string& unix_user,
+              int64_t created_ms) {
+  return {{"name", name},
+          {"role", RoleName(role)},
+          {"unix_user", unix_user},
+          {"created_ms", created_ms}};
+}
+
+}  // namespace
+
+ApiResult<json> ControlPlane::CreateUser(const std::string& name, Role role,
+                                         const std::string& unix_user, int64_t now_ms) {
+  if (!IsValidUserName(name) || name == "admin") {
+    return Refuse(400, "user name '" + name.substr(0, 64) +
+                           "' must be 1-64 of a-z 0-9 . _ -, starting with a letter ('admin' "
+                           "is the server's own token)");
+  }
+  if (!unix_user.empty() && !IsValidUserName(unix_user)) {
+    return Refuse(400, "unix_user must be a login name (a-z 0-9 . _ -, starting with a letter)");
+  }
+  const std::string token = NewToken();
+  return Mutate<json>([&](Txn& t) -> ApiResult<json> {
+    if (users_.contains(name)) return Refuse(409, "user " + name + " exists");
+    // A user's ranks run as the Unix account of the same name unless told otherwise; join
+    // tokens and admins run nothing of their own by default.
+    const std::string run_as = !unix_user.empty() ? unix_user : role == Role::kUser ? name : "";
+    UserEntry u{role, TokenHash(token), run_as, now_ms};
+    t.meta["user/" + name] = wire::Dump(json{{"role", RoleName(role)},
+                                             {"token_sha256", u.token_hash},
+                                             {"unix_user", run_as},
+                                             {"created_ms", now_ms}});
+    user_by_token_[u.token_hash] = name;
+    users_[name] = u;
+    json out = UserJson(name, role, run_as, now_ms);
+    out["token"] = token;  // shown this once; the store keeps its SHA-256
+    return out;
+  });
+}
+
+json ControlPlane::ListUsers() const {
+  std::lock_guard l(mu_);
+  json out = json::array();
+  out.push_back(UserJson("admin", Role::kAdmin, "", 0));
+  for (const auto& [name, u] : users_)
+    out.push_back(UserJson(name, u.role, u.unix_user, u.created_ms));
+  return {{"users", out}};
+}
+
+ApiResult<json> ControlPlane::RemoveUser(const std::string& name) {
+  return Mutate<json>([&](Txn& t) -> ApiResult<json> {
+    auto it = users_.find(name);
+    if (it == users_.end()) return Refuse(404, "no user " + name);
+    json out = UserJson(name, it->second.role, it->second.unix_user, it->second.created_ms);
+    user_by_token_.erase(it->second.token_hash);
+    users_.erase(it);
+    t.meta["user/" + name] = "";  // its token no longer works; its jobs keep their owner
+    return out;
+  });
+}
+
+ApiResult<json> ControlPlane::ForgetNode(const std::string& name) {
+  return Mutate<json>([&](Txn& t) -> ApiResult<json> {
+    auto it = nodes_.find(name);
+    if (it == nodes_.end()) return Refuse(404, "no node " + name);
+    node_by_credential_.erase(it->second.credential_hash);
+    it->second.credential_hash.clear();
+    it->second.log_key.clear();
+    it->second.rejoin = true;  // a join token may register it again
+    t.nodes.insert(name);
+    return json{
+        {"node", name},
+        {"credential", "forgotten: its next registration with a join token binds a new one"}};
+  });
+}
+
+// ---- users ----
+
+ApiResult<Submitted> ControlPlane::Submit(SubmitRequest request, int64_t now_ms) {
+  auto r = Mutate<Submitted>([&](Txn& t) -> ApiResult<Submitted> {
+    // Keys are per user: another user's equal key is another submission.
+    const std::string key = request.owner + "/" + request.idempotency_key;
+    if (!request.idempotency_key.empty()) {
+      if (auto k = idempotency_keys_.find(key); k != idempotency_keys_.end()) {
+        const Job& before = jobs_.at(k->second);
+        if (before.text != request.text || before.format != request.format) {
+          return Refuse(422, "Idempotency-Key " + request.idempotency_key + " was used for job " +
+                                 before.id + " with a different body: use a new key");
+        }
+        metrics_.idempotent_replays++;
+        t.wait_for = before.created_ticket;  // acknowledged only once the first try is durable
+        return Submitted{JobJson(before, true), true};
+      }
+    }
+    Job j;
+    j.seq = next_job_seq_++;
+    j.id = FormatJobId(j.seq);
+    j.text = std::move(request.text);
+    j.format = std::move(request.format);
+    j.spec = std::move(request.spec);
+    j.run = std::move(request.run);
+    j.idempotency_key = std::move(request.idempotency_key);
+    j.owner = std::move(request.owner);
+    j.run_as = std::move(request.run_as);
+    j.max_retries = j.spec.max_retries >= 0 ? j.spec.max_retries : options_.config.max_retries;
+    j.submitted_ms = now_ms;
+    j.held = request.hold;
+    if (!j.idempotency_key.empty()) idempotency_keys_[key] = j.seq;
+    auto [it, inserted] = jobs_.emplace(j.seq, std::move(j));
+    SetState(t, it->second, JobState::kPending,
+             request.hold ? HeldMessage(it->second.id) : "submitted", now_ms);
+    t.created.push_back(it->first);
+    schedule_dirty_ = true;
+    return Submitted{JobJson(it->second, true), false};
+  });
+  if (r && !r->replayed) {
+    metrics_.submissions_accepted++;
+  } else if (!r) {
+    metrics_.submissions_rejected++;
+  }
+  return r;
+}
+
+void ControlPlane::CountRejected() { metrics_.submissions_rejected++; }
+
+ApiResult<json> ControlPlane::SetHeld(const std::vector<std::string>& ids, bool hold,
+                                      const Identity& who, int64_t now_ms) {
+  return Mutate<json>([&](Txn& t) -> ApiResult<json> {
+    std::vector<Job*> jobs;
+    std::vector<std::string> refused;
+    int status = 409;
+    std::set<int64_t> seen;
+    for (const auto& id : ids) {
+      auto seq = ParseJobId(id);
+      auto it = seq ? jobs_.find(*seq) : jobs_.end();
+      if (it == jobs_.end() || !Visible(it->second)) {
+        refused.push_back(id.substr(0, 64) + ": no such job");
+        status = 404;
+        continue;
+      }
+      Job& j = it->second;
+      if (!who.ActsFor(j.owner)) {
+        refused.push_back(id + ": belongs to " + j.owner);
+        status = 403;
+      } else if (j.state != JobState::kPending) {
+        refused.push_back(id + ": is " + std::string(JobStateName(j.state)) +
+                          (hold ? " (only pending jobs can be held)" : " (not held)"));
+      } else if (!hold && !j.held) {
+        refused.push_back(id + ": is not held");
+      } else if (seen.insert(j.seq).second) {
+        jobs.push_back(&j);
+      }
+    }
+    if (!refused.empty()) {
+      return Refuse(status, std::string(hold ? "hold" : "release") + ": nothing changed; " +
+                                std::to_string(refused.size()) + " of " +
+                                std::to_string(ids.size()) + " refused: " + Join(refused, "; "));
+    }
+    json out = json::array();
+    for (Job* j : jobs) {
+      if (j->held != hold) {
+        j->held = hold;
+        SetState(t, *j, JobState::kPending, hold ? HeldMessage(j->id) : "released by " + who.name,
+                 now_ms);
+      }
+      out.push_back(JobJson(*j, false));
+    }
+    return json{{"jobs", out}};
+  });
+}
+
+ApiResult<json> ControlPlane::Cancel(const std::string& id, const Identity& who, int64_t now_ms) {
+  return Mutate<json>([&](Txn& t) -> ApiResult<json> {
+    auto seq = ParseJobId(id);
+    auto it = seq ? jobs_.find(*seq) : jobs_.end();
+    if (it == jobs_.end() || !Visible(it->second)) return Refuse(404, "no job " + id);
+    Job& j = it->second;
+    if (!who.ActsFor(j.owner)) {
+      return Refuse(403, "job " + id + " belongs to " + j.owner +
+                             ": only its owner or an admin may cancel it");
+    }
+    switch (j.state) {
+      case JobState::kPending:
+        SetState(t, j, JobState::kCancelled, "cancelled by user", now_ms);
+        break;
+      case JobState::kStarting:
+      case JobState::kRunning:
+        j.cancel_requested = true;
+        BeginStop(t, j, "cancelled", "cancelled by user", "", false, now_ms);
+        break;
+      case JobState::kStopping:
+        if (!j.cancel_requested) {
+          j.cancel_requested = true;
+          j.after_stop = "cancelled";
+          t.jobs.insert(j.seq);
+        }
+        break;
+      default:
+        return Refuse(409, "job " + id + " is already " + std::string(JobStateName(j.state)) +
+                               ": only pending, starting, running or stopping jobs can be "
+                               "cancelled");
+    }
+    return JobJson(j, true);
+  });
+}
+
+}  // namespace tianshu::server
