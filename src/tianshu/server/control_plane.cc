@@ -180,6 +180,7 @@ void ControlPlane::SetState(Txn& t, Job& j, JobState to, const std::string& reas
     j.run_gpus = 0;
   }
   std::string from_name = j.history.empty() ? "" : std::string(JobStateName(from));
+  IndexState(j.seq, from, to);
   j.state = to;
   j.updated_ms = now_ms;
   j.message = reason;
@@ -198,6 +199,13 @@ void ControlPlane::SetState(Txn& t, Job& j, JobState to, const std::string& reas
     j.reshape.clear();
   }
   if (IsTerminal(to) || to == JobState::kPending) schedule_dirty_ = true;
+}
+
+void ControlPlane::IndexState(int64_t seq, JobState from, JobState to) {
+  if (HoldsPlacement(from)) active_seqs_.erase(seq);
+  if (from == JobState::kPending) pending_seqs_.erase(seq);
+  if (HoldsPlacement(to)) active_seqs_.insert(seq);
+  if (to == JobState::kPending) pending_seqs_.insert(seq);
 }
 
 void ControlPlane::NodeEvent(Txn& t, NodeEntry& n, NodeState to, const std::string& reason,

@@ -359,7 +359,14 @@ class ControlPlane {
   int64_t next_reshape_check_ms_ = 0;
   int64_t fence_wake_ms_ = 0;      // the earliest fence of a pending job to run out (0: none)
   std::set<int64_t> fenced_seqs_;  // jobs with fence_nodes (heartbeats look at these alone)
-  int64_t last_tick_ms_ = 0;       // the ticker's last time (a job's service up to now, for views)
+  // Indexes over jobs_ by state, kept by SetState (and rebuilt by Load): the jobs that hold a
+  // placement (starting, running, stopping), and the pending ones. A tick looks at these, not
+  // at every job the store keeps.
+  std::set<int64_t> active_seqs_, pending_seqs_;
+  void IndexState(int64_t seq, JobState from, JobState to);
+  // A copy of active_seqs_, for loops whose body may change a job's state.
+  std::vector<int64_t> ActiveSeqs() const { return {active_seqs_.begin(), active_seqs_.end()}; }
+  int64_t last_tick_ms_ = 0;  // the ticker's last time (a job's service up to now, for views)
   // No node is declared lost before this (the server was starved, or a mass silence ended),
   // nor while most go silent at once.
   int64_t losses_not_before_ms_ = 0;

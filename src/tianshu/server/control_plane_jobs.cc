@@ -83,8 +83,9 @@ int ControlPlane::RendezvousPort(const Job& j, const std::string& master_node) c
   const int low = options_.config.rendezvous_port_low;
   const int span = options_.config.rendezvous_port_high - low + 1;
   std::set<int> taken;
-  for (const auto& [seq, other] : jobs_) {
-    if (other.seq == j.seq || other.master_port == 0 || !HoldsPlacement(other.state)) continue;
+  for (int64_t seq : active_seqs_) {
+    const Job& other = jobs_.at(seq);
+    if (other.seq == j.seq || other.master_port == 0) continue;
     const std::vector<std::string> nodes = other.Nodes();
     if (!nodes.empty() && nodes.front() == master_node) taken.insert(other.master_port);
   }
@@ -293,10 +294,8 @@ void ControlPlane::LoseNode(Txn& t, NodeEntry& n, NodeState to, const std::strin
   NodeEvent(t, n, to, reason, now_ms);
   metrics_.nodes_lost++;
   DropOrdersFor(t, n.name);
-  for (auto& [seq, j] : jobs_) {
-    if (!HoldsPlacement(j.state)) {
-      continue;
-    }
+  for (int64_t seq : ActiveSeqs()) {
+    Job& j = jobs_.at(seq);
     auto nodes = j.Nodes();
     if (std::find(nodes.begin(), nodes.end(), n.name) == nodes.end()) continue;
     if (options_.node_lease_ms > 0) {

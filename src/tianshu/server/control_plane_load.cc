@@ -169,6 +169,9 @@ Status ControlPlane::Load(int64_t now_ms) {
             [](const Job* a, const Job* b) { return a->updated_ms < b->updated_ms; });
   for (const Job* j : done) LearnRuntime(*j);
   schedule_dirty_ = true;
+  active_seqs_.clear();
+  pending_seqs_.clear();
+  for (const auto& [seq, j] : jobs_) IndexState(seq, JobState::kSucceeded, j.state);
   return Ok();
 }
 

@@ -47,7 +47,8 @@ void ControlPlane::Tick(int64_t now_ms) {
     // Gang admission: a gang not entirely started within scheduler.gang_timeout releases what
     // it holds and goes to the retry path.
     const int64_t gang_timeout_ms = options_.config.gang_timeout_s * 1000;
-    for (auto& [seq, j] : jobs_) {
+    for (int64_t seq : ActiveSeqs()) {
+      Job& j = jobs_.at(seq);
       if (j.state != JobState::kStarting || gang_timeout_ms <= 0 ||
           now_ms - j.starting_since_ms < gang_timeout_ms) {
         continue;
@@ -60,7 +61,8 @@ void ControlPlane::Tick(int64_t now_ms) {
                       " s; the partial gang is released",
                   "", now_ms);
     }
-    for (auto& [seq, j] : jobs_) {
+    for (int64_t seq : active_seqs_) {  // adds orders only: no state changes
+      Job& j = jobs_.at(seq);
       if (j.state != JobState::kRunning) continue;
       int64_t interval_s = j.spec.checkpoint_interval_s > 0 ? j.spec.checkpoint_interval_s
                                                             : options_.config.checkpoint_interval_s;
@@ -85,8 +87,9 @@ void ControlPlane::Tick(int64_t now_ms) {
 
 bool ControlPlane::ReshapeDue(int64_t now_ms) const {
   if (engine_options_.policies.elastic == "none" || now_ms < next_reshape_check_ms_) return false;
-  return std::any_of(jobs_.begin(), jobs_.end(), [](const auto& kv) {
-    return kv.second.state == JobState::kRunning && kv.second.spec.elastic.enabled;
+  return std::any_of(active_seqs_.begin(), active_seqs_.end(), [&](int64_t seq) {
+    const Job& j = jobs_.at(seq);
+    return j.state == JobState::kRunning && j.spec.elastic.enabled;
   });
 }
 
@@ -146,8 +149,9 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
   }
   std::vector<Job*> pending;
   fence_wake_ms_ = 0;
-  for (auto& [seq, j] : jobs_) {
-    if (j.state != JobState::kPending || j.held) continue;
+  for (int64_t seq : pending_seqs_) {  // no state changes in this loop
+    Job& j = jobs_.at(seq);
+    if (j.held) continue;
     if (!j.fence_nodes.empty() && j.fence_until_ms > now_ms) {
       // Not before the ranks of its last attempt on a lost node are surely dead.
       std::vector<std::string> fenced;
@@ -203,7 +207,8 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
   std::vector<Held> holding;
   bool preemption_in_flight = false;
   bool reshape_in_flight = false;
-  for (auto& [seq, j] : jobs_) {
+  for (int64_t seq : active_seqs_) {  // no state changes in this loop
+    Job& j = jobs_.at(seq);
     if (j.state == JobState::kStopping && j.after_stop == "preempted") preemption_in_flight = true;
     if (!j.target.empty()) reshape_in_flight = true;
     if (!HoldsPlacement(j.state)) {

@@ -1,4 +1,5 @@
 #include "tianshu/server/http_server.h"
+#include "tianshu/server/http_internal.h"
 
 #include <httplib.h>
 #include <netinet/in.h>
@@ -37,6 +38,27 @@ std::string HttpDate(int64_t ms) {
   return std::string(buf, n);
 }
 
+std::string DefaultMessage(int status) {
+  switch (status) {
+    case 400:
+      return "bad request";
+    case 404:
+      return "no such path: see docs/api.md for the routes under /v1";
+    case 405:
+      return "method not allowed";
+    case 413:
+      return "request body over the limit of " + std::to_string(kMaxBodyBytes) + " bytes";
+    case 414:
+      return "request URI too long";
+    default:
+      return "HTTP " + std::to_string(status);
+  }
+}
+
+}  // namespace
+
+namespace http_detail {
+
 void Respond(httplib::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(wire::Dump(body), "application/json");
@@ -58,24 +80,25 @@ std::string BearerOf(const httplib::Request& req) {
   return auth.starts_with(prefix) ? auth.substr(prefix.size()) : std::string();
 }
 
-std::string DefaultMessage(int status) {
-  switch (status) {
-    case 400:
-      return "bad request";
-    case 404:
-      return "no such path: see docs/api.md for the routes under /v1";
-    case 405:
-      return "method not allowed";
-    case 413:
-      return "request body over the limit of " + std::to_string(kMaxBodyBytes) + " bytes";
-    case 414:
-      return "request URI too long";
-    default:
-      return "HTTP " + std::to_string(status);
+std::optional<Identity> Allowed(ControlPlane* cp, const httplib::Request& req,
+                                httplib::Response& res, const std::vector<Role>& roles,
+                                const std::string& what) {
+  auto who = cp->Authenticate(BearerOf(req));
+  if (!who) {
+    RespondError(res, {401, "wrong token"});
+    return std::nullopt;
   }
+  for (Role r : roles) {
+    if (who->role == r) return who;
+  }
+  RespondError(
+      res, {403, std::string(RoleName(who->role)) + " token (" + who->name + ") may not " + what});
+  return std::nullopt;
 }
 
-}  // namespace
+}  // namespace http_detail
+
+using namespace http_detail;
 
 Result<std::string> ReadTokenFile(const std::string& path) { return ReadSecretFile(path); }
 
@@ -313,19 +336,7 @@ void Server::Routes() {
   // otherwise the 403 is written and nullopt returned.
   auto allowed = [cp](const httplib::Request& req, httplib::Response& res,
                       const std::vector<Role>& roles,
-                      const std::string& what) -> std::optional<Identity> {
-    auto who = cp->Authenticate(BearerOf(req));
-    if (!who) {
-      RespondError(res, {401, "wrong token"});
-      return std::nullopt;
-    }
-    for (Role r : roles) {
-      if (who->role == r) return who;
-    }
-    RespondError(res, {403, std::string(RoleName(who->role)) + " token (" + who->name +
-                                ") may not " + what});
-    return std::nullopt;
-  };
+                      const std::string& what) { return Allowed(cp, req, res, roles, what); };
   const std::vector<Role> people = {Role::kAdmin, Role::kUser};  // copied into each route
 
   h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -571,102 +582,7 @@ void Server::Routes() {
         });
   });
 
-  // ---- identities (admin) ----
-  h.Post("/v1/users", [cp, now, allowed](const httplib::Request& req, httplib::Response& res) {
-    if (!allowed(req, res, {Role::kAdmin}, "manage users")) return;
-    if (!JsonNestingWithin(req.body, kMaxJsonNesting)) {
-      return RespondError(res, {400, "malformed JSON body"});
-    }
-    json b = json::parse(req.body, nullptr, false);
-    if (!b.is_object() || !b.contains("name") || !b["name"].is_string()) {
-      return RespondError(
-          res,
-          {400, R"(expected {"name": "...", "role": "user"|"admin"|"join", "unix_user": "..."})"});
-    }
-    for (auto it = b.begin(); it != b.end(); ++it) {
-      if (it.key() != "name" && it.key() != "role" && it.key() != "unix_user") {
-        return RespondError(res, {400, "unknown field '" + it.key().substr(0, 64) + "'"});
-      }
-      if (!it->is_string()) return RespondError(res, {400, it.key() + ": expected a string"});
-    }
-    auto role = ParseRole(b.value("role", "user"));
-    if (!role) return RespondError(res, {400, "role: expected user, admin or join"});
-    auto out = cp->CreateUser(b["name"], *role, b.value("unix_user", ""), now());
-    if (!out) return RespondError(res, out.error());
-    Respond(res, 201, *out);
-  });
-  h.Get("/v1/users", [cp, allowed](const httplib::Request& req, httplib::Response& res) {
-    if (!allowed(req, res, {Role::kAdmin}, "manage users")) return;
-    Respond(res, 200, cp->ListUsers());
-  });
-  h.Delete(R"(/v1/users/([^/]+))",
-           [cp, allowed](const httplib::Request& req, httplib::Response& res) {
-             if (!allowed(req, res, {Role::kAdmin}, "manage users")) return;
-             auto out = cp->RemoveUser(req.matches[1]);
-             if (!out) return RespondError(res, out.error());
-             Respond(res, 200, *out);
-           });
-  h.Post(R"(/v1/nodes/([^/]+)/forget)",
-         [cp, allowed](const httplib::Request& req, httplib::Response& res) {
-           if (!allowed(req, res, {Role::kAdmin}, "forget nodes")) return;
-           auto out = cp->ForgetNode(req.matches[1]);
-           if (!out) return RespondError(res, out.error());
-           Respond(res, 200, *out);
-         });
-
-  // ---- agents ----
-  h.Post("/v1/agents/register",
-         [cp, now, allowed](const httplib::Request& req, httplib::Response& res) {
-           auto who = allowed(req, res, {Role::kAdmin, Role::kJoin, Role::kNode}, "register nodes");
-           if (!who) return;
-           auto r = wire::ParseRegisterRequest(req.body);
-           if (!r) return RespondError(res, {400, "bad registration: " + r.error().message});
-           auto out = cp->Register(*r, *who, now());
-           if (!out) return RespondError(res, out.error());
-           Respond(res, 200, wire::ToJson(*out));
-         });
-  // A node's own credential, and only for that node.
-  auto node_only = [allowed](const httplib::Request& req, httplib::Response& res) {
-    auto who = allowed(req, res, {Role::kNode}, "act for a node (only its own credential can)");
-    if (!who) return false;
-    if (who->node != req.matches[1]) {
-      RespondError(res, {403, "this credential belongs to node " + who->node + ", not " +
-                                  std::string(req.matches[1])});
-      return false;
-    }
-    return true;
-  };
-  h.Post(R"(/v1/agents/([^/]+)/heartbeat)",
-         [cp, now, node_only](const httplib::Request& req, httplib::Response& res) {
-           if (!node_only(req, res)) return;
-           auto hb = wire::ParseHeartbeat(req.body);
-           if (!hb) return RespondError(res, {400, "bad heartbeat: " + hb.error().message});
-           auto out = cp->Heartbeat(req.matches[1], *hb, now());
-           if (!out) return RespondError(res, out.error());
-           Respond(res, 200, wire::ToJson(*out));
-         });
-  h.Get(R"(/v1/agents/([^/]+)/work)",
-        [cp, node_only](const httplib::Request& req, httplib::Response& res) {
-          if (!node_only(req, res)) return;
-          auto params = Params(req);
-          if (auto ok = CheckParams(params, {"wait_ms", "agent_id", "after"}); !ok) {
-            return RespondError(res, ok.error());
-          }
-          auto wait = ParseIntParam(params, "wait_ms", 0, 0, 30000);
-          if (!wait) return RespondError(res, wait.error());
-          auto out = cp->Work(req.matches[1], params["agent_id"], *wait, params["after"]);
-          if (!out) return RespondError(res, out.error());
-          Respond(res, 200, wire::ToJson(*out));
-        });
-  h.Post(R"(/v1/agents/([^/]+)/reports)",
-         [cp, now, node_only](const httplib::Request& req, httplib::Response& res) {
-           if (!node_only(req, res)) return;
-           auto b = wire::ParseReportBatch(req.body);
-           if (!b) return RespondError(res, {400, "bad reports: " + b.error().message});
-           auto out = cp->Reports(req.matches[1], *b, now());
-           if (!out) return RespondError(res, out.error());
-           Respond(res, 200, {{"version", wire::kWireVersion}, {"accepted", *out}});
-         });
+  AgentRoutes();
 }
 
 }  // namespace tianshu::server

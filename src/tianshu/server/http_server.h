@@ -61,6 +61,7 @@ class Server {
  private:
   Server() = default;
   void Routes();
+  void AgentRoutes();                                       // http_routes_agents.cc
   void Serve(int sock, const std::string& peer, bool tls);  // one accepted connection
 
   ServerOptions options_;
