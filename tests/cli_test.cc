@@ -56,6 +56,31 @@ TEST(Cli, ValidateRejectsWithFileLineColumnAndExit1) {
       << r.err;
 }
 
+// Plugin names are checked against the registries (the policy library's included), not by
+// the config reader: each file of tests/data/bad-plugins is refused with exactly its message.
+TEST(Cli, ValidateRefusesUnknownPluginNamesWithTheNearestRegisteredOne) {
+  const std::string dir = kSource + "/tests/data/bad-plugins";
+  std::ifstream in(dir + "/expected.txt");
+  ASSERT_TRUE(in);
+  int checked = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const auto tab = line.find('\t');
+    ASSERT_NE(tab, std::string::npos) << line;
+    auto r = RunCommand("cd " + dir + " && " + kBin + " validate " + line.substr(0, tab));
+    EXPECT_EQ(r.exit_code, 1) << line;
+    EXPECT_EQ(r.err, line.substr(tab + 1) + "\n");
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
+  // A strategy the policy library registers is a valid name.
+  const std::string ok = ::testing::TempDir() + "/by-speed.yaml";
+  std::ofstream(ok) << "scheduler:\n  algorithm: by-speed\n";
+  auto r = RunCommand(kBin + " validate " + ok);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("algorithm by-speed"), std::string::npos) << r.out;
+}
+
 TEST(Cli, ValidateJson) {
   auto r = RunCommand("cd " + kSource + "/tests/data/bad && " + kBin +
                       " validate --output json engine-weights-sum.yaml");

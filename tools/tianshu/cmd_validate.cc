@@ -9,7 +9,10 @@
 
 #include "commands.h"
 #include "data_sets.h"
+#include "tianshu/base/strings.h"
+#include "tianshu/engine/engine.h"
 #include "tianshu/model/load.h"
+#include "tianshu/policy/builtin.h"
 #include "tianshu/sim/trace.h"
 
 namespace tianshu::cli {
@@ -114,7 +117,32 @@ model::ValidationResult Check(const std::string& path, std::string* summary) {
   if (!text) return model::ValidateFile(path);  // which says why, as for any document
   YAML::Node scenario;
   if (IsScenario(*text, &scenario)) return ValidateScenario(path, scenario, summary);
-  return model::ValidateText(path, *text);
+  model::ValidationResult v = model::ValidateText(path, *text);
+  if (v.diagnostics.empty() && v.document &&
+      v.document->kind == model::DocumentKind::kEngineConfig) {
+    // Plugin names against the registries (model/ knows none): the built-in policies and
+    // strategies, as serve and simulate load them.
+    if (Status st = policy::RegisterBuiltinPolicies(); !st) {
+      v.diagnostics.push_back({.file = path, .message = st.error().message});
+      return v;
+    }
+    if (auto p = engine::FindPluginNameProblem(std::get<model::EngineConfig>(v.document->value))) {
+      model::Diagnostic d{.file = path, .path = p->path, .message = p->message};
+      // "file:line:column" -> line, column (the file name may hold ':' itself).
+      const auto c2 = p->at.rfind(':');
+      const auto c1 =
+          c2 == std::string::npos || c2 == 0 ? std::string::npos : p->at.rfind(':', c2 - 1);
+      int64_t line = 0, column = 0;
+      if (c1 != std::string::npos && ParseInt64(p->at.substr(c1 + 1, c2 - c1 - 1), &line) &&
+          ParseInt64(p->at.substr(c2 + 1), &column)) {
+        d.line = static_cast<int>(line);
+        d.column = static_cast<int>(column);
+      }
+      v.diagnostics.push_back(std::move(d));
+      v.document.reset();
+    }
+  }
+  return v;
 }
 
 }  // namespace

@@ -278,6 +278,13 @@ std::vector<std::string> PresetNames();
 // the consolidation wait from scheduler.compact_wait. The policy names of policy/ need
 // policy::RegisterBuiltinPolicies() before Engine::Create (simulate and serve call it).
 [[nodiscard]] Result<EngineOptions> OptionsFromConfig(const model::EngineConfig& config);
+// A plugin name of the config (scheduler.algorithm, .order, .backfill) that no registry knows:
+// its field path, where the file gave it ("file:line:column", "" when not from a file), and
+// the message (with the nearest registered name). OptionsFromConfig fails with it.
+struct PluginNameProblem {
+  std::string path, at, message;
+};
+std::optional<PluginNameProblem> FindPluginNameProblem(const model::EngineConfig& config);
 
 // What one cycle did.
 struct CycleStats {

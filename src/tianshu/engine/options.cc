@@ -2,6 +2,10 @@
 
 #include "tianshu/base/strings.h"
 #include "tianshu/engine/engine.h"
+#include "tianshu/engine/policy.h"
+#include "tianshu/placement/strategy.h"
+
+#include <tuple>
 
 namespace tianshu::engine {
 
@@ -29,7 +33,30 @@ Status EngineOptions::Validate() const {
 
 std::vector<std::string> PresetNames() { return {"mainstream", "slurm", "tiresias", "tianshu"}; }
 
+std::optional<PluginNameProblem> FindPluginNameProblem(const model::EngineConfig& config) {
+  for (const auto& [path, name, what, known] :
+       {std::tuple{"scheduler.algorithm", config.algorithm, "placement strategy",
+                   placement::StrategyNames()},
+        std::tuple{"scheduler.order", config.order, "ordering policy", OrderPolicyNames()},
+        std::tuple{"scheduler.backfill", config.backfill, "backfill policy",
+                   BackfillPolicyNames()}}) {
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    const std::string near = NearestWord(name, known);
+    auto at = config.plugin_at.find(path);
+    return PluginNameProblem{
+        .path = path,
+        .at = at == config.plugin_at.end() ? "" : at->second,
+        .message = "unknown " + std::string(what) + " '" + name + "'" +
+                   (near.empty() ? std::string() : " (did you mean '" + near + "'?)") +
+                   "; registered: " + Join(known, ", ")};
+  }
+  return std::nullopt;
+}
+
 Result<EngineOptions> OptionsFromConfig(const model::EngineConfig& config) {
+  if (auto p = FindPluginNameProblem(config)) {
+    return Fail(p->at.empty() ? "" : p->at + ": ", p->path, ": ", p->message);
+  }
   EngineOptions o;
   o.config = config;
   o.placement = config.algorithm;

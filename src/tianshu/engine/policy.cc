@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "tianshu/base/strings.h"
 
@@ -337,6 +338,18 @@ Registry<ReshapePolicy>& Migrations() {
 }
 
 }  // namespace
+
+template <typename T>
+std::vector<std::string> NamesIn(Registry<T>& reg) {
+  std::lock_guard<std::mutex> lock(reg.mu);
+  std::set<std::string> names;
+  for (const auto& [n, f] : reg.factories) names.insert(n);
+  for (const auto& [n, where] : reg.planned) names.insert(n);
+  return {names.begin(), names.end()};
+}
+
+std::vector<std::string> OrderPolicyNames() { return NamesIn(Orders()); }
+std::vector<std::string> BackfillPolicyNames() { return NamesIn(Backfills()); }
 
 Result<std::unique_ptr<OrderPolicy>> MakeOrderPolicy(std::string_view name,
                                                      const EngineOptions& o) {

@@ -121,6 +121,9 @@ using PolicyFactory = std::function<Result<std::unique_ptr<T>>(const EngineOptio
                                                                        const EngineOptions& o);
 [[nodiscard]] Result<std::unique_ptr<ReshapePolicy>> MakeMigrationPolicy(std::string_view name,
                                                                          const EngineOptions& o);
+// The names Make* accepts (registered, or planned in the policy library), in name order.
+std::vector<std::string> OrderPolicyNames();
+std::vector<std::string> BackfillPolicyNames();
 [[nodiscard]] Status RegisterOrderPolicy(const std::string& name, PolicyFactory<OrderPolicy> f);
 [[nodiscard]] Status RegisterBackfillPolicy(const std::string& name,
                                             PolicyFactory<BackfillPolicy> f);

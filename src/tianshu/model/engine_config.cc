@@ -4,22 +4,6 @@
 
 namespace tianshu::model {
 
-const std::vector<std::string>& PlacementAlgorithmNames() {
-  static const std::vector<std::string> kNames = {"genetic", "topology", "first-fit", "random",
-                                                  "spread",  "best-fit", "fgd",       "exact"};
-  return kNames;
-}
-
-const std::vector<std::string>& OrderNames() {
-  static const std::vector<std::string> kNames = {"priority", "fifo", "las", "srtf", "fair-share"};
-  return kNames;
-}
-
-const std::vector<std::string>& BackfillNames() {
-  static const std::vector<std::string> kNames = {"time", "greedy", "none"};
-  return kNames;
-}
-
 const std::vector<std::string>& AllreduceAlgoNames() {
   static const std::vector<std::string> kNames = {"auto", "ring", "tree", "hierarchical", "nvls"};
   return kNames;

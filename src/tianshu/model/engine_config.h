@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -87,13 +88,13 @@ struct EngineConfig {
   std::string allreduce_algo = "auto";                      // ALLREDUCE_ALGO
   CheckpointMode checkpoint_mode = CheckpointMode::kAsync;  // CHECKPOINT_MODE
   Backend scheduler_backend = Backend::kCuda;               // SCHEDULER_BACKEND
+
+  // Plugin names (scheduler.algorithm, .order, .backfill) are not checked here: model/ knows
+  // no plugins. engine::OptionsFromConfig checks them against the registries, and names the
+  // place each came from: field path -> "file:line:column" (set when read from a file).
+  std::map<std::string, std::string> plugin_at;
 };
 
-// Strategy names `scheduler.algorithm` accepts; placement/ registers one strategy per name.
-const std::vector<std::string>& PlacementAlgorithmNames();
-// Orders `scheduler.order` accepts, and backfill modes of `scheduler.backfill`.
-const std::vector<std::string>& OrderNames();
-const std::vector<std::string>& BackfillNames();
 // Collective algorithms ALLREDUCE_ALGO accepts.
 const std::vector<std::string>& AllreduceAlgoNames();
 

@@ -233,7 +233,8 @@ INSTANTIATE_TEST_SUITE_P(AllStrategies, Contract, ::testing::ValuesIn(StrategyNa
 
 TEST(Registry, NamesAndErrors) {
   std::vector<std::string> names = StrategyNames();
-  for (const std::string& n : model::PlacementAlgorithmNames()) {
+  for (const char* n :
+       {"genetic", "topology", "first-fit", "random", "spread", "best-fit", "fgd", "exact"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
   }
   auto bad = MakeStrategy("topolgy");

@@ -127,12 +127,7 @@ std::vector<std::string> StrategyNames() {
   Registry& reg = GetRegistry();
   std::lock_guard lock(reg.mu);
   std::vector<std::string> names;
-  for (const std::string& n : model::PlacementAlgorithmNames()) {
-    if (reg.factories.count(n)) names.push_back(n);
-  }
-  for (const auto& [n, f] : reg.factories) {
-    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
-  }
+  for (const auto& [n, f] : reg.factories) names.push_back(n);
   return names;
 }
 

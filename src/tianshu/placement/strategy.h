@@ -150,7 +150,7 @@ class Strategy {
 using StrategyFactory =
     std::function<Result<std::unique_ptr<Strategy>>(const StrategyOptions& options)>;
 
-// Names of the registered strategies (model::PlacementAlgorithmNames() and any added).
+// Names of the registered strategies, in name order.
 std::vector<std::string> StrategyNames();
 // Builds a strategy by name; fails on an unknown name (suggesting the nearest) or bad options.
 [[nodiscard]] Result<std::unique_ptr<Strategy>> MakeStrategy(std::string_view name,

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tianshu/model/load.h"
+#include "tianshu/policy/builtin.h"
 #include "tianshu/policy/internal/test_util.h"
 
 namespace tianshu::policy {
@@ -75,6 +77,42 @@ TEST(BySpeed, NeverSpansBackends) {
   }
   EXPECT_EQ(Count<RejectJob>(r), 1);
   EXPECT_EQ(e->Find(2)->state, JobState::kFailed);
+}
+
+// Plugins are values: the config reader knows no plugin names, so a strategy the policy
+// library registers is accepted by YAML, and a misspelt one is refused by the registries with
+// the file, line, field and nearest name.
+TEST(PluginNames, YamlAcceptsEveryRegisteredStrategyAndNamesTheNearestForATypo) {
+  ASSERT_TRUE(RegisterBuiltinPolicies());
+  auto good = model::ValidateText("engine.yaml", "scheduler:\n  algorithm: by-speed\n");
+  ASSERT_TRUE(good.diagnostics.empty()) << good.diagnostics[0].ToString();
+  const auto& config = std::get<model::EngineConfig>(good.document->value);
+  EXPECT_EQ(config.algorithm, "by-speed");
+  EXPECT_EQ(config.plugin_at.at("scheduler.algorithm"), "engine.yaml:2:14");
+  auto options = engine::OptionsFromConfig(config);
+  ASSERT_TRUE(options) << options.error().message;
+  EXPECT_EQ(options->placement, "by-speed");
+
+  auto typo =
+      model::ValidateText("engine.yaml", "scheduler:\n  order: fifo\n  algorithm: by-sped\n");
+  ASSERT_TRUE(typo.diagnostics.empty());  // syntactically a name: the registries decide
+  auto refused = engine::OptionsFromConfig(std::get<model::EngineConfig>(typo.document->value));
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("engine.yaml:3:14: scheduler.algorithm: unknown placement "
+                                         "strategy 'by-sped' (did you mean 'by-speed'?)"),
+            std::string::npos)
+      << refused.error().message;
+  auto bad_order = model::EngineConfig{};
+  bad_order.order = "lass";
+  auto refused_order = engine::OptionsFromConfig(bad_order);
+  ASSERT_FALSE(refused_order);
+  EXPECT_NE(refused_order.error().message.find("did you mean 'las'"), std::string::npos)
+      << refused_order.error().message;
+  // Not a name at all: the reader refuses it with its place.
+  auto junk = model::ValidateText("engine.yaml", "scheduler:\n  algorithm: \"by speed!\"\n");
+  ASSERT_EQ(junk.diagnostics.size(), 1u);
+  EXPECT_EQ(junk.diagnostics[0].line, 2);
+  EXPECT_EQ(junk.diagnostics[0].path, "scheduler.algorithm");
 }
 
 }  // namespace

@@ -130,9 +130,10 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
                 {"algorithm", "topology_aware", "max_retries", "preemption", "checkpoint_interval",
                  "allreduce_threshold", "order", "backfill", "migration", "compact_wait",
                  "colocation", "gang_timeout"});
-    r.Choice(s, p, "algorithm", PlacementAlgorithmNames(), &c.algorithm);
-    r.Choice(s, p, "order", OrderNames(), &c.order);
-    r.Choice(s, p, "backfill", BackfillNames(), &c.backfill);
+    // Plugin names: checked against the registries by engine::OptionsFromConfig.
+    r.PluginName(s, p, "algorithm", &c.algorithm, &c.plugin_at);
+    r.PluginName(s, p, "order", &c.order, &c.plugin_at);
+    r.PluginName(s, p, "backfill", &c.backfill, &c.plugin_at);
     r.Bool(s, p, "migration", &c.migration);
     r.Choice(s, p, "colocation", {"none", "time-slice", "priority"}, &c.colocation);
     if (r.Seconds(s, p, "gang_timeout", &c.gang_timeout_s) && c.gang_timeout_s < 0) {

@@ -1,5 +1,7 @@
 #include "tianshu/model/internal/yaml_reader.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <set>
 
@@ -253,6 +255,31 @@ bool YamlReader::Choice(const YAML::Node& map, const std::string& path, const st
         "expected one of " + Join(choices, ", ") + ", got " + Quote(s) +
             (near.empty() ? "" : " (did you mean '" + near + "'?)"));
   return false;
+}
+
+bool YamlReader::PluginName(const YAML::Node& map, const std::string& path, const std::string& key,
+                            std::string* out, std::map<std::string, std::string>* where) {
+  YAML::Node n = Get(map, key);
+  std::string s;
+  std::string p = Child(path, key);
+  if (!n.IsDefined() || !ScalarOf(n, p, &s)) return false;
+  const std::string l = ToLower(s);
+  const bool ok =
+      !l.empty() && l.size() <= 64 && std::isalpha(static_cast<unsigned char>(l[0])) &&
+      std::all_of(l.begin(), l.end(), [](char ch) {
+        return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '.' || ch == '_';
+      });
+  if (!ok) {
+    Error(n, p,
+          "expected a plugin name (1-64 letters, digits, '-', '.' or '_', starting with a "
+          "letter), got " +
+              Quote(s));
+    return false;
+  }
+  *out = l;
+  const YAML::Mark m = n.Mark();
+  (*where)[p] = file_ + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+  return true;
 }
 
 bool YamlReader::Size(const YAML::Node& map, const std::string& path, const std::string& key,
