@@ -1,5 +1,6 @@
 // libFuzzer target for the control plane's request parsers: the job submission body (YAML and
-// JSON, with its run: section), the agent messages of the wire format, and the query
+// JSON, with its run: section), the agent messages of the wire format, the job ids of hold and
+// release, and the query
 // parameters of the list and event calls. The first byte picks the parser; the rest is the
 // input. Every input must give a value or an error, never a crash, a hang or a leak.
 //   build-server/tests/server_request_fuzz -max_total_time=60 CORPUS_DIR
@@ -58,6 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case 8:
       (void)server::ParseJobId(text);
+      (void)server::ParseJobIds(text);
       (void)wire::ParseErrorBody(text);
       break;
     case 9:

@@ -219,6 +219,10 @@ ApiResult<int64_t> ParseIntParam(const std::map<std::string, std::string>& param
 
 ApiResult<std::vector<std::string>> ParseJobIds(std::string_view body) {
   constexpr size_t kMaxIds = 10000;
+  if (!JsonNestingWithin(body, kMaxJsonNesting)) {  // before parsing: no recursion to exhaust
+    return Refuse(400, "JSON body nested deeper than " + std::to_string(kMaxJsonNesting) +
+                           " levels: {\"ids\": [...]} nests two");
+  }
   nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return Refuse(400, "expected a JSON object {\"ids\": [\"j-000001\", ...]}");

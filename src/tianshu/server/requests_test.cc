@@ -146,6 +146,28 @@ TEST(SubmitBody, StreamsThatHangYamlCppAreRefused) {
   }
 }
 
+TEST(JobIds, HoldAndReleaseBodiesAreCheckedBeforeUse) {
+  auto ok = ParseJobIds(R"({"ids": ["j-000001", "j-000002"]})");
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(ok->size(), 2u);
+  // Hostile: nested deep enough to exhaust a recursive parser's stack; refused before parsing.
+  auto deep =
+      ParseJobIds(R"({"ids": )" + std::string(100000, '[') + std::string(100000, ']') + "}");
+  ASSERT_FALSE(deep);
+  EXPECT_EQ(deep.error().status, 400);
+  EXPECT_NE(deep.error().message.find("nested deeper than 64 levels"), std::string::npos)
+      << deep.error().message;
+  for (const char* bad : {"", "[]", R"({"ids": []})", R"({"ids": "j-000001"})", R"({"ids": [1]})",
+                          R"({"ids": [""]})", R"({"ids": ["j"], "x": 1})"}) {
+    auto r = ParseJobIds(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().status, 400) << bad;
+  }
+  std::string many = R"({"ids": [)";
+  for (int i = 0; i < 10001; ++i) many += std::string(i ? "," : "") + "\"j\"";
+  EXPECT_FALSE(ParseJobIds(many + "]}"));
+}
+
 TEST(Query, ParsesAndRefuses) {
   auto f = ParseJobFilter({{"state", "running,pending"}, {"limit", "5"}});
   ASSERT_TRUE(f);
