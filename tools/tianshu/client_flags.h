@@ -36,6 +36,12 @@ struct Common {
 };
 // A subcommand with the client flags and --output.
 CLI::App* Command(CLI::App& app, const char* name, const char* help, Common* c);
+// The exit code of a call's outcome: kExitOk for a success, kExitFailure when the server could
+// not be reached or failed (5xx), kExitInvalid when it refused the request.
+int ExitCodeOf(const Result<server::ApiResponse>& r);
+// What went wrong with a call that was not a success (the server's message, or why it was not
+// reached).
+std::string ErrorOf(const Result<server::ApiResponse>& r);
 // Prints the outcome of a call; returns the exit code when it was not a success.
 std::optional<int> Failed(const Result<server::ApiResponse>& r, const std::string& what);
 // A field of a server answer as text for a terminal ("" when absent).

@@ -202,16 +202,19 @@ int Run(const AgentArgs& a) {
     std::cerr << "tianshu agent: " << credential.error().message << "\n";
     return kExitInvalid;
   }
-  http.SetCredential(*credential);
-  watch_http.SetCredential(*credential);
+  // Both connections (the session's and the work watcher's) speak with the same credential.
+  auto set_credential = [&http, &watch_http](const std::string& c) {
+    http.SetCredential(c);
+    watch_http.SetCredential(c);
+  };
+  set_credential(*credential);
   std::string agent_id = RandomId();
   agent::LogServer* logs = log_server->get();
-  auto on_register = [&http, &watch_http, logs, credential_file,
+  auto on_register = [set_credential, logs, credential_file,
                       own = *credential](const wire::RegisterResponse& r) {
     logs->SetKey(r.log_key);
     if (r.credential.empty()) {  // bound to the credential made here
-      http.SetCredential(own);
-      watch_http.SetCredential(own);
+      set_credential(own);
       return;
     }
     // A server that minted one (the node was registered without a hash): keep that one.
@@ -219,8 +222,7 @@ int Run(const AgentArgs& a) {
       std::cerr << "tianshu agent: cannot keep the node credential: " << s.error().message
                 << " (the next start will need the node forgotten by an admin)\n";
     }
-    http.SetCredential(r.credential);
-    watch_http.SetCredential(r.credential);
+    set_credential(r.credential);
   };
   agent::Session session({.node = host->hostname,
                           .agent_id = agent_id,

@@ -64,16 +64,21 @@ Result<std::unique_ptr<server::Client>> MakeClient(const ClientFlags& flags) {
 }
 
 // Prints the outcome of a call; returns the exit code when it was not a success.
+int ExitCodeOf(const Result<server::ApiResponse>& r) {
+  if (!r) return kExitFailure;
+  if (!r->ok()) return r->status >= 500 ? kExitFailure : kExitInvalid;
+  return kExitOk;
+}
+
+std::string ErrorOf(const Result<server::ApiResponse>& r) {
+  return r ? r->ErrorText() : r.error().message;
+}
+
 std::optional<int> Failed(const Result<server::ApiResponse>& r, const std::string& what) {
-  if (!r) {
-    std::cerr << "tianshu " << what << ": " << r.error().message << "\n";
-    return kExitFailure;
-  }
-  if (!r->ok()) {
-    std::cerr << "tianshu " << what << ": " << r->ErrorText() << "\n";
-    return r->status >= 500 ? kExitFailure : kExitInvalid;
-  }
-  return std::nullopt;
+  const int code = ExitCodeOf(r);
+  if (code == kExitOk) return std::nullopt;
+  std::cerr << "tianshu " << what << ": " << ErrorOf(r) << "\n";
+  return code;
 }
 
 std::string S(const json& j, const char* key) {

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -135,17 +135,20 @@ Runner RegisterSubmit(CLI::App& app) {
     std::error_code ec;
     const std::string cwd = std::filesystem::current_path(ec).string();
     const std::string path = a->hold ? "/v1/jobs?hold=true" : "/v1/jobs";
-    std::vector<Outcome> outcomes(specs.size());
-    std::atomic<size_t> next{0};
-    std::string setup_error;
-    std::mutex mu;
-    auto worker = [&] {
+    // One client per connection in flight (a Client serves one thread).
+    std::vector<std::unique_ptr<server::Client>> clients;
+    const size_t n = std::min<size_t>(static_cast<size_t>(a->parallel), specs.size());
+    for (size_t i = 0; i < n; ++i) {
       auto client = MakeClient(a->client);
       if (!client) {
-        std::lock_guard l(mu);
-        setup_error = client.error().message;
-        return;
+        std::cerr << "tianshu submit: " << client.error().message << "\n";
+        return kExitInvalid;
       }
+      clients.push_back(std::move(*client));
+    }
+    std::vector<Outcome> outcomes(specs.size());
+    std::atomic<size_t> next{0};
+    auto worker = [&](server::Client& client) {
       for (size_t i = next++; i < specs.size(); i = next++) {
         const Spec& s = specs[i];
         // The key makes a resend safe: after a lost answer or a restarting server the CLI
@@ -153,27 +156,21 @@ Runner RegisterSubmit(CLI::App& app) {
         std::string key = a->idempotency_key.empty() ? RandomKey()
                           : specs.size() == 1        ? a->idempotency_key
                                                      : a->idempotency_key + "." + std::to_string(i);
-        auto r = (*client)->PostIdempotent(
+        auto r = client.PostIdempotent(
             path, s.text, s.content_type, key,
             {{"X-Tianshu-File", s.file}, {"X-Tianshu-Workdir", ec ? std::string() : cwd}});
         Outcome& o = outcomes[i];
-        if (!r) {
-          o = {std::nullopt, r.error().message, kExitFailure};
-        } else if (!r->ok()) {
-          o = {std::nullopt, r->ErrorText(), r->status >= 500 ? kExitFailure : kExitInvalid};
-        } else {
+        o.code = ExitCodeOf(r);
+        if (o.code == kExitOk) {
           o.job = r->body;
+        } else {
+          o.error = ErrorOf(r);
         }
       }
     };
     std::vector<std::thread> threads;
-    const size_t n = std::min<size_t>(static_cast<size_t>(a->parallel), specs.size());
-    for (size_t i = 0; i < n; ++i) threads.emplace_back(worker);
+    for (auto& c : clients) threads.emplace_back(worker, std::ref(*c));
     for (auto& t : threads) t.join();
-    if (!setup_error.empty()) {
-      std::cerr << "tianshu submit: " << setup_error << "\n";
-      return kExitInvalid;
-    }
     int code = kExitOk;
     json submitted = json::array(), failed = json::array();
     for (size_t i = 0; i < specs.size(); ++i) {

@@ -9,7 +9,6 @@
 
 #include "commands.h"
 #include "data_sets.h"
-#include "tianshu/base/strings.h"
 #include "tianshu/engine/engine.h"
 #include "tianshu/model/load.h"
 #include "tianshu/policy/builtin.h"
@@ -126,19 +125,8 @@ model::ValidationResult Check(const std::string& path, std::string* summary) {
       v.diagnostics.push_back({.file = path, .message = st.error().message});
       return v;
     }
-    if (auto p = engine::FindPluginNameProblem(std::get<model::EngineConfig>(v.document->value))) {
-      model::Diagnostic d{.file = path, .path = p->path, .message = p->message};
-      // "file:line:column" -> line, column (the file name may hold ':' itself).
-      const auto c2 = p->at.rfind(':');
-      const auto c1 =
-          c2 == std::string::npos || c2 == 0 ? std::string::npos : p->at.rfind(':', c2 - 1);
-      int64_t line = 0, column = 0;
-      if (c1 != std::string::npos && ParseInt64(p->at.substr(c1 + 1, c2 - c1 - 1), &line) &&
-          ParseInt64(p->at.substr(c2 + 1), &column)) {
-        d.line = static_cast<int>(line);
-        d.column = static_cast<int>(column);
-      }
-      v.diagnostics.push_back(std::move(d));
+    if (auto d = engine::FindPluginNameProblem(std::get<model::EngineConfig>(v.document->value))) {
+      v.diagnostics.push_back(std::move(*d));
       v.document.reset();
     }
   }

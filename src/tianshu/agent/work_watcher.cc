@@ -40,11 +40,6 @@ bool WorkWatcher::disabled() const {
   return disabled_;
 }
 
-std::string WorkWatcher::last_error() const {
-  std::lock_guard l(mu_);
-  return last_error_;
-}
-
 void WorkWatcher::Run() {
   int64_t retry_ms = options_.retry_ms;
   std::unique_lock lock(mu_);
@@ -57,9 +52,8 @@ void WorkWatcher::Run() {
     lock.lock();
     if (stop_) return;
     if (!batch) {
-      last_error_ = batch.error().message;
       // 400: a server that does not know `after`; the heartbeat path serves alone.
-      if (last_error_.find("HTTP 400") != std::string::npos) {
+      if (batch.error().message.find("HTTP 400") != std::string::npos) {
         disabled_ = true;
         return;
       }
@@ -70,7 +64,6 @@ void WorkWatcher::Run() {
       continue;
     }
     retry_ms = options_.retry_ms;
-    last_error_.clear();
     if (batch->cursor.empty()) {  // an older server that ignored the cursor
       disabled_ = true;
       return;

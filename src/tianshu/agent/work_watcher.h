@@ -43,7 +43,6 @@ class WorkWatcher {
   std::vector<wire::WorkOrder> Take();
   // True once the server refused the cursor (an older server): heartbeats fetch work alone.
   bool disabled() const;
-  std::string last_error() const;
 
  private:
   void Run();
@@ -55,7 +54,7 @@ class WorkWatcher {
   std::condition_variable cv_;
   bool active_ = false, stop_ = false, disabled_ = false;
   std::vector<wire::WorkOrder> ready_;
-  std::string cursor_, last_error_;
+  std::string cursor_;
   std::thread thread_;
 };
 

@@ -28,6 +28,7 @@
 #include "tianshu/model/cluster_state.h"
 #include "tianshu/model/engine_config.h"
 #include "tianshu/model/job.h"
+#include "tianshu/model/load.h"
 #include "tianshu/model/topology.h"
 #include "tianshu/placement/strategy.h"
 
@@ -278,13 +279,10 @@ std::vector<std::string> PresetNames();
 // the consolidation wait from scheduler.compact_wait. The policy names of policy/ need
 // policy::RegisterBuiltinPolicies() before Engine::Create (simulate and serve call it).
 [[nodiscard]] Result<EngineOptions> OptionsFromConfig(const model::EngineConfig& config);
-// A plugin name of the config (scheduler.algorithm, .order, .backfill) that no registry knows:
-// its field path, where the file gave it ("file:line:column", "" when not from a file), and
-// the message (with the nearest registered name). OptionsFromConfig fails with it.
-struct PluginNameProblem {
-  std::string path, at, message;
-};
-std::optional<PluginNameProblem> FindPluginNameProblem(const model::EngineConfig& config);
+// A plugin name of the config (scheduler.algorithm, .order, .backfill) that no registry knows,
+// as a diagnostic: where the file gave it (no file or line when it came from no file), its
+// field path, and the message with the nearest registered name. OptionsFromConfig fails with it.
+std::optional<model::Diagnostic> FindPluginNameProblem(const model::EngineConfig& config);
 
 // What one cycle did.
 struct CycleStats {

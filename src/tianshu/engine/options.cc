@@ -33,7 +33,7 @@ Status EngineOptions::Validate() const {
 
 std::vector<std::string> PresetNames() { return {"mainstream", "slurm", "tiresias", "tianshu"}; }
 
-std::optional<PluginNameProblem> FindPluginNameProblem(const model::EngineConfig& config) {
+std::optional<model::Diagnostic> FindPluginNameProblem(const model::EngineConfig& config) {
   for (const auto& [path, name, what, known] :
        {std::tuple{"scheduler.algorithm", config.algorithm, "placement strategy",
                    placement::StrategyNames()},
@@ -42,20 +42,24 @@ std::optional<PluginNameProblem> FindPluginNameProblem(const model::EngineConfig
                    BackfillPolicyNames()}}) {
     if (std::find(known.begin(), known.end(), name) != known.end()) continue;
     const std::string near = NearestWord(name, known);
-    auto at = config.plugin_at.find(path);
-    return PluginNameProblem{
+    model::Diagnostic d{
         .path = path,
-        .at = at == config.plugin_at.end() ? "" : at->second,
         .message = "unknown " + std::string(what) + " '" + name + "'" +
                    (near.empty() ? std::string() : " (did you mean '" + near + "'?)") +
                    "; registered: " + Join(known, ", ")};
+    if (auto at = config.plugin_at.find(path); at != config.plugin_at.end()) {
+      d.file = at->second.file;
+      d.line = at->second.line;
+      d.column = at->second.column;
+    }
+    return d;
   }
   return std::nullopt;
 }
 
 Result<EngineOptions> OptionsFromConfig(const model::EngineConfig& config) {
-  if (auto p = FindPluginNameProblem(config)) {
-    return Fail(p->at.empty() ? "" : p->at + ": ", p->path, ": ", p->message);
+  if (auto d = FindPluginNameProblem(config)) {
+    return Fail(d->file.empty() ? d->path + ": " + d->message : d->ToString());
   }
   EngineOptions o;
   o.config = config;

@@ -91,8 +91,12 @@ struct EngineConfig {
 
   // Plugin names (scheduler.algorithm, .order, .backfill) are not checked here: model/ knows
   // no plugins. engine::OptionsFromConfig checks them against the registries, and names the
-  // place each came from: field path -> "file:line:column" (set when read from a file).
-  std::map<std::string, std::string> plugin_at;
+  // place each came from (field path -> where; set when read from a file).
+  struct SourcePos {
+    std::string file;
+    int line = 0, column = 0;
+  };
+  std::map<std::string, SourcePos> plugin_at;
 };
 
 // Collective algorithms ALLREDUCE_ALGO accepts.

@@ -88,7 +88,10 @@ TEST(PluginNames, YamlAcceptsEveryRegisteredStrategyAndNamesTheNearestForATypo) 
   ASSERT_TRUE(good.diagnostics.empty()) << good.diagnostics[0].ToString();
   const auto& config = std::get<model::EngineConfig>(good.document->value);
   EXPECT_EQ(config.algorithm, "by-speed");
-  EXPECT_EQ(config.plugin_at.at("scheduler.algorithm"), "engine.yaml:2:14");
+  const auto& at = config.plugin_at.at("scheduler.algorithm");
+  EXPECT_EQ(at.file, "engine.yaml");
+  EXPECT_EQ(at.line, 2);
+  EXPECT_EQ(at.column, 14);
   auto options = engine::OptionsFromConfig(config);
   ASSERT_TRUE(options) << options.error().message;
   EXPECT_EQ(options->placement, "by-speed");

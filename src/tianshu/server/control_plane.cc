@@ -249,13 +249,10 @@ void ControlPlane::DropOrdersFor(Txn& t, const std::string& node) {
 }
 
 void ControlPlane::Shutdown() {
-  {
-    std::lock_guard l(mu_);
-    shutdown_ = true;
-  }
+  std::lock_guard l(mu_);  // work_cvs_ is read under it; waking under it loses no waiter
+  shutdown_ = true;
   events_cv_.notify_all();
   tick_cv_.notify_all();
-  std::lock_guard l(mu_);
   for (auto& [node, cv] : work_cvs_) cv.notify_all();
 }
 

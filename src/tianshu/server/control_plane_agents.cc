@@ -187,33 +187,32 @@ ApiResult<wire::WorkBatch> ControlPlane::Work(const std::string& node, const std
     return Refuse(409, "agent " + agent_id + " is not the registered agent of node " + node +
                            ": register again");
   }
-  // Only durable orders go out: an order a crash could lose must never start a rank.
-  auto durable_since = [&](uint64_t seq) {
+  // The node's outstanding orders that are durable: an order a crash could lose never goes out
+  // (it could start a rank the restarted server knows nothing of).
+  auto durable_orders = [&] {
+    std::vector<const OrderEntry*> out;
     const uint64_t durable = committer_->Durable();
     if (auto o = node_orders_.find(node); o != node_orders_.end()) {
       for (const auto& id : o->second) {
-        const OrderEntry& e = orders_.at(id);
-        if (e.seq > seq && e.ticket <= durable) return true;
+        if (const OrderEntry& e = orders_.at(id); e.ticket <= durable) out.push_back(&e);
       }
     }
-    return false;
+    return out;
   };
   if (wait_ms > 0) {
-    std::condition_variable& cv = work_cvs_[node];
-    const uint64_t since = after.empty() ? 0 : after_seq;
-    cv.wait_for(lock, std::chrono::milliseconds(wait_ms),
-                [&] { return shutdown_ || !registered_agent() || durable_since(since); });
+    auto newer = [&] {
+      const auto orders = durable_orders();
+      return std::any_of(orders.begin(), orders.end(),
+                         [&](const OrderEntry* e) { return e->seq > after_seq; });
+    };
+    work_cvs_[node].wait_for(lock, std::chrono::milliseconds(wait_ms),
+                             [&] { return shutdown_ || !registered_agent() || newer(); });
   }
   wire::WorkBatch batch;
   uint64_t last = after_seq;
-  const uint64_t durable = committer_->Durable();
-  if (auto o = node_orders_.find(node); o != node_orders_.end()) {
-    for (const auto& id : o->second) {
-      const OrderEntry& e = orders_.at(id);
-      if (e.ticket > durable) continue;
-      batch.orders.push_back(e.order);
-      last = std::max(last, e.seq);
-    }
+  for (const OrderEntry* e : durable_orders()) {
+    batch.orders.push_back(e->order);
+    last = std::max(last, e->seq);
   }
   batch.cursor = order_epoch_ + "." + std::to_string(last);
   return batch;

@@ -171,6 +171,7 @@ Status ControlPlane::Load(int64_t now_ms) {
   schedule_dirty_ = true;
   active_seqs_.clear();
   pending_seqs_.clear();
+  // As if each job came from a terminal state: IndexState then only inserts.
   for (const auto& [seq, j] : jobs_) IndexState(seq, JobState::kSucceeded, j.state);
   return Ok();
 }

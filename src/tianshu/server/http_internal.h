@@ -29,5 +29,10 @@ std::string BearerOf(const httplib::Request& req);
 std::optional<Identity> Allowed(ControlPlane* cp, const httplib::Request& req,
                                 httplib::Response& res, const std::vector<Role>& roles,
                                 const std::string& what);
+// Allowed bound to `cp`, for the routes to capture: allowed(req, res, roles, what).
+inline auto AllowedBy(ControlPlane* cp) {
+  return [cp](const httplib::Request& req, httplib::Response& res, const std::vector<Role>& roles,
+              const std::string& what) { return Allowed(cp, req, res, roles, what); };
+}
 
 }  // namespace tianshu::server::http_detail

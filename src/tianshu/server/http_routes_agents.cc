@@ -15,9 +15,7 @@ void Server::AgentRoutes() {
   httplib::Server& h = *http_;
   ControlPlane* cp = cp_.get();
   auto now = [this] { return options_.now_ms(); };
-  auto allowed = [cp](const httplib::Request& req, httplib::Response& res,
-                      const std::vector<Role>& roles,
-                      const std::string& what) { return Allowed(cp, req, res, roles, what); };
+  const auto allowed = AllowedBy(cp);
   // ---- identities (admin) ----
   h.Post("/v1/users", [cp, now, allowed](const httplib::Request& req, httplib::Response& res) {
     if (!allowed(req, res, {Role::kAdmin}, "manage users")) return;

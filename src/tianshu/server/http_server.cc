@@ -334,9 +334,7 @@ void Server::Routes() {
   auto now = [this] { return options_.now_ms(); };
   // The caller (authenticated by the pre-routing handler) when its role may make this call;
   // otherwise the 403 is written and nullopt returned.
-  auto allowed = [cp](const httplib::Request& req, httplib::Response& res,
-                      const std::vector<Role>& roles,
-                      const std::string& what) { return Allowed(cp, req, res, roles, what); };
+  const auto allowed = AllowedBy(cp);
   const std::vector<Role> people = {Role::kAdmin, Role::kUser};  // copied into each route
 
   h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {

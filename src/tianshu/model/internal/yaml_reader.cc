@@ -258,7 +258,8 @@ bool YamlReader::Choice(const YAML::Node& map, const std::string& path, const st
 }
 
 bool YamlReader::PluginName(const YAML::Node& map, const std::string& path, const std::string& key,
-                            std::string* out, std::map<std::string, std::string>* where) {
+                            std::string* out,
+                            std::map<std::string, EngineConfig::SourcePos>* where) {
   YAML::Node n = Get(map, key);
   std::string s;
   std::string p = Child(path, key);
@@ -278,7 +279,7 @@ bool YamlReader::PluginName(const YAML::Node& map, const std::string& path, cons
   }
   *out = l;
   const YAML::Mark m = n.Mark();
-  (*where)[p] = file_ + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+  (*where)[p] = {.file = file_, .line = m.line + 1, .column = m.column + 1};
   return true;
 }
 

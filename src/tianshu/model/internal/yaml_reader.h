@@ -56,9 +56,9 @@ class YamlReader {
   bool Choice(const YAML::Node& map, const std::string& path, const std::string& key,
               const std::vector<std::string>& choices, std::string* out);
   // A plugin's name (lower-cased; letters, digits, '-', '.', '_'): what names exist is not
-  // model/'s to know. (*where)[path] gets "file:line:column" for the later check's message.
+  // model/'s to know. (*where)[path] gets its place, for the later check's message.
   bool PluginName(const YAML::Node& map, const std::string& path, const std::string& key,
-                  std::string* out, std::map<std::string, std::string>* where);
+                  std::string* out, std::map<std::string, EngineConfig::SourcePos>* where);
   bool Size(const YAML::Node& map, const std::string& path, const std::string& key, int64_t* out);
   bool Bw(const YAML::Node& map, const std::string& path, const std::string& key, Bandwidth* out);
   // Seconds, from a plain number or a duration ("30m").
