@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <map>
 #include <thread>
 
 #include "server_fixture.h"
@@ -149,6 +150,36 @@ TEST(Holds, HeldJobsWaitUntilReleasedTogetherAndAllOrNoneChanges) {
   }
   // Holding again is refused once they have started.
   EXPECT_EQ(f.Post("/v1/jobs/hold", json{{"ids", ids}}.dump(), "application/json").status, 409);
+}
+
+// A second user cannot release (or hold) the first one's jobs; an admin can.
+TEST(Holds, OnlyTheOwnerOrAnAdminHoldsOrReleasesAJob) {
+  ServerFixture f;
+  f.Start();
+  std::map<std::string, std::string> tokens;
+  for (const std::string name : {"alice", "bob"}) {
+    auto u = f.Post("/v1/users", json{{"name", name}}.dump(), "application/json");
+    ASSERT_EQ(u.status, 201) << u.text;
+    tokens[name] = u.body["token"];
+  }
+  auto alice = f.NewClient(tokens["alice"]);
+  auto bob = f.NewClient(tokens["bob"]);
+  auto made = alice->Post("/v1/jobs?hold=true", JobYaml("mine", 1), "application/yaml");
+  ASSERT_TRUE(made && made->status == 201);
+  const std::string id = made->body["id"];
+  const std::string body = json{{"ids", {id}}}.dump();
+  auto stolen = bob->Post("/v1/jobs/release", body, "application/json");
+  ASSERT_TRUE(stolen);
+  EXPECT_EQ(stolen->status, 403);
+  EXPECT_NE(stolen->ErrorText().find("belongs to alice"), std::string::npos) << stolen->text;
+  EXPECT_EQ(f.Get("/v1/jobs/" + id).body["held"], true);
+  auto own = alice->Post("/v1/jobs/release", body, "application/json");
+  ASSERT_TRUE(own && own->status == 200) << (own ? own->text : own.error().message);
+  auto held_by_bob = bob->Post("/v1/jobs/hold", body, "application/json");
+  ASSERT_TRUE(held_by_bob);
+  EXPECT_EQ(held_by_bob->status, 403);
+  EXPECT_EQ(f.Post("/v1/jobs/hold", body, "application/json").status, 200);  // the admin
+  EXPECT_EQ(f.Get("/v1/jobs/" + id).body["held"], true);
 }
 
 TEST(Holds, AHoldSurvivesARestart) {
