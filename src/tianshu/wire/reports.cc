@@ -1,0 +1,123 @@
+// Reports (agent -> server): what happened to an order, one at a time or in a batch.
+#include "tianshu/wire/wire.h"
+
+#include "tianshu/wire/internal/object_reader.h"
+
+namespace tianshu::wire {
+namespace {
+
+using internal::Finish;
+using internal::kMaxI64;
+using internal::kMaxInt;
+using internal::ObjectReader;
+using internal::ParseText;
+using internal::Versioned;
+using nlohmann::json;
+
+Report ReadReport(const json& j, const std::string& p, std::vector<std::string>* e) {
+  Report r;
+  ObjectReader o(j, p, e,
+                 {"order_id", "kind", "job_id", "rank", "pid", "exit_code", "signal", "step",
+                  "path", "message"});
+  o.Str("order_id", &r.order_id, true);
+  std::string kind;
+  o.Str("kind", &kind, true);
+  if (!kind.empty()) {
+    if (auto k = ParseReportKind(kind)) {
+      r.kind = *k;
+    } else {
+      o.Err(o.Field("kind"),
+            "expected one of accepted, started, exited, checkpointed, stopped, rejected");
+    }
+  }
+  o.Str("job_id", &r.job_id);
+  o.Int("rank", &r.rank, -1, kMaxInt);
+  o.Int("pid", &r.pid, 0, kMaxI64);
+  o.Int("exit_code", &r.exit_code, -1024, 1024);
+  o.Int("signal", &r.signal, 0, 1024);
+  o.Int("step", &r.step, -1, kMaxI64);
+  o.Str("path", &r.path);
+  o.Str("message", &r.message, false, 65536);
+  return r;
+}
+
+json ReportBody(const Report& r) {
+  json j = {{"order_id", r.order_id},
+            {"kind", ReportKindName(r.kind)},
+            {"job_id", r.job_id},
+            {"rank", r.rank}};
+  if (r.pid) j["pid"] = r.pid;
+  if (r.kind == ReportKind::kExited) {
+    j["exit_code"] = r.exit_code;
+    j["signal"] = r.signal;
+  }
+  if (r.step >= 0) j["step"] = r.step;
+  if (!r.path.empty()) j["path"] = r.path;
+  if (!r.message.empty()) j["message"] = r.message;
+  return j;
+}
+
+}  // namespace
+
+std::string_view ReportKindName(ReportKind k) {
+  switch (k) {
+    case ReportKind::kAccepted:
+      return "accepted";
+    case ReportKind::kStarted:
+      return "started";
+    case ReportKind::kExited:
+      return "exited";
+    case ReportKind::kCheckpointed:
+      return "checkpointed";
+    case ReportKind::kStopped:
+      return "stopped";
+    case ReportKind::kRejected:
+      return "rejected";
+  }
+  return "accepted";
+}
+std::optional<ReportKind> ParseReportKind(std::string_view s) {
+  if (s == "accepted") return ReportKind::kAccepted;
+  if (s == "started") return ReportKind::kStarted;
+  if (s == "exited") return ReportKind::kExited;
+  if (s == "checkpointed") return ReportKind::kCheckpointed;
+  if (s == "stopped") return ReportKind::kStopped;
+  if (s == "rejected") return ReportKind::kRejected;
+  return std::nullopt;
+}
+
+json ToJson(const Report& r) { return Versioned(ReportBody(r)); }
+
+json ToJson(const ReportBatch& b) {
+  json reports = json::array();
+  for (const auto& r : b.reports) reports.push_back(ReportBody(r));
+  return Versioned({{"agent_id", b.agent_id}, {"reports", reports}});
+}
+
+Result<Report> ReportFromJson(const json& j, const std::string& where) {
+  std::vector<std::string> e;
+  Report r = ReadReport(j, where, &e);
+  return Finish(std::move(r), e);
+}
+
+Result<Report> ParseReport(std::string_view text) {
+  auto j = ParseText(text);
+  if (!j) return std::unexpected(j.error());
+  return ReportFromJson(*j, "report");
+}
+
+Result<ReportBatch> ParseReportBatch(std::string_view text) {
+  auto j = ParseText(text);
+  if (!j) return std::unexpected(j.error());
+  std::vector<std::string> e;
+  ReportBatch b;
+  ObjectReader o(*j, "", &e, {"agent_id", "reports"});
+  o.Str("agent_id", &b.agent_id, true);
+  o.Array(
+      "reports",
+      [&](const json& x, const std::string& q) { b.reports.push_back(ReadReport(x, q, &e)); },
+      true);
+  return Finish(std::move(b), e);
+}
+
+}  // namespace tianshu::wire
