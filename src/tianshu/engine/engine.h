@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tianshu/base/status.h"
+#include "tianshu/engine/pending_queue.h"
 #include "tianshu/engine/runtime_history.h"
 #include "tianshu/model/cluster_state.h"
 #include "tianshu/model/engine_config.h"
@@ -302,7 +303,8 @@ struct CycleResult {
   CycleStats stats;
 };
 
-class Policies;  // policy.h: the instantiated plugins
+class Policies;    // policy.h: the instantiated plugins
+struct CycleView;  // policy.h: what policies read of one cycle
 
 // Not thread-safe: one owner (the simulator's loop, the server's reconciler) calls it.
 class Engine {
@@ -359,7 +361,7 @@ class Engine {
   const model::Topology& Topology() const { return *topology_; }
   const EngineOptions& Options() const { return options_; }
   // Pending jobs in submission order (submit time, then id).
-  std::span<const JobId> Pending() const { return pending_; }
+  std::span<const JobId> Pending() const { return pending_.Ids(); }
   std::span<const JobId> Running() const { return running_; }
   size_t NumJobs() const { return jobs_.size(); }
   int64_t Cycles() const { return cycles_; }
@@ -367,35 +369,25 @@ class Engine {
   std::vector<const JobRecord*> AllJobs() const;
 
  private:
-  bool ElasticOn() const;   // an elastic policy other than "none" is configured
-  bool UpgradesOn() const;  // spread jobs move to compact placements (see EngineOptions)
+  Engine(const model::Topology& topology, const EngineOptions& options);
+  bool ElasticOn() const;  // an elastic policy other than "none" is configured
   // The predicted slowdown of `ranks` for `job` (1 when compact or without a prediction).
   double RunSlowdown(const JobRecord& job, const std::vector<placement::RankSlot>& ranks) const;
   // Takes or gives back what a placement holds: GPU shares of state_, or overlay budget for
   // a co-located service.
   void Occupy(JobRecord& r, const std::vector<placement::RankSlot>& ranks, bool colocated);
   void Vacate(JobRecord& r);
-  // An overlay placement for inference `job` on GPUs training holds (`trained`), with room in
-  // `overlay`; nullopt when none fits.
-  std::optional<std::vector<placement::RankSlot>> PlaceOverlay(
-      const model::ClusterState& work, const JobRecord& job, const std::vector<int>& overlay,
-      const std::vector<char>& trained) const;
-  Engine(const model::Topology& topology, const EngineOptions& options);
   void Accrue(JobRecord& job, double now_s);
   // Applying decisions: the one place that mutates placements and capacity.
   void Commit(const Decision& d, double now_s);
   void MarkRunning(JobRecord& r, const std::vector<placement::RankSlot>& ranks, double now_s);
   void Requeue(JobRecord& job, double progress, double now_s);
-  // Whether `ranks` spread `job` so that it should rather wait for a compact placement.
-  bool TooSlowToStart(const JobRecord& job, const std::vector<placement::RankSlot>& ranks) const;
-  // Whether `job` may still wait for a compact placement at `now_s` (options).
-  bool InCompactWait(const JobRecord& job, double now_s) const;
-  void RemoveFrom(std::vector<JobId>& v, JobId id);
-  void AddPending(JobId id);
-  void RemovePending(JobId id);
+  void AddPending(const JobRecord& job);
   std::vector<Decision> StopJobsOnNode(int node, StopReason why, double now_s);
-  std::map<std::string, std::string> CommEnv(const JobRecord& job,
-                                             const std::vector<placement::RankSlot>& ranks) const;
+  // Steps of Cycle (engine.cc says why each is one).
+  void RefreshLearnedEstimates();
+  std::vector<JobId> OrderedQueue(const CycleView& view) const;
+  void ApplyDecisions(const std::vector<Decision>& decisions, double now_s);
 
   const model::Topology* topology_;
   EngineOptions options_;
@@ -405,9 +397,8 @@ class Engine {
   model::ClusterState idle_;  // the empty, healthy cluster (for "can never fit")
   std::unordered_map<JobId, JobRecord> jobs_;
   std::vector<JobId> order_of_submission_;
-  std::vector<JobId> pending_;             // submission order (submit time, then id), always
-  std::map<int, int> pending_priorities_;  // priority -> pending jobs with it
-  std::vector<JobId> running_;             // start order
+  PendingQueue pending_;
+  std::vector<JobId> running_;                         // start order
   std::unordered_map<JobId, std::string> never_fits_;  // rejected at the next cycle
   int64_t cycles_ = 0;
   RuntimeHistory runtimes_;

@@ -4,16 +4,20 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
-#include <queue>
 #include <set>
-#include <unordered_map>
-#include <unordered_set>
 
-#include "tianshu/comm/cost_model.h"
 #include "tianshu/estimate/perf.h"
 #include "tianshu/estimate/plan.h"
 #include "tianshu/estimate/serving.h"
 #include "tianshu/policy/builtin.h"
+#include "tianshu/sim/internal/event_queue.h"
+#include "tianshu/sim/internal/failure_clock.h"
+#include "tianshu/sim/internal/gpu_sharing.h"
+#include "tianshu/sim/internal/job_run.h"
+#include "tianshu/sim/internal/node_sharing.h"
+#include "tianshu/sim/internal/results.h"
+#include "tianshu/sim/internal/service_prices.h"
+#include "tianshu/sim/internal/usage_meter.h"
 
 namespace tianshu::sim {
 namespace {
@@ -22,109 +26,46 @@ namespace {
 using estimate::Colocation;
 using estimate::ColocationFrom;
 using estimate::ContentionSolver;
-using estimate::CostOfService;
 using estimate::ForecastOverlay;
-using estimate::Interference;
-using estimate::InterferenceOf;
 using estimate::JobPerf;
-using estimate::Latency;
-using estimate::MmcLatency;
 using estimate::PerfModel;
-using estimate::ServiceCost;
-using estimate::SplitBusy;
-using estimate::TrainingLoss;
 
 using engine::Decision;
 using engine::JobId;
-
-enum class EvKind : int {
-  kCompletion = 0,  // first: capacity freed at an instant is visible to that instant's cycle
-  kResume = 1,
-  kNodeFail = 2,
-  kNodeRepair = 3,
-  kWakeup = 4,
-};
-
-struct Ev {
-  double t;
-  EvKind kind;
-  int64_t seq;
-  int job;  // or node
-  int64_t version;
-  bool operator>(const Ev& o) const {
-    if (t != o.t) return t > o.t;
-    if (kind != o.kind) return kind > o.kind;
-    return seq > o.seq;
-  }
-};
-
-struct Run {
-  model::JobSpec spec;
-  double need = 0;   // ideal seconds of work (at its current size)
-  double need0 = 0;  // ideal seconds of work at its submitted size (for the metrics)
-  double done = 0;   // ideal seconds completed
-  double ideal_step = 0;
-  bool running = false;
-  bool paused = false;  // restarting: holds its GPUs, makes no progress
-  double busy_from = 0;
-  double last_t = 0;
-  double rate = 0;  // ideal seconds per second while not paused
-  double x = 1;     // network fraction from contention
-  double nvme = 1;  // jobs sharing its busiest NVMe
-  double comm_frac = 0, compute_frac = 1;
-  JobPerf perf;
-  std::vector<int> nodes;
-  double gpus = 0;  // GPU-equivalents held
-  int64_t version = 0;
-  double run_start = 0;           // start of the current placement
-  double allocated_gpu_s = 0;     // GPU shares held (none while overlaid on training's GPUs)
-  double ran_s = 0;               // time placed
-  double busy_w = 0, idle_w = 0;  // board power per GPU of its type
-  int leaves = 0;
-  int retries = 0;
-  double lost_s = 0;         // ideal seconds redone after failures
-  std::vector<int> gpu_ids;  // GPUs of the current placement
-  // Training: share of the device lost to co-located inference (its rate is scaled by 1 - it).
-  double coloc_loss = 0;
-  // Inference (serving.h): one request alone on its GPUs, per phase; its queue now.
-  bool serving = false;
-  bool colocated = false;
-  bool ever_colocated = false;
-  double pre_s = 0, dec_s = 0;
-  int servers = 1, replicas = 1;
-  double lambda = 0, slo_s = 0;
-  Latency lat;
-  double busy_pre = 0, busy_dec = 0;  // busy share of its GPUs in each phase
-  double served_to = 0;               // requests are counted up to this time
-  double req_total = 0, req_ok = 0, p99_sum = 0;
-  bool networked() const { return !perf.uplink_bytes.empty(); }
-};
-
-// The queue of a service priced so (sim/serving.h).
-void ApplyCost(const ServiceCost& c, struct Run* r) {
-  r->pre_s = c.pre_s;
-  r->dec_s = c.dec_s;
-  r->servers = c.servers;
-  r->replicas = c.replicas;
-  r->lambda = c.lambda;
-  r->slo_s = c.slo_s;
-}
+using internal::Ev;
+using internal::EvKind;
+using internal::JobRun;
 
 class Sim {
  public:
   Sim(const model::Topology& topo, const Workload& w, const engine::EngineOptions& eo,
       const SimOptions& so)
-      : topo_(topo), w_(w), eo_(eo), so_(so), pm_(topo, eo.config) {}
+      : topo_(topo),
+        w_(w),
+        eo_(eo),
+        so_(so),
+        pm_(topo, eo.config),
+        nodes_(topo.nodes.size()),
+        prices_(topo),
+        failures_(so.seed),
+        gpus_(runs_, meter_, prices_, [this](int j, double t) { Reprice(j, t); }) {}
 
   Result<SimResult> Run();
 
  private:
-  void Push(double t, EvKind k, int job, int64_t version = 0) {
-    heap_.push(Ev{t, k, seq_++, job, version});
-  }
+  // Steps of Run.
+  void InstallModelHooks();
+  void InitRuns();
+  Status SubmitArrivals(double t, int* next_arrival, bool* changed);
+  Status HandleEvent(const Ev& ev, double t, bool* changed);
+  void RunCycle(double t);
+  void AskForWakeup(double t);
+  void ReportProgress(int* last_report);
+  void CloseOpenRuns(double end);
+
   void Advance(double t);
-  void Contribute(struct Run& r, double sign);
   void Reprice(int j, double t);
+  void RepriceNvmeNeighbours(int j, double t);
   void Leave(int j, double t);
   void Resolve(double t);
   void StartJob(const engine::StartJob& s, double t);
@@ -132,23 +73,9 @@ class Sim {
   // Checkpoint, leave, restart on `ranks` (a migration, or a resize when the count changes).
   void Move(int j, const std::vector<placement::RankSlot>& ranks, double t);
   void Handle(const std::vector<Decision>& ds, double t);
+  void NoteHeat(double t);
   void Sample(double t);
   Status Finish(int j, double t);
-  // Co-location (serving.h).
-  std::optional<ServiceCost> Price(const model::JobSpec& spec, std::span<const int> gpus);
-  Latency ServiceLatency(const struct Run& r, bool contended, double* pre, double* dec) const;
-  bool Contended(const struct Run& r) const;
-  void UpdateService(int j, double t);
-  // Share of the device training loses next to a service busy this much in each phase.
-  double ServiceLoss(double busy_pre, double busy_dec) const {
-    return TrainingLoss(interference_, busy_pre, busy_dec);
-  }
-  double GpuLoss(int g) const;
-  void UpdateTrainingLoss(int j, double t);
-  void SetColocLoss(struct Run& r, double loss);
-  std::set<int> TrainersOn(const std::vector<int>& gpus) const;
-  void JoinGpus(int j, double t);
-  void LeaveGpus(int j, double t);
 
   const model::Topology& topo_;
   const Workload& w_;
@@ -156,67 +83,37 @@ class Sim {
   SimOptions so_;
   PerfModel pm_;
   std::unique_ptr<engine::Engine> engine_;
-  std::vector<struct Run> runs_;
-  std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> heap_;
-  int64_t seq_ = 0;
-  std::vector<std::vector<int>> node_jobs_;
-  std::set<int> networked_;
+  std::vector<JobRun> runs_;
+  internal::EventQueue events_;
+  internal::NodeSharing nodes_;  // NVMe shares
+  std::set<int> networked_;      // running jobs with uplink traffic (contention)
+  internal::UsageMeter meter_;
+  internal::ServicePrices prices_;
+  internal::FailureClock failures_;
   double now_ = 0;
   double wakeup_at_ = -1;
   double reshape_wakeup_at_ = -1;
-  // Piecewise-constant sums and their integrals.
-  double alloc_ = 0, eff_ = 0, comm_ = 0, extra_w_ = 0, base_w_ = 0;
-  double alloc_int_ = 0, eff_int_ = 0, comm_int_ = 0, energy_j_ = 0;
-  double wait_t_ = 0, wait_eff_int_ = 0;  // while some job waits (the queue is not empty)
   double peak_alloc_ = -1;
   SimResult out_;
-  // Co-location: per GPU the training job holding it whole (-1) and the services on it.
-  Colocation mode_ = Colocation::kNone;
-  Interference interference_;
-  std::vector<int> gpu_train_;
-  std::vector<std::vector<int>> gpu_inf_;
-  std::unordered_map<std::string, std::optional<ServiceCost>> price_cache_;
-  double coloc_gpus_ = 0, coloc_loss_ = 0, coloc_gpu_int_ = 0, coloc_loss_int_ = 0;
+  internal::GpuSharing gpus_;  // co-location: training and services per GPU
   int terminal_ = 0;
+  int64_t handled_ = 0;  // arrivals and events handled (Metrics::events)
   bool contention_dirty_ = false;
 };
 
 void Sim::Advance(double t) {
-  double dt = t - now_;
-  if (dt > 0) {
-    alloc_int_ += alloc_ * dt;
-    eff_int_ += eff_ * dt;
-    comm_int_ += comm_ * dt;
-    energy_j_ += (base_w_ + extra_w_) * dt;
-    coloc_gpu_int_ += coloc_gpus_ * dt;
-    coloc_loss_int_ += coloc_loss_ * dt;
-    if (engine_ && !engine_->Pending().empty()) {
-      wait_t_ += dt;
-      wait_eff_int_ += eff_ * dt;
-    }
-  }
+  meter_.Advance(t - now_, engine_ && !engine_->Pending().empty());
   now_ = t;
-}
-
-void Sim::Contribute(struct Run& r, double sign) {
-  if (r.colocated) return;  // an overlaid service holds no GPU share: training's count
-  double g = r.gpus;
-  alloc_ += sign * g;
-  if (!r.paused) {
-    eff_ += sign * g * r.rate;
-    comm_ += sign * g * r.comm_frac;
-    extra_w_ += sign * g * (r.busy_w - r.idle_w) * r.compute_frac;
-  }
 }
 
 // Recomputes a running job's speed (after its contention or NVMe share changed) and
 // reschedules its completion.
 void Sim::Reprice(int j, double t) {
-  struct Run& r = runs_[j];
+  JobRun& r = runs_[j];
   if (!r.running) return;
   if (!r.paused) r.done = std::min(r.need, r.done + r.rate * (t - r.last_t));
   r.last_t = t;
-  Contribute(r, -1);
+  meter_.Contribute(r, -1);
   if (r.perf.opaque || r.ideal_step <= 0) {
     r.rate = 1 - r.coloc_loss;
     r.comm_frac = 0;
@@ -227,13 +124,28 @@ void Sim::Reprice(int j, double t) {
     r.comm_frac = step > 0 ? r.perf.CommSeconds(r.x) / step : 0;
     r.compute_frac = step > 0 ? std::min(1.0, r.perf.compute_s / step) : 1;
   }
-  Contribute(r, +1);
+  meter_.Contribute(r, +1);
   ++r.version;
   if (r.paused) {
-    Push(r.busy_from, EvKind::kResume, j, r.version);
+    events_.Push(r.busy_from, EvKind::kResume, j, r.version);
   } else {
     double left = std::max(0.0, r.need - r.done);
-    Push(t + left / std::max(r.rate, 1e-9), EvKind::kCompletion, j, r.version);
+    events_.Push(t + left / std::max(r.rate, 1e-9), EvKind::kCompletion, j, r.version);
+  }
+}
+
+// The jobs sharing a node with `j` got or lost an NVMe neighbour: reprice those whose share
+// changed.
+void Sim::RepriceNvmeNeighbours(int j, double t) {
+  for (int n : runs_[j].nodes) {
+    for (int other : nodes_.JobsOn(n)) {
+      if (other == j) continue;
+      double k = nodes_.Share(runs_[other].nodes);
+      if (k != runs_[other].nvme && !runs_[other].perf.opaque) {
+        runs_[other].nvme = k;
+        Reprice(other, t);
+      }
+    }
   }
 }
 
@@ -253,7 +165,7 @@ void Sim::Resolve(double t) {
   }
   std::vector<double> x = ContentionSolver::Solve(flows, pm_.UplinkCapacity());
   for (size_t i = 0; i < ids.size(); ++i) {
-    struct Run& r = runs_[ids[i]];
+    JobRun& r = runs_[ids[i]];
     if (std::abs(r.x - x[i]) > 1e-9) {
       r.x = x[i];
       Reprice(ids[i], t);
@@ -263,7 +175,7 @@ void Sim::Resolve(double t) {
 
 void Sim::StartJob(const engine::StartJob& s, double t) {
   int j = static_cast<int>(s.id);
-  struct Run& r = runs_[j];
+  JobRun& r = runs_[j];
   r.running = true;
   r.run_start = t;
   r.last_t = t;
@@ -287,47 +199,37 @@ void Sim::StartJob(const engine::StartJob& s, double t) {
   r.rate = 0;
   r.comm_frac = 0;
   r.compute_frac = 0;
-  r.nvme = 1;
-  for (int n : r.nodes) {
-    node_jobs_[n].push_back(j);
-    r.nvme = std::max(r.nvme, static_cast<double>(node_jobs_[n].size()));
-  }
-  Contribute(r, +1);  // zero rate: the reprice below replaces it
+  r.nvme = nodes_.Join(j, r.nodes);
+  meter_.Contribute(r, +1);  // zero rate: the reprice below replaces it
   Reprice(j, t);
   // Jobs sharing its nodes now share their NVMe with one more.
-  for (int n : r.nodes) {
-    for (int other : node_jobs_[n]) {
-      if (other == j) continue;
-      double k = 1;
-      for (int m : runs_[other].nodes) k = std::max(k, static_cast<double>(node_jobs_[m].size()));
-      if (k != runs_[other].nvme && !runs_[other].perf.opaque) {
-        runs_[other].nvme = k;
-        Reprice(other, t);
-      }
-    }
-  }
+  RepriceNvmeNeighbours(j, t);
   if (r.networked()) {
     networked_.insert(j);
     contention_dirty_ = true;
   }
-  JoinGpus(j, t);
+  gpus_.Join(j, t);
+  NoteHeat(t);
+}
+
+// The heat map is taken at the busiest moment (most GPU shares allocated).
+void Sim::NoteHeat(double t) {
   double milli = static_cast<double>(engine_->State().AllocatedGpuMilli());
-  if (milli > peak_alloc_) {
-    peak_alloc_ = milli;
-    out_.heat_time_s = t;
-    const auto& st = engine_->State();
-    out_.heat.assign(topo_.nodes.size(), 0);
-    for (const auto& n : topo_.nodes) {
-      int g = topo_.GpusOn(n.id);
-      out_.heat[n.id] =
-          g > 0 ? static_cast<float>(1.0 - static_cast<double>(st.FreeMilli(n.id)) / (g * 1000.0))
-                : 0;
-    }
+  if (milli <= peak_alloc_) return;
+  peak_alloc_ = milli;
+  out_.heat_time_s = t;
+  const auto& st = engine_->State();
+  out_.heat.assign(topo_.nodes.size(), 0);
+  for (const auto& n : topo_.nodes) {
+    int g = topo_.GpusOn(n.id);
+    out_.heat[n.id] =
+        g > 0 ? static_cast<float>(1.0 - static_cast<double>(st.FreeMilli(n.id)) / (g * 1000.0))
+              : 0;
   }
 }
 
 void Sim::StopJob(int j, double t, bool keep_progress) {
-  struct Run& r = runs_[j];
+  JobRun& r = runs_[j];
   if (!r.running) return;
   if (!r.paused) r.done = std::min(r.need, r.done + r.rate * (t - r.last_t));
   if (!keep_progress && r.perf.ckpt_interval_s > 0 && !r.paused) {
@@ -344,29 +246,19 @@ void Sim::StopJob(int j, double t, bool keep_progress) {
 // A run ends (stopped or finished): its GPU-time is booked, it leaves its nodes, and the jobs
 // that shared their NVMe with it are repriced.
 void Sim::Leave(int j, double t) {
-  struct Run& r = runs_[j];
-  LeaveGpus(j, t);
-  Contribute(r, -1);
+  JobRun& r = runs_[j];
+  gpus_.Leave(j, t);
+  meter_.Contribute(r, -1);
   if (!r.colocated) r.allocated_gpu_s += r.gpus * (t - r.run_start);
   r.ran_s += t - r.run_start;
   r.running = false;
   ++r.version;
-  for (int n : r.nodes) std::erase(node_jobs_[n], j);
-  for (int n : r.nodes) {
-    for (int other : node_jobs_[n]) {
-      double k = 1;
-      for (int m : runs_[other].nodes) k = std::max(k, static_cast<double>(node_jobs_[m].size()));
-      if (k != runs_[other].nvme && !runs_[other].perf.opaque) {
-        runs_[other].nvme = k;
-        Reprice(other, t);
-      }
-    }
-  }
+  nodes_.Leave(j, r.nodes);
+  RepriceNvmeNeighbours(j, t);
   if (networked_.erase(j)) contention_dirty_ = true;
 }
-
 void Sim::Move(int j, const std::vector<placement::RankSlot>& ranks, double t) {
-  struct Run& r = runs_[j];
+  JobRun& r = runs_[j];
   StopJob(j, t, /*keep_progress=*/true);
   const int before = r.spec.TotalGpus();
   const int after = static_cast<int>(ranks.size());
@@ -417,7 +309,7 @@ void Sim::Handle(const std::vector<Decision>& ds, double t) {
 }
 
 Status Sim::Finish(int j, double t) {
-  struct Run& r = runs_[j];
+  JobRun& r = runs_[j];
   r.done = r.need;
   r.last_t = t;
   Leave(j, t);
@@ -428,161 +320,17 @@ Status Sim::Finish(int j, double t) {
 }
 
 void Sim::Sample(double t) {
-  ::tianshu::sim::Sample s;
-  s.t = t;
-  s.allocated_gpus = static_cast<float>(alloc_);
-  s.effective_gpus = static_cast<float>(eff_);
-  s.comm_gpus = static_cast<float>(comm_);
-  s.power_w = static_cast<float>(base_w_ + extra_w_);
-  s.queued = static_cast<int32_t>(engine_->Pending().size());
+  ::tianshu::sim::Sample s = meter_.SampleAt(t, engine_->Pending().size());
   if (!out_.samples.empty() && out_.samples.back().t == t) {
     out_.samples.back() = s;
   } else {
     out_.samples.push_back(s);
   }
 }
-
-std::optional<ServiceCost> Sim::Price(const model::JobSpec& spec, std::span<const int> gpus) {
-  if (gpus.empty()) return std::nullopt;
-  std::string key = spec.name + "|" + spec.model.profile + "|" + std::to_string(gpus.size()) + "|" +
-                    std::to_string(topo_.nodes[comm::NodeOfGpu(topo_, gpus[0])].type) + "|" +
-                    std::to_string(spec.gpu_milli);
-  if (auto it = price_cache_.find(key); it != price_cache_.end()) return it->second;
-  std::optional<ServiceCost> out = CostOfService(topo_, spec, gpus);
-  price_cache_.emplace(std::move(key), out);
-  return out;
-}
-
-Latency Sim::ServiceLatency(const struct Run& r, bool contended, double* pre, double* dec) const {
-  *pre = r.pre_s;
-  *dec = r.dec_s;
-  if (contended) {
-    *pre *= interference_.prefill_stretch;
-    *dec *= interference_.decode_stretch;
-  }
-  return MmcLatency(r.lambda, *pre + *dec, r.servers, r.slo_s);
-}
-
-// A co-located service shares its GPUs with training while one holds any of them.
-bool Sim::Contended(const struct Run& r) const {
-  if (!r.colocated) return false;
-  return std::any_of(r.gpu_ids.begin(), r.gpu_ids.end(), [&](int g) { return gpu_train_[g] >= 0; });
-}
-
-// Counts the service's requests up to t at its old latency, then takes its new one.
-void Sim::UpdateService(int j, double t) {
-  struct Run& r = runs_[j];
-  if (!r.serving) return;
-  const double dt = std::max(0.0, t - r.served_to);
-  const double reqs = r.lambda * r.replicas * dt;
-  r.req_total += reqs;
-  r.req_ok += reqs * r.lat.attainment;
-  r.p99_sum += reqs * std::min(r.lat.p99_s, 3600.0);
-  r.served_to = t;
-  if (!r.running) return;
-  double pre = 0, dec = 0;
-  r.lat = ServiceLatency(r, Contended(r), &pre, &dec);
-  SplitBusy(r.lat, pre, dec, &r.busy_pre, &r.busy_dec);
-}
-
-// The replica's busy share, split over its phases by their shares of a request.
-// Share of GPU g's time that training loses to the services overlaid on it.
-double Sim::GpuLoss(int g) const {
-  double l = 0;
-  for (int i : gpu_inf_[g]) {
-    const struct Run& s = runs_[i];
-    if (s.colocated) l += ServiceLoss(s.busy_pre, s.busy_dec);
-  }
-  return l;
-}
-
-// A training job loses, on each GPU, what the services overlaid there take; the gang runs at
-// the pace of its worst GPU.
-void Sim::UpdateTrainingLoss(int j, double t) {
-  struct Run& r = runs_[j];
-  double loss = 0;
-  if (r.running) {
-    for (int g : r.gpu_ids) loss = std::max(loss, GpuLoss(g));
-  }
-  loss = std::min(loss, 0.9);
-  if (std::abs(loss - r.coloc_loss) < 1e-12) return;
-  SetColocLoss(r, loss);
-  if (r.running) Reprice(j, t);
-}
-
-// A training job's loss and the run's sums of co-located GPUs and their loss, together.
-void Sim::SetColocLoss(struct Run& r, double loss) {
-  coloc_gpus_ += ((loss > 0 ? r.gpus : 0) - (r.coloc_loss > 0 ? r.gpus : 0));
-  coloc_loss_ += (loss - r.coloc_loss) * r.gpus;
-  r.coloc_loss = loss;
-}
-
-// The training jobs holding any of `gpus`.
-std::set<int> Sim::TrainersOn(const std::vector<int>& gpus) const {
-  std::set<int> trainers;
-  for (int g : gpus) {
-    if (gpu_train_[g] >= 0) trainers.insert(gpu_train_[g]);
-  }
-  return trainers;
-}
-
-void Sim::JoinGpus(int j, double t) {
-  struct Run& r = runs_[j];
-  if (mode_ == Colocation::kNone && r.spec.kind != model::JobKind::kInference) return;
-  if (r.spec.kind == model::JobKind::kInference) {
-    for (int g : r.gpu_ids) gpu_inf_[g].push_back(j);
-    auto price = Price(r.spec, r.gpu_ids);
-    r.serving = price.has_value();
-    if (r.serving) {
-      ApplyCost(*price, &r);
-      r.served_to = t;
-      UpdateService(j, t);
-    }
-    for (int tj : TrainersOn(r.gpu_ids)) UpdateTrainingLoss(tj, t);
-    return;
-  }
-  if (r.spec.gpu_milli < model::kMilliPerGpu) return;
-  std::set<int> services;
-  for (int g : r.gpu_ids) {
-    gpu_train_[g] = j;
-    for (int i : gpu_inf_[g]) services.insert(i);
-  }
-  for (int i : services) UpdateService(i, t);
-  if (!services.empty()) UpdateTrainingLoss(j, t);
-}
-
-void Sim::LeaveGpus(int j, double t) {
-  struct Run& r = runs_[j];
-  if (r.spec.kind == model::JobKind::kInference) {
-    UpdateService(j, t);  // its requests up to now
-    for (int g : r.gpu_ids) std::erase(gpu_inf_[g], j);
-    r.busy_pre = r.busy_dec = 0;
-    if (r.colocated) {
-      for (int tj : TrainersOn(r.gpu_ids)) UpdateTrainingLoss(tj, t);
-    }
-    return;
-  }
-  std::set<int> services;
-  for (int g : r.gpu_ids) {
-    if (gpu_train_[g] != j) continue;
-    gpu_train_[g] = -1;
-    for (int i : gpu_inf_[g]) services.insert(i);
-  }
-  SetColocLoss(r, 0);
-  for (int i : services) UpdateService(i, t);
-}
-
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-Result<SimResult> Sim::Run() {
-  auto wall0 = std::chrono::steady_clock::now();
+// The engine's consolidation test and co-location check ask the same models the run is priced
+// with, unless the caller gave its own.
+void Sim::InstallModelHooks() {
   if (!eo_.placement_slowdown) {
-    // The engine's consolidation test asks the same performance model the run is priced with.
     eo_.placement_slowdown = [this](const model::JobSpec& spec,
                                     std::span<const placement::RankSlot> ranks) {
       JobPerf p = pm_.Evaluate(spec, ranks);
@@ -591,37 +339,34 @@ Result<SimResult> Sim::Run() {
       return p.StepSeconds(pm_.AloneFraction(p), 1) / ideal;
     };
   }
-  mode_ = ColocationFrom(eo_.config.colocation);
-  interference_ = InterferenceOf(mode_);
-  gpu_train_.assign(static_cast<size_t>(topo_.NumGpus()), -1);
-  gpu_inf_.assign(static_cast<size_t>(topo_.NumGpus()), {});
-  if (mode_ != Colocation::kNone && !eo_.colocation_fits) {
+  gpus_.Configure(ColocationFrom(eo_.config.colocation), static_cast<size_t>(topo_.NumGpus()));
+  if (gpus_.Mode() != Colocation::kNone && !eo_.colocation_fits) {
     // The engine overlays a service only where this model predicts it keeps its objective
     // (kSloTarget of requests) and costs the training there at most kMaxTrainingLoss.
     eo_.colocation_fits = [this](const model::JobSpec& spec,
                                  std::span<const placement::RankSlot> ranks) {
       std::vector<int> gpus;
       for (const auto& s : ranks) gpus.push_back(s.gpu);
-      auto price = Price(spec, gpus);
+      auto price = prices_.Price(spec, gpus);
       if (!price) return true;  // nothing to price: the overlay budget decides
-      return estimate::OverlayAdmits(ForecastOverlay(*price, mode_), gpus,
-                                     [this](int g) { return GpuLoss(g); });
+      return estimate::OverlayAdmits(ForecastOverlay(*price, gpus_.Mode()), gpus,
+                                     [this](int g) { return gpus_.GpuLoss(g); });
     };
   }
   if (so_.estimates == Estimates::kNone) eo_.learn_runtimes = false;
-  auto e = engine::Engine::Create(topo_, eo_);
-  if (!e) return std::unexpected(e.error());
-  engine_ = std::move(*e);
+}
+
+// Every job's work from the trace, and what the engine is told of it; every node's idle power.
+void Sim::InitRuns() {
   const int n = static_cast<int>(w_.jobs.size());
   runs_.resize(n);
-  node_jobs_.assign(topo_.nodes.size(), {});
   for (const auto& node : topo_.nodes) {
     const auto& acc = topo_.TypeOf(node.id).accelerator;
-    base_w_ += acc.idle_watts * topo_.GpusOn(node.id);
+    meter_.AddBaseWatts(acc.idle_watts * topo_.GpusOn(node.id));
   }
   out_.cluster_gpus = topo_.NumGpus();
   for (int i = 0; i < n; ++i) {
-    struct Run& r = runs_[i];
+    JobRun& r = runs_[i];
     r.spec = SpecFor(w_.jobs[i]);
     r.ideal_step = pm_.IdealStepSeconds(r.spec);
     r.need = w_.jobs[i].duration_s;
@@ -635,221 +380,167 @@ Result<SimResult> Sim::Run() {
     const bool given = w_.jobs[i].spec && w_.jobs[i].spec->duration_s > 0;
     r.spec.duration_s = so_.estimates == Estimates::kTrace || given ? r.need : 0;
   }
+}
+
+// Jobs whose submission time has come become SubmitJob events.
+Status Sim::SubmitArrivals(double t, int* next_arrival, bool* changed) {
+  const int n = static_cast<int>(w_.jobs.size());
+  while (*next_arrival < n && w_.jobs[*next_arrival].submit_s <= t) {
+    int i = (*next_arrival)++;
+    auto st = engine_->Apply(engine::SubmitJob{i, runs_[i].spec}, t);
+    if (!st) return Fail("job ", w_.jobs[i].name, ": ", st.error().message);
+    *changed = true;
+    ++handled_;
+  }
+  return Ok();
+}
+
+// One due event; `changed`: the engine should run a cycle at this instant.
+Status Sim::HandleEvent(const Ev& ev, double t, bool* changed) {
+  switch (ev.kind) {
+    case EvKind::kCompletion: {
+      JobRun& r = runs_[ev.job];
+      if (!r.running || ev.version != r.version) break;
+      if (auto st = Finish(ev.job, t); !st) return std::unexpected(st.error());
+      *changed = true;
+      break;
+    }
+    case EvKind::kResume: {
+      JobRun& r = runs_[ev.job];
+      if (!r.running || ev.version != r.version || !r.paused) break;
+      meter_.Contribute(r, -1);
+      r.paused = false;
+      r.last_t = t;
+      meter_.Contribute(r, +1);
+      Reprice(ev.job, t);
+      break;
+    }
+    case EvKind::kNodeFail: {
+      auto d = engine_->Apply(engine::NodeFailed{ev.job, "simulated failure"}, t);
+      if (!d) return std::unexpected(d.error());
+      meter_.AddBaseWatts(-(topo_.TypeOf(ev.job).accelerator.idle_watts * topo_.GpusOn(ev.job)));
+      Handle(*d, t);
+      events_.Push(t + so_.repair_s, EvKind::kNodeRepair, ev.job);
+      *changed = true;
+      break;
+    }
+    case EvKind::kNodeRepair: {
+      auto d = engine_->Apply(engine::NodeHealthy{ev.job}, t);
+      if (!d) return std::unexpected(d.error());
+      meter_.AddBaseWatts(topo_.TypeOf(ev.job).accelerator.idle_watts * topo_.GpusOn(ev.job));
+      events_.Push(t + failures_.NextGap(so_.node_mtbf_s), EvKind::kNodeFail, ev.job);
+      *changed = true;
+      break;
+    }
+    case EvKind::kWakeup:
+      if (ev.t == wakeup_at_) wakeup_at_ = -1;
+      *changed = true;
+      break;
+  }
+  return Ok();
+}
+
+// A cycle of the engine at `t`, its decisions carried out.
+void Sim::RunCycle(double t) {
+  engine::CycleResult cr = engine_->Cycle(t);
+  Handle(cr.decisions, t);
+  // Moves and resizes make room the waiting job gets in a cycle of its own, at once.
+  bool reshaped = std::any_of(cr.decisions.begin(), cr.decisions.end(), [](const auto& d) {
+    return std::holds_alternative<engine::MigrateJob>(d) ||
+           std::holds_alternative<engine::ResizeJob>(d);
+  });
+  if (reshaped && t != reshape_wakeup_at_) {  // once per instant: never a loop
+    reshape_wakeup_at_ = t;
+    events_.Push(t, EvKind::kWakeup, -1);
+  }
+}
+
+// The engine may decide differently later with no new event (a 2D-LAS threshold, a scaling
+// interval): wake up then, the earliest such time only once.
+void Sim::AskForWakeup(double t) {
+  if (auto wk = engine_->NextWakeup(t)) {
+    if (wakeup_at_ < 0 || *wk < wakeup_at_) {
+      wakeup_at_ = *wk;
+      events_.Push(*wk, EvKind::kWakeup, -1);
+    }
+  }
+}
+
+void Sim::ReportProgress(int* last_report) {
+  if (!so_.progress) return;
+  const int n = static_cast<int>(w_.jobs.size());
+  int pct = static_cast<int>(100.0 * terminal_ / std::max(1, n));
+  if (pct != *last_report) {
+    *last_report = pct;
+    so_.progress(static_cast<double>(terminal_) / std::max(1, n));
+  }
+}
+
+// Jobs still running (the loop stopped early): close their accounting.
+void Sim::CloseOpenRuns(double end) {
+  for (size_t i = 0; i < runs_.size(); ++i) {
+    if (runs_[i].running && !runs_[i].colocated) {
+      runs_[i].allocated_gpu_s += runs_[i].gpus * (end - runs_[i].run_start);
+    }
+    if (runs_[i].running) gpus_.UpdateService(static_cast<int>(i), end);
+  }
+}
+
+Result<SimResult> Sim::Run() {
+  auto wall0 = std::chrono::steady_clock::now();
+  InstallModelHooks();
+  auto e = engine::Engine::Create(topo_, eo_);
+  if (!e) return std::unexpected(e.error());
+  engine_ = std::move(*e);
+  InitRuns();
+  const int n = static_cast<int>(w_.jobs.size());
   // Node failures: the first failure of every node, from the seed.
-  uint64_t rng = Mix(so_.seed ^ 0x5eedULL);
-  auto exp_sample = [&](double mean) {
-    rng = Mix(rng);
-    double u = static_cast<double>(rng >> 11) * 0x1.0p-53;
-    return -mean * std::log(1.0 - u);
-  };
   if (so_.node_mtbf_s > 0) {
-    for (const auto& node : topo_.nodes)
-      Push(exp_sample(so_.node_mtbf_s), EvKind::kNodeFail, node.id);
+    for (const auto& node : topo_.nodes) {
+      events_.Push(failures_.NextGap(so_.node_mtbf_s), EvKind::kNodeFail, node.id);
+    }
   }
   int next_arrival = 0;
-  int64_t events = 0;
   int last_report = -1;
   while (terminal_ < n) {
-    double t_heap = heap_.empty() ? 1e300 : heap_.top().t;
+    double t_heap = events_.Empty() ? 1e300 : events_.Top().t;
     double t_arr = next_arrival < n ? w_.jobs[next_arrival].submit_s : 1e300;
     double t = std::min(t_heap, t_arr);
     if (t >= 1e300) break;
     // Only failures (or wakeups) left, nothing pending can ever start: stop.
-    if (t_arr >= 1e300 && engine_->Running().empty() && alloc_ == 0 && !heap_.empty() &&
-        heap_.top().kind >= EvKind::kNodeFail && engine_->Pending().empty()) {
+    if (t_arr >= 1e300 && engine_->Running().empty() && meter_.Allocated() == 0 &&
+        !events_.Empty() && events_.Top().kind >= EvKind::kNodeFail && engine_->Pending().empty()) {
       break;
     }
     Advance(t);
     bool changed = false;
-    while (next_arrival < n && w_.jobs[next_arrival].submit_s <= t) {
-      int i = next_arrival++;
-      auto st = engine_->Apply(engine::SubmitJob{i, runs_[i].spec}, t);
-      if (!st) return Fail("job ", w_.jobs[i].name, ": ", st.error().message);
-      changed = true;
-      ++events;
+    if (auto st = SubmitArrivals(t, &next_arrival, &changed); !st) {
+      return std::unexpected(st.error());
     }
-    while (!heap_.empty() && heap_.top().t <= t) {
-      Ev ev = heap_.top();
-      heap_.pop();
-      ++events;
-      switch (ev.kind) {
-        case EvKind::kCompletion: {
-          struct Run& r = runs_[ev.job];
-          if (!r.running || ev.version != r.version) break;
-          if (auto st = Finish(ev.job, t); !st) return std::unexpected(st.error());
-          changed = true;
-          break;
-        }
-        case EvKind::kResume: {
-          struct Run& r = runs_[ev.job];
-          if (!r.running || ev.version != r.version || !r.paused) break;
-          Contribute(r, -1);
-          r.paused = false;
-          r.last_t = t;
-          Contribute(r, +1);
-          Reprice(ev.job, t);
-          break;
-        }
-        case EvKind::kNodeFail: {
-          auto d = engine_->Apply(engine::NodeFailed{ev.job, "simulated failure"}, t);
-          if (!d) return std::unexpected(d.error());
-          base_w_ -= topo_.TypeOf(ev.job).accelerator.idle_watts * topo_.GpusOn(ev.job);
-          Handle(*d, t);
-          Push(t + so_.repair_s, EvKind::kNodeRepair, ev.job);
-          changed = true;
-          break;
-        }
-        case EvKind::kNodeRepair: {
-          auto d = engine_->Apply(engine::NodeHealthy{ev.job}, t);
-          if (!d) return std::unexpected(d.error());
-          base_w_ += topo_.TypeOf(ev.job).accelerator.idle_watts * topo_.GpusOn(ev.job);
-          Push(t + exp_sample(so_.node_mtbf_s), EvKind::kNodeFail, ev.job);
-          changed = true;
-          break;
-        }
-        case EvKind::kWakeup:
-          if (ev.t == wakeup_at_) wakeup_at_ = -1;
-          changed = true;
-          break;
-      }
+    while (!events_.Empty() && events_.Top().t <= t) {
+      Ev ev = events_.Pop();
+      ++handled_;
+      if (auto st = HandleEvent(ev, t, &changed); !st) return std::unexpected(st.error());
     }
-    if (changed && (!engine_->Pending().empty() || engine_->Reshapes())) {
-      engine::CycleResult cr = engine_->Cycle(t);
-      Handle(cr.decisions, t);
-      // Moves and resizes make room the waiting job gets in a cycle of its own, at once.
-      bool reshaped = std::any_of(cr.decisions.begin(), cr.decisions.end(), [](const auto& d) {
-        return std::holds_alternative<engine::MigrateJob>(d) ||
-               std::holds_alternative<engine::ResizeJob>(d);
-      });
-      if (reshaped && t != reshape_wakeup_at_) {  // once per instant: never a loop
-        reshape_wakeup_at_ = t;
-        Push(t, EvKind::kWakeup, -1);
-      }
-    }
+    if (changed && (!engine_->Pending().empty() || engine_->Reshapes())) RunCycle(t);
     Resolve(t);
-    if (auto wk = engine_->NextWakeup(t)) {
-      if (wakeup_at_ < 0 || *wk < wakeup_at_) {
-        wakeup_at_ = *wk;
-        Push(*wk, EvKind::kWakeup, -1);
-      }
-    }
+    AskForWakeup(t);
     Sample(t);
-    if (so_.progress) {
-      int pct = static_cast<int>(100.0 * terminal_ / std::max(1, n));
-      if (pct != last_report) {
-        last_report = pct;
-        so_.progress(static_cast<double>(terminal_) / std::max(1, n));
-      }
-    }
+    ReportProgress(&last_report);
   }
-  double end = now_;
-  // Jobs still running (the loop stopped early): close their accounting.
-  for (int i = 0; i < n; ++i) {
-    if (runs_[i].running && !runs_[i].colocated) {
-      runs_[i].allocated_gpu_s += runs_[i].gpus * (end - runs_[i].run_start);
-    }
-    if (runs_[i].running) UpdateService(i, end);
-  }
-
-  // Results.
-  Metrics& m = out_.metrics;
-  std::vector<double> jcts;
-  double queue_sum = 0, ideal_gpu_s = 0, completed_ideal_gpu_s = 0, lb_arrival = 0;
-  double last_end = 0;
-  double req_total = 0, req_ok = 0, p99_sum = 0;
-  auto records = engine_->AllJobs();
-  out_.jobs.reserve(n);
-  for (const engine::JobRecord* rec : records) {
-    int i = static_cast<int>(rec->id);
-    const struct Run& r = runs_[i];
-    JobResult jr;
-    jr.id = w_.jobs[i].id;
-    jr.name = w_.jobs[i].name;
-    jr.model = r.spec.model.profile;
-    jr.gpus = w_.jobs[i].gpus;
-    jr.submit_s = rec->submit_s;
-    jr.start_s = rec->first_start_s;
-    jr.end_s = rec->end_s;
-    jr.ideal_s = r.need0;
-    jr.allocated_gpu_s = r.allocated_gpu_s;
-    jr.preemptions = rec->preemptions;
-    jr.retries = rec->retries;
-    jr.migrations = rec->migrations;
-    jr.nodes = static_cast<int>(r.nodes.size());
-    jr.leaves = r.leaves;
-    jr.state = std::string(engine::JobStateName(rec->state));
-    if (r.serving && r.req_total > 0) {
-      jr.slo_attainment = r.req_ok / r.req_total;
-      jr.p99_latency_ms = 1000.0 * r.p99_sum / r.req_total;
-      m.inference_services += 1;
-      req_total += r.req_total;
-      req_ok += r.req_ok;
-      p99_sum += r.p99_sum;
-    }
-    jr.colocated = r.ever_colocated;
-    if (r.ever_colocated) ++m.inference_colocated;
-    double g = w_.jobs[i].gpus * w_.jobs[i].gpu_milli / 1000.0;
-    ideal_gpu_s += g * r.need0;
-    lb_arrival = std::max(lb_arrival, rec->submit_s + r.need0);
-    m.preemptions += rec->preemptions;
-    m.migrations += rec->migrations;
-    m.retries += rec->retries;
-    m.gpu_hours_lost += g * r.lost_s / 3600.0;
-    if (rec->state == engine::JobState::kCompleted) {
-      jr.jct_s = rec->end_s - rec->submit_s;
-      jr.queue_s = std::max(0.0, jr.jct_s - r.ran_s);
-      jr.slowdown = r.need0 > 0 ? jr.jct_s / r.need0 : 0;
-      jcts.push_back(jr.jct_s);
-      queue_sum += jr.queue_s;
-      completed_ideal_gpu_s += g * r.need0;
-      last_end = std::max(last_end, rec->end_s);
-      ++m.jobs_completed;
-    } else if (rec->state == engine::JobState::kFailed) {
-      ++m.jobs_failed;
-      ++m.jobs_unfinished;
-    } else {
-      ++m.jobs_unfinished;
-    }
-    out_.jobs.push_back(std::move(jr));
-  }
-  for (int i = static_cast<int>(records.size()); i < n; ++i) ++m.jobs_unfinished;
-  double t0 = n > 0 ? w_.jobs.front().submit_s : 0;
-  m.makespan_s = std::max(last_end, end) - t0;
-  double gpus = topo_.NumGpus();
-  double cap = gpus * m.makespan_s;
-  m.utilization = cap > 0 ? alloc_int_ / cap : 0;
-  m.effective_utilization = cap > 0 ? eff_int_ / cap : 0;
-  m.waiting_hours = wait_t_ / 3600.0;
-  m.effective_utilization_while_waiting = wait_t_ > 0 ? wait_eff_int_ / (gpus * wait_t_) : -1;
-  m.comm_share = alloc_int_ > 0 ? comm_int_ / alloc_int_ : 0;
-  m.energy_kwh = energy_j_ / 3.6e6;
-  if (req_total > 0) {
-    m.slo_attainment = req_ok / req_total;
-    m.inference_p99_ms = 1000.0 * p99_sum / req_total;
-  }
-  m.colocated_training_gpu_h = coloc_gpu_int_ / 3600.0;
-  m.colocation_training_loss = coloc_gpu_int_ > 0 ? coloc_loss_int_ / coloc_gpu_int_ : 0;
-  m.throughput = m.makespan_s > 0 ? completed_ideal_gpu_s / m.makespan_s : 0;
-  m.makespan_lower_bound_s = std::max(gpus > 0 ? ideal_gpu_s / gpus : 0, lb_arrival - t0);
-  if (!jcts.empty()) {
-    double sum = 0;
-    for (double v : jcts) sum += v;
-    m.avg_jct_s = sum / static_cast<double>(jcts.size());
-    m.avg_queue_s = queue_sum / static_cast<double>(jcts.size());
-    std::sort(jcts.begin(), jcts.end());
-    auto pct = [&](double p) {
-      size_t k = static_cast<size_t>(std::ceil(p * static_cast<double>(jcts.size()))) - 1;
-      return jcts[std::min(k, jcts.size() - 1)];
-    };
-    m.p50_jct_s = pct(0.5);
-    m.p99_jct_s = pct(0.99);
-  }
-  m.events = events;
-  m.cycles = engine_->Cycles();
-  out_.allocated_gpu_s = alloc_int_;
+  CloseOpenRuns(now_);
+  internal::CollectResults({.engine = engine_.get(),
+                            .workload = &w_,
+                            .topology = &topo_,
+                            .runs = &runs_,
+                            .meter = &meter_,
+                            .end_s = now_,
+                            .events = handled_},
+                           &out_);
   out_.peak_allocated_milli = peak_alloc_;
   out_.config = eo_.preset;
-  m.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  out_.metrics.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   if (so_.progress) so_.progress(1.0);
   return std::move(out_);
 }

@@ -1,0 +1,87 @@
+#include "tianshu/engine/internal/consolidation.h"
+
+#include <algorithm>
+
+#include "tianshu/placement/fit.h"
+
+namespace tianshu::engine::internal {
+
+bool Compact(const model::Topology& t, const std::vector<placement::RankSlot>& ranks,
+             int64_t need_milli) {
+  if (ranks.empty()) return true;
+  const placement::Span span = placement::SpanOf(t, ranks);
+  size_t leaf_size = 1;
+  for (int leaf : span.leaves) {
+    if (leaf >= 0) leaf_size = std::max(leaf_size, t.switches[leaf].nodes.size());
+  }
+  const int64_t per_node = int64_t{t.GpusOn(ranks.front().node)} * model::kMilliPerGpu;
+  const int64_t min_nodes = std::max<int64_t>(1, (need_milli + per_node - 1) / per_node);
+  const int64_t min_leaves =
+      (min_nodes + static_cast<int64_t>(leaf_size) - 1) / static_cast<int64_t>(leaf_size);
+  return static_cast<int64_t>(span.nodes.size()) <= min_nodes &&
+         static_cast<int64_t>(span.leaves.size()) <= min_leaves;
+}
+
+bool CompactMayExist(const model::ClusterState& s, const placement::PlacementRequest& r) {
+  if (r.gpu_milli < model::kMilliPerGpu) return true;
+  const model::Topology& t = s.topology();
+  if (r.ranks <= s.SwitchMaxNodeWholeGpus(t.Root())) return true;
+  int per_node = 0;
+  for (const auto& type : t.types) per_node = std::max(per_node, type.gpus_per_node);
+  if (per_node <= 0 || r.ranks <= per_node) return false;
+  const int full = r.ranks / per_node;
+  const int rest = r.ranks % per_node;
+  for (const auto& sw : t.switches) {
+    if (sw.nodes.empty()) continue;
+    if (static_cast<int>(sw.nodes.size()) * per_node < r.ranks) return true;  // spans leaves
+    int whole = 0;
+    int partial = 0;
+    for (int n : sw.nodes) {
+      const int free = s.FreeWholeGpus(n);
+      if (free >= t.GpusOn(n) && t.GpusOn(n) == per_node) {
+        ++whole;
+      } else if (rest > 0 && free >= rest) {
+        ++partial;
+      }
+    }
+    if (whole >= full + (rest > 0 ? 1 : 0) || (whole >= full && partial > 0)) return true;
+  }
+  return false;
+}
+
+double ProgressNow(const JobRecord& r, double est, double now_s) {
+  return r.progress + (now_s - r.start_s) / (std::max(1.0, r.run_slowdown) * est);
+}
+
+bool Consolidation::TooSlowToStart(const JobRecord& job,
+                                   const std::vector<placement::RankSlot>& ranks) const {
+  if (Compact(*topology_, ranks, int64_t{job.request.ranks} * job.request.gpu_milli)) return false;
+  if (!options_->placement_slowdown) return true;
+  return options_->placement_slowdown(job.spec, ranks) > 1 + options_->compact_slowdown_tolerance;
+}
+
+double Consolidation::RunSlowdown(const JobRecord& job,
+                                  const std::vector<placement::RankSlot>& ranks) const {
+  if (!options_->placement_slowdown || job.colocated || ranks.empty()) return 1;
+  if (Compact(*topology_, ranks, int64_t{job.request.ranks} * job.request.gpu_milli)) return 1;
+  return std::max(1.0, options_->placement_slowdown(job.spec, ranks));
+}
+
+bool Consolidation::InCompactWait(const JobRecord& job, double now_s) const {
+  if (options_->compact_wait_ratio <= 0 && options_->compact_max_wait_s <= 0) return false;
+  // Without a runtime estimate a job does not wait: the wait is priced against its run time.
+  const double est = job.EstimatedDurationS() * std::max(0.0, 1.0 - job.progress);
+  if (est <= 0) return false;
+  double limit = options_->compact_max_wait_s > 0 ? options_->compact_max_wait_s : 1e300;
+  if (options_->compact_wait_ratio > 0) {
+    limit = std::min(limit, options_->compact_wait_ratio * est);
+  }
+  return limit < 1e300 && now_s - job.pending_since_s < limit;
+}
+
+bool Consolidation::UpgradesOn() const {
+  return options_->placement_slowdown && options_->compact_max_wait_s > 0 &&
+         options_->upgrade_tries_per_cycle > 0;
+}
+
+}  // namespace tianshu::engine::internal

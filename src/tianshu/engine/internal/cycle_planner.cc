@@ -1,0 +1,290 @@
+#include "tianshu/engine/internal/cycle_planner.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "tianshu/engine/internal/comm_env.h"
+#include "tianshu/engine/internal/overlay_search.h"
+#include "tianshu/placement/fit.h"
+
+namespace tianshu::engine::internal {
+namespace {
+
+int64_t FreeWholeGpus(const model::ClusterState& s) {
+  return s.SwitchFreeWholeGpus(s.topology().Root());
+}
+
+// GPUs a request needs, in whole devices, for the quick count check.
+int64_t WholeNeed(const placement::PlacementRequest& r) {
+  return r.gpu_milli >= model::kMilliPerGpu ? r.ranks : 0;
+}
+
+}  // namespace
+
+CyclePlanner::CyclePlanner(const CycleInputs& in, size_t queue_size)
+    : view_(*in.view),
+      policies_(*in.policies),
+      options_(*in.view->options),
+      topology_(*in.topology),
+      jobs_(*in.jobs),
+      never_fits_(*in.never_fits),
+      consolidation_(*in.topology, *in.view->options),
+      elastic_on_(in.elastic_on),
+      can_preempt_(in.policies->preemption && in.policies->preemption->Name() != "none"),
+      colocate_(in.view->options->config.colocation != "none"),
+      strategy_(in.policies->placement.get()),
+      work_(*in.view->state) {
+  result_.stats.pending_seen = static_cast<int>(queue_size);
+  if (policies_.placement_large_queue && options_.large_queue_threshold > 0 &&
+      static_cast<int>(queue_size) > options_.large_queue_threshold) {
+    strategy_ = policies_.placement_large_queue.get();
+  }
+  RefreshFree();
+  if (colocate_) {
+    trained_.assign(in.overlay->size(), 0);
+    overlay_work_ = *in.overlay;
+    for (JobId id : view_.running) MarkTrained(jobs_.at(id), jobs_.at(id).placement);
+  }
+}
+
+void CyclePlanner::RefreshFree() {
+  free_whole_ = FreeWholeGpus(work_);
+  free_milli_ = work_.TotalGpuMilli() - work_.AllocatedGpuMilli();
+}
+
+void CyclePlanner::MarkTrained(const JobRecord& r, const std::vector<placement::RankSlot>& ranks) {
+  if (r.spec.kind != model::JobKind::kTraining || r.request.gpu_milli < model::kMilliPerGpu) {
+    return;
+  }
+  for (const auto& s : ranks) {
+    if (s.gpu >= 0) trained_[s.gpu] = 1;
+  }
+}
+
+const placement::Strategy* CyclePlanner::StrategyFor(const JobRecord& j,
+                                                     const placement::Strategy* otherwise) const {
+  return policies_.placement_small && j.request.ranks <= options_.small_job_max_gpus
+             ? policies_.placement_small.get()
+             : otherwise;
+}
+
+bool CyclePlanner::Decided(JobId id) const {
+  return std::any_of(result_.decisions.begin(), result_.decisions.end(),
+                     [&](const Decision& d) { return DecisionJob(d) == id; });
+}
+
+bool CyclePlanner::Start(JobRecord& job, placement::Outcome& o, bool backfilled) {
+  auto st = placement::Apply(&work_, job.request, o);
+  if (!st) return false;
+  StartJob s{.id = job.id,
+             .ranks = std::move(o.ranks),
+             .env = {},
+             .resume_progress = job.progress,
+             .restart = job.first_start_s >= 0};
+  s.env = CommEnv(topology_, options_, job, s.ranks);
+  if (colocate_) MarkTrained(job, s.ranks);
+  result_.decisions.emplace_back(std::in_place_type<StartJob>, std::move(s));
+  ++result_.stats.started;
+  if (backfilled) ++result_.stats.backfilled;
+  RefreshFree();
+  return true;
+}
+
+void CyclePlanner::Admit(std::span<const JobId> queue) {
+  for (JobId id : queue) {
+    if (ScanLimitReached()) break;
+    JobRecord& job = jobs_.at(id);
+    if (RejectIfNeverFits(id)) continue;
+    if (colocate_ && job.spec.kind == model::JobKind::kInference && StartOverlaid(job)) continue;
+    if (AdmitOne(job) == Next::kStop) break;
+  }
+}
+
+bool CyclePlanner::ScanLimitReached() {
+  if (options_.max_placements_per_cycle > 0 &&
+      result_.stats.started >= options_.max_placements_per_cycle) {
+    return true;
+  }
+  return blocked_ && options_.max_queue_scan > 0 && ++scanned_behind_ > options_.max_queue_scan;
+}
+
+bool CyclePlanner::RejectIfNeverFits(JobId id) {
+  auto nf = never_fits_.find(id);
+  if (nf == never_fits_.end()) return false;
+  result_.decisions.emplace_back(std::in_place_type<RejectJob>,
+                                 RejectJob{.id = id, .reason = nf->second});
+  never_fits_.erase(nf);
+  ++result_.stats.rejected;
+  return true;
+}
+
+bool CyclePlanner::StartOverlaid(JobRecord& job) {
+  auto ranks =
+      PlaceOverlay(topology_, work_, job, overlay_work_, trained_, options_.colocation_fits);
+  if (!ranks) return false;
+  for (const auto& slot : *ranks) overlay_work_[slot.gpu] += job.request.gpu_milli;
+  StartJob s{.id = job.id,
+             .ranks = std::move(*ranks),
+             .env = {},
+             .resume_progress = job.progress,
+             .restart = job.first_start_s >= 0,
+             .colocated = true};
+  s.env = CommEnv(topology_, options_, job, s.ranks);
+  s.env["TIANSHU_COLOCATION"] = options_.config.colocation;
+  result_.decisions.emplace_back(std::in_place_type<StartJob>, std::move(s));
+  ++result_.stats.started;
+  ++result_.stats.colocated;
+  return true;
+}
+
+bool CyclePlanner::HoldForCompact(const JobRecord& job, bool compact_wait) const {
+  return compact_wait && (job.spread_too_slow || !options_.placement_slowdown) &&
+         !CompactMayExist(work_, job.request);
+}
+
+CyclePlanner::Next CyclePlanner::AdmitOne(JobRecord& job) {
+  const int64_t need_milli = int64_t{job.request.ranks} * job.request.gpu_milli;
+  const bool count_fits = WholeNeed(job.request) <= free_whole_ && need_milli <= free_milli_;
+  // Behind a blocked head, ask the backfill policy first (on a copy of the reservation, kept
+  // only if the job is placed): a job it refuses costs no placement search.
+  Reservation trial_reservation = reservation_;
+  if (blocked_ && count_fits && !policies_.backfill->MayStart(view_, job, &trial_reservation)) {
+    return Next::kContinue;
+  }
+  placement::Outcome o;
+  const placement::Strategy* use = StrategyFor(job, strategy_);
+  const bool compact_wait = consolidation_.InCompactWait(job, view_.now_s);
+  if (count_fits && HoldForCompact(job, compact_wait)) {
+    ++result_.stats.held_for_compact;
+    return Next::kContinue;
+  }
+  if (count_fits) {
+    ++result_.stats.placement_calls;
+    o = use->Place(work_, job.request);
+    if (o.kind == placement::OutcomeKind::kCanNeverFit) {
+      result_.decisions.emplace_back(std::in_place_type<RejectJob>,
+                                     RejectJob{.id = job.id, .reason = o.reason});
+      ++result_.stats.rejected;
+      return Next::kContinue;
+    }
+  } else {
+    o.kind = placement::OutcomeKind::kDoesNotFitNow;
+  }
+  if (o.placed() && compact_wait && consolidation_.TooSlowToStart(job, o.ranks)) {
+    job.spread_too_slow = true;
+    ++result_.stats.held_for_compact;
+    return Next::kContinue;
+  }
+  if (o.placed()) {
+    if (blocked_) reservation_ = trial_reservation;
+    Start(job, o, blocked_);
+    return Next::kContinue;
+  }
+  if (PreemptFor(job, use, compact_wait)) return Next::kContinue;
+  return Block(job);
+}
+
+bool CyclePlanner::PreemptFor(JobRecord& job, const placement::Strategy* use, bool compact_wait) {
+  if (!can_preempt_ || blocked_) return false;
+  // Elastic jobs giving back nodes cost less than evicting whole gangs: where a shrink admits
+  // the job, the elastic policy proposes it (in a cycle that changes nothing else) and nothing
+  // is preempted for it.
+  if (elastic_on_ && policies_.elastic->AdmitsByShrinking(view_, work_, job.id)) return false;
+  std::vector<JobId> victims = policies_.preemption->Victims(view_, job);
+  // Victims of this cycle are already gone; starts of this cycle are never victims.
+  // Co-located services free no GPU share: never victims.
+  std::erase_if(victims, [&](JobId v) {
+    return jobs_.at(v).colocated ||
+           std::find(evicted_.begin(), evicted_.end(), v) != evicted_.end();
+  });
+  if (victims.empty()) return false;
+  // Take victims until the count fits, then simulate the eviction and place.
+  model::ClusterState trial = work_;
+  std::vector<JobId> taken;
+  placement::Outcome o;
+  bool placed = false;
+  for (JobId v : victims) {
+    const JobRecord& vr = jobs_.at(v);
+    auto st = placement::Release(&trial, vr.request, placement::PlacedOutcome(vr.placement));
+    if (!st) continue;
+    taken.push_back(v);
+    if (WholeNeed(job.request) > FreeWholeGpus(trial)) continue;
+    ++result_.stats.placement_calls;
+    placement::Outcome po = use->Place(trial, job.request);
+    // A job that would still wait for a compact placement evicts only for one.
+    if (po.placed() && !(compact_wait && consolidation_.TooSlowToStart(job, po.ranks))) {
+      o = std::move(po);
+      placed = true;
+      break;
+    }
+  }
+  if (!placed) return false;
+  for (JobId v : taken) {
+    const JobRecord& vr = jobs_.at(v);
+    auto st = placement::Release(&work_, vr.request, placement::PlacedOutcome(vr.placement));
+    (void)st;
+    result_.decisions.emplace_back(
+        std::in_place_type<StopJob>,
+        StopJob{
+            .id = v, .reason = StopReason::kPreempted, .checkpoint_first = true, .requeued = true});
+    evicted_.push_back(v);
+    ++result_.stats.preempted;
+  }
+  Start(job, o, false);
+  return true;
+}
+
+CyclePlanner::Next CyclePlanner::Block(const JobRecord& job) {
+  if (!blocked_) {
+    blocked_ = true;
+    result_.stats.head_blocked = true;
+    if (policies_.backfill->StopAtBlockedHead()) return Next::kStop;
+    reservation_ = policies_.backfill->Reserve(view_, job, work_);
+  }
+  if (free_whole_ == 0 && free_milli_ == 0) return Next::kStop;
+  return Next::kContinue;
+}
+
+void CyclePlanner::UpgradeSpreadJobs() {
+  if (!consolidation_.UpgradesOn() || result_.stats.head_blocked) return;
+  int tries = 0;
+  for (JobId id : view_.running) {
+    if (tries >= options_.upgrade_tries_per_cycle) break;
+    JobRecord& r = jobs_.at(id);
+    if (r.run_slowdown <= 1 + options_.compact_slowdown_tolerance || r.colocated || Decided(id)) {
+      continue;
+    }
+    const double est = r.EstimatedDurationS();
+    const double remaining = est > 0 ? est * (1 - ProgressNow(r, est, view_.now_s)) : 0;
+    if (est <= 0 || remaining * (r.run_slowdown - 1) < options_.upgrade_min_saving_s) continue;
+    model::ClusterState trial = work_;
+    if (!placement::Release(&trial, r.request, placement::PlacedOutcome(r.placement))) continue;
+    if (!CompactMayExist(trial, r.request)) continue;
+    ++tries;
+    const placement::Strategy* use = StrategyFor(r, policies_.placement.get());
+    ++result_.stats.placement_calls;
+    placement::Outcome po = use->Place(trial, r.request);
+    if (!po.placed() || consolidation_.TooSlowToStart(r, po.ranks)) continue;
+    const double saved = remaining * (r.run_slowdown - consolidation_.RunSlowdown(r, po.ranks));
+    if (saved < options_.upgrade_min_saving_s) continue;
+    if (!placement::Apply(&trial, r.request, po)) continue;
+    work_ = std::move(trial);
+    result_.decisions.emplace_back(std::in_place_type<MigrateJob>,
+                                   MigrateJob{.id = id, .ranks = std::move(po.ranks)});
+    ++result_.stats.upgraded;
+  }
+}
+
+void CyclePlanner::AddReshapes() {
+  // Resizes and moves are for jobs that hold GPU shares (co-located services hold none).
+  auto take = [&](std::vector<Decision> proposed) {
+    for (auto& d : proposed) {
+      const JobId id = DecisionJob(d);
+      if (!jobs_.at(id).colocated && !Decided(id)) result_.decisions.push_back(std::move(d));
+    }
+  };
+  if (policies_.elastic) take(policies_.elastic->Propose(view_, work_));
+  if (policies_.migration) take(policies_.migration->Propose(view_, work_));
+}
+
+}  // namespace tianshu::engine::internal

@@ -1,0 +1,104 @@
+// The working state of one scheduling cycle and the steps that fill its decisions: admission
+// of the ordered queue (never-fits rejections, co-located overlays, backfill behind a blocked
+// head, the consolidation wait, preemption), topology upgrades of spread running jobs, and the
+// elastic and migration proposals. It plans on a copy of the engine's snapshot and applies
+// nothing to the engine; the Engine commits what Finish returns. Private to engine/.
+//   internal::CyclePlanner p(inputs, queue.size());
+//   p.Admit(queue);  p.UpgradeSpreadJobs();  p.AddReshapes();  CycleResult r = p.Finish();
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tianshu/engine/engine.h"
+#include "tianshu/engine/internal/consolidation.h"
+#include "tianshu/engine/policy.h"
+
+namespace tianshu::engine::internal {
+
+// What a cycle plans from; everything must outlive the planner.
+struct CycleInputs {
+  const CycleView* view = nullptr;  // the snapshot, the job table, the options, the time
+  const Policies* policies = nullptr;
+  const model::Topology* topology = nullptr;
+  std::unordered_map<JobId, JobRecord>* jobs = nullptr;  // spread_too_slow is noted on them
+  // Jobs judged never to fit at submission: rejected (and taken out) when the queue reaches them.
+  std::unordered_map<JobId, std::string>* never_fits = nullptr;
+  const std::vector<int>* overlay = nullptr;  // per GPU: milli of co-located inference
+  bool elastic_on = false;                    // an elastic policy other than "none"
+};
+
+class CyclePlanner {
+ public:
+  // `queue_size`: the ordered queue's length (a long queue takes the cheaper strategy).
+  CyclePlanner(const CycleInputs& in, size_t queue_size);
+
+  // Walks the ordered queue: starts what fits (or may backfill), preempts for what outranks,
+  // blocks at the first job that cannot start.
+  void Admit(std::span<const JobId> queue);
+  // Moves running jobs on placements predicted too slow to compact ones of the free capacity
+  // when the time saved outweighs the restart (never while the head is blocked).
+  void UpgradeSpreadJobs();
+  // Adds the elastic and migration policies' proposals for jobs nothing else decided.
+  void AddReshapes();
+  // The decisions, in the order they were made, and the cycle's counts.
+  CycleResult Finish() && { return std::move(result_); }
+
+ private:
+  enum class Next { kContinue, kStop };  // whether the queue walk goes on
+
+  // Whether the per-cycle start limit or the scan limit behind a blocked head ends the walk.
+  bool ScanLimitReached();
+  // Rejects `job` if it was judged never to fit; true when it did.
+  bool RejectIfNeverFits(JobId id);
+  // An inference service first tries to overlay training's GPUs (no free share needed).
+  bool StartOverlaid(JobRecord& job);
+  // Everything after the early outs for one job: place, hold, start, preempt or block.
+  Next AdmitOne(JobRecord& job);
+  // Whether a job waiting for a compact placement skips the search (none can exist now).
+  bool HoldForCompact(const JobRecord& job, bool compact_wait) const;
+  // Evicts victims the preemption policy offers until `job` places; true when it started.
+  bool PreemptFor(JobRecord& job, const placement::Strategy* use, bool compact_wait);
+  // The queue is blocked at `job`: reserve for it, or end the walk.
+  Next Block(const JobRecord& job);
+  // Takes `o` in the working state and records the start.
+  bool Start(JobRecord& job, placement::Outcome& o, bool backfilled);
+  // GPUs held whole by a training job can carry overlaid services.
+  void MarkTrained(const JobRecord& r, const std::vector<placement::RankSlot>& ranks);
+  // Jobs that fit on one node take the small-job strategy, the others `otherwise`.
+  const placement::Strategy* StrategyFor(const JobRecord& j,
+                                         const placement::Strategy* otherwise) const;
+  // Whether this cycle already decided something for `id`.
+  bool Decided(JobId id) const;
+  void RefreshFree();
+
+  const CycleView& view_;
+  const Policies& policies_;
+  const EngineOptions& options_;
+  const model::Topology& topology_;
+  std::unordered_map<JobId, JobRecord>& jobs_;
+  std::unordered_map<JobId, std::string>& never_fits_;
+  const Consolidation consolidation_;
+  const bool elastic_on_;
+  const bool can_preempt_;
+  const bool colocate_;
+
+  CycleResult result_;
+  const placement::Strategy* strategy_;  // for the queue's jobs (by the queue's length)
+  model::ClusterState work_;             // the cycle's working copy; the view's is the snapshot
+  std::vector<JobId> evicted_;           // victims of this cycle (not restarted in it)
+  Reservation reservation_;
+  bool blocked_ = false;
+  int scanned_behind_ = 0;
+  int64_t free_whole_ = 0;
+  int64_t free_milli_ = 0;
+  // Co-location: GPUs held whole by training (running or started in this cycle), and the
+  // overlay budget as this cycle changes it.
+  std::vector<char> trained_;
+  std::vector<int> overlay_work_;
+};
+
+}  // namespace tianshu::engine::internal

@@ -1,0 +1,41 @@
+// The engine's pending queue: the ids of the jobs waiting for a placement, always in submission
+// order (submit time, then id) whatever requeues happen, so that order policies can skip
+// sorting when it is already their order, and a count of them per priority (whether the whole
+// queue has one priority). Owned by the Engine; not thread-safe.
+//   PendingQueue q;  q.Add(/*id=*/7, /*submit_s=*/30, /*priority=*/0);
+//   for (JobId id : q.Ids()) { /* oldest submission first */ }
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <vector>
+
+namespace tianshu::engine {
+
+using JobId = int64_t;
+
+class PendingQueue {
+ public:
+  // Inserts job `id`, submitted at `submit_s`, at its place in submission order. The caller
+  // queues an id at most once.
+  void Add(JobId id, double submit_s, int priority);
+  // Removes `id` if queued (idempotent).
+  void Remove(JobId id);
+
+  std::span<const JobId> Ids() const { return ids_; }
+  bool Empty() const { return ids_.empty(); }
+  // Every queued job has the same priority (then submission order is priority order).
+  bool UniformPriority() const { return priorities_.size() <= 1; }
+
+ private:
+  struct Entry {
+    double submit_s = 0;
+    int priority = 0;
+  };
+  std::vector<JobId> ids_;         // submission order (submit time, then id), always
+  std::vector<Entry> entries_;     // entries_[i] is what ids_[i] was queued with
+  std::map<int, int> priorities_;  // priority -> queued jobs with it
+};
+
+}  // namespace tianshu::engine
