@@ -474,7 +474,8 @@ TEST(ServerApi, HigherPriorityJobPreemptsWithACheckpoint) {
 
   std::string high = f.Post("/v1/jobs", JobYaml("high", 2, "priority: 10\n")).body["id"];
   ASSERT_TRUE(WaitFor([&] { return f.JobState(low) == "stopping"; }));
-  auto stop = a.Work();
+  // The scheduler's change is visible before it is durable, its stop order only after: wait.
+  auto stop = a.Work(5000);
   ASSERT_EQ(stop.size(), 1u);
   ASSERT_TRUE(stop[0].stop.has_value());
   EXPECT_EQ(stop[0].stop->reason, "preempt");

@@ -1,7 +1,10 @@
 // How fast work moves through the control plane (issue 16): a held-open work request gets an
 // order as soon as it is durable, a change asks for a scheduling cycle at once (not on the next
 // period), jobs can be submitted held and released together, and a job's service counts from
-// the moment its first rank runs (not from its placement).
+// the moment its first rank runs (not from its placement); a report about one rank writes that
+// fact alone, not the job's whole record.
+#include <sqlite3.h>
+
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -31,6 +34,24 @@ struct WorkWaiter {
     return client->Get(path);
   }
 };
+
+// The first column of the first row `query` returns on the store file ("" if none).
+std::string SqlValue(const std::string& db, const std::string& query) {
+  sqlite3* h = nullptr;
+  std::string out;
+  EXPECT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  sqlite3_busy_timeout(h, 5000);
+  char* err = nullptr;
+  auto first = [](void* o, int n, char** v, char**) {
+    auto* s = static_cast<std::string*>(o);
+    if (s->empty() && n > 0 && v[0]) *s = v[0];
+    return 0;
+  };
+  EXPECT_EQ(sqlite3_exec(h, query.c_str(), first, &out, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(h);
+  return out;
+}
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
@@ -221,6 +242,105 @@ TEST(Service, CountsFromTheFirstRankStartNotFromThePlacement) {
   const double s = f.Get("/v1/jobs/" + id).body["attained_gpu_s"].get<double>();
   EXPECT_GT(s, 8 * 0.3);
   EXPECT_LT(s, 8 * 0.6 + 8 * 1.0) << "the launch wait was charged as service";
+}
+
+// A gang's per-rank reports are progress rows of their own (issue 16: a report rewrites only what
+// changed): once its first rank started, the job's stored record is not rewritten by the next
+// ranks' starts, and the rows bring them back after a restart, so the last rank's start still
+// completes the gang. A store of schema v2, whose records carry that progress inside, is
+// migrated: the progress moves to rows when it is loaded.
+TEST(Records, RankReportsWriteRowsNotTheJobsRecordAndSurviveARestart) {
+  ServerFixture f;
+  f.Start();
+  const std::string db = f.dir() + "/tianshu.db";
+  FakeAgent a(f, "n0", 8);
+  ASSERT_EQ(a.Register().status, 200);
+  auto r = f.Post("/v1/jobs", JobYaml("gang", 8));
+  ASSERT_EQ(r.status, 201);
+  const std::string id = r.body["id"];
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(id) == "starting"; }));
+  auto orders = a.Work(50);
+  ASSERT_EQ(orders.size(), 1u);
+  const wire::WorkOrder launch = orders[0];
+  ASSERT_EQ(launch.launch->ranks.size(), 8u);
+  auto report = [&](wire::ReportKind kind, int rank) {
+    EXPECT_EQ(a.Report({{.order_id = launch.id, .kind = kind, .job_id = id, .rank = rank}}).status,
+              200);
+  };
+  auto record = [&] { return SqlValue(db, "SELECT doc FROM jobs WHERE id = '" + id + "'"); };
+  auto rows = [&](const std::string& prefix) {
+    return std::stoi(SqlValue(db, "SELECT count(*) FROM job_progress WHERE job_id = '" + id +
+                                      "' AND key LIKE '" + prefix + "%'"));
+  };
+  report(wire::ReportKind::kAccepted, 0);
+  report(wire::ReportKind::kStarted, 0);  // the first start also sets the run's start time
+  const std::string after_first = record();
+  for (int rank = 1; rank < 6; ++rank) report(wire::ReportKind::kStarted, rank);
+  EXPECT_EQ(record(), after_first) << "a rank's start rewrote the job's record";
+  EXPECT_EQ(rows("s/"), 6);
+  EXPECT_EQ(rows("a/"), 1);
+  EXPECT_EQ(f.JobState(id), "starting");
+
+  // The ranks run on across a restart of the server.
+  std::vector<wire::RunningRank> running;
+  for (const auto& rank : launch.launch->ranks) {
+    running.push_back({launch.id, id, launch.attempt, rank.rank, 1000 + rank.rank});
+  }
+  f.Stop();
+  f.Start();
+  FakeAgent b(f, "n0", 8);  // the same agent, connecting to the restarted server
+  ASSERT_EQ(b.Register(running).status, 200);
+  auto report_b = [&](wire::ReportKind kind, int rank) {
+    EXPECT_EQ(b.Report({{.order_id = launch.id, .kind = kind, .job_id = id, .rank = rank}}).status,
+              200);
+  };
+  report_b(wire::ReportKind::kStarted, 6);
+  EXPECT_EQ(f.JobState(id), "starting");    // 7 of 8: the 6 from before the restart count
+  report_b(wire::ReportKind::kStarted, 6);  // a duplicate changes nothing
+  EXPECT_EQ(rows("s/"), 7);
+
+  // Back to schema v2: the progress inside the record, no progress table.
+  f.Stop();
+  std::string started = "[0,1,2,3,4,5,6]";
+  std::string sql = "UPDATE jobs SET doc = json_set(doc, '$.started', json('" + started +
+                    "'), '$.launch_accepted', json('[\"n0\"]')) WHERE id = '" + id +
+                    "'; DROP TABLE job_progress; PRAGMA user_version=2;";
+  EXPECT_EQ(SqlValue(db, sql + " SELECT 'ok'"), "ok");
+  f.Start();
+  EXPECT_EQ(rows("s/"), 7) << "the v2 record's progress did not move to rows";
+  FakeAgent c(f, "n0", 8);
+  ASSERT_EQ(c.Register(running).status, 200);
+  EXPECT_EQ(
+      c.Report(
+           {{.order_id = launch.id, .kind = wire::ReportKind::kStarted, .job_id = id, .rank = 7}})
+          .status,
+      200);
+  EXPECT_TRUE(WaitFor([&] { return f.JobState(id) == "running"; }, 5000))
+      << f.Get("/v1/jobs/" + id).text;
+  EXPECT_EQ(json::parse(record()).count("started"), 0u) << "the record still carries progress";
+
+  // A rank fails: the job is stopped and retried; its next attempt starts with no progress
+  // rows of the last one.
+  EXPECT_EQ(c.Report({{.order_id = launch.id,
+                       .kind = wire::ReportKind::kExited,
+                       .job_id = id,
+                       .rank = 3,
+                       .exit_code = 1}})
+                .status,
+            200);
+  orders = c.Work(50);
+  ASSERT_EQ(orders.size(), 1u);
+  ASSERT_EQ(orders[0].kind, wire::OrderKind::kStop);
+  EXPECT_EQ(c.Report({{.order_id = orders[0].id, .kind = wire::ReportKind::kStopped, .job_id = id}})
+                .status,
+            200);
+  ASSERT_TRUE(WaitFor([&] { return f.Get("/v1/jobs/" + id).body.value("attempt", 0) == 2; }))
+      << f.Get("/v1/jobs/" + id).text;
+  // (The view shows attempt 2 as soon as it is decided; its change is durable a moment later.)
+  EXPECT_TRUE(WaitFor([&] {
+    return SqlValue(db, "SELECT count(*) FROM job_progress WHERE job_id = '" + id +
+                            "' AND attempt = 1") == "0";
+  }));
 }
 
 }  // namespace

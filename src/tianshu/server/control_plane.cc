@@ -119,14 +119,13 @@ void ControlPlane::LearnRuntime(const Job& j) {
 // ---- writing ----
 
 std::string ControlPlane::JobDoc(const Job& j) const {
-  json history = json::array(), exited = json::array();
+  json history = json::array();
   for (const auto& h : j.history) {
     history.push_back(
         {{"time_ms", h.time_ms}, {"from", h.from}, {"to", h.to}, {"reason", h.reason}});
   }
-  for (const auto& [rank, e] : j.exited) {
-    exited.push_back({{"rank", rank}, {"exit_code", e.first}, {"signal", e.second}});
-  }
+  // The attempt's per-rank progress (started, exited, launch_accepted, seen reports) is not
+  // here: it is written as progress rows, one per fact (see Progress).
   json d = {{"text", j.text},
             {"format", j.format},
             {"idempotency_key", j.idempotency_key},
@@ -148,13 +147,9 @@ std::string ControlPlane::JobDoc(const Job& j) const {
             {"last_checkpoint", j.last_checkpoint},
             {"last_checkpoint_order_ms", j.last_checkpoint_order_ms},
             {"checkpoint_orders", j.checkpoint_orders},
-            {"started", j.started},
-            {"exited", exited},
-            {"launch_accepted", j.launch_accepted},
             {"stop_pending", j.stop_pending},
             {"after_stop", j.after_stop},
             {"cancel_requested", j.cancel_requested},
-            {"seen_reports", j.seen_reports},
             {"target", PlacesJson(j.target)},
             {"reshape", j.reshape},
             {"resizes", j.resizes},

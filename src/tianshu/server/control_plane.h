@@ -317,6 +317,9 @@ class ControlPlane {
   void TrackFences(Txn& t, const std::string& node, const std::vector<wire::RunningRank>& running,
                    int64_t now_ms);
   void ApplyReport(Txn& t, const std::string& node, const wire::Report& r, int64_t now_ms);
+  // Records one fact of the job's current attempt as a progress row of its own (a rank started
+  // or exited, a node accepted the launch, a report applied): the job's record is not rewritten.
+  void Progress(Txn& t, const Job& j, std::string key, std::string value = "");
   void Schedule(Txn& t, int64_t now_ms);
   // Whether a cycle is due for elastic growth (nothing else asks for one when no job waits).
   bool ReshapeDue(int64_t now_ms) const;

@@ -159,10 +159,13 @@ struct ControlPlane::Txn {
   std::vector<json> events;
   std::vector<int64_t> created;
   std::map<std::string, std::string> meta;
-  std::set<std::string> wake_work;  // nodes whose Work waiters have new orders to see
-  uint64_t wait_for = 0;            // a commit the answer depends on (a replayed submission's)
+  std::vector<ProgressRow> progress;        // facts of current attempts, written on their own
+  std::vector<std::string> progress_reset;  // jobs starting a new attempt: old rows go
+  std::set<std::string> wake_work;          // nodes whose Work waiters have new orders to see
+  uint64_t wait_for = 0;  // a commit the answer depends on (a replayed submission's)
   bool Empty() const {
-    return jobs.empty() && nodes.empty() && orders.empty() && events.empty() && meta.empty();
+    return jobs.empty() && nodes.empty() && orders.empty() && events.empty() && meta.empty() &&
+           progress.empty() && progress_reset.empty();
   }
 };
 
@@ -215,6 +218,8 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
   for (const auto& e : txn.events) {
     c.events.push_back({e["seq"].get<int64_t>(), e["time_ms"].get<int64_t>(), wire::Dump(e)});
   }
+  c.progress_reset = std::move(txn.progress_reset);
+  c.progress = std::move(txn.progress);
   c.meta = std::move(txn.meta);
   c.meta["next_event_seq"] = std::to_string(next_event_seq_);
   c.meta["next_job_seq"] = std::to_string(next_job_seq_);

@@ -110,6 +110,9 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
   j.stop_pending.clear();
   j.after_stop.clear();
   j.seen_reports.clear();
+  // The last attempt's progress rows go with it (any queued in this change too).
+  std::erase_if(t.progress, [&](const ProgressRow& p) { return p.job_id == j.id; });
+  t.progress_reset.push_back(j.id);
   j.last_checkpoint_order_ms = now_ms;
   j.target.clear();
   j.reshape.clear();
@@ -380,6 +383,10 @@ void ControlPlane::StopStale(Txn& t, const std::string& node,
   }
 }
 
+void ControlPlane::Progress(Txn& t, const Job& j, std::string key, std::string value) {
+  t.progress.push_back({j.id, j.attempt, std::move(key), std::move(value)});
+}
+
 void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Report& r,
                                int64_t now_ms) {
   if (r.kind == wire::ReportKind::kAccepted) {
@@ -413,15 +420,19 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
     case wire::ReportKind::kExited:
       duplicate = j.exited.contains(r.rank);
       break;
-    default:
-      duplicate =
-          !j.seen_reports
-               .insert(r.order_id + "|" + node + "|" + std::string(wire::ReportKindName(r.kind)) +
-                       "|" + std::to_string(r.rank))
-               .second;
+    default: {
+      std::string key = r.order_id + "|" + node + "|" + std::string(wire::ReportKindName(r.kind)) +
+                        "|" + std::to_string(r.rank);
+      duplicate = j.seen_reports.contains(key);
+      if (!duplicate) {
+        j.seen_reports.insert(key);
+        Progress(t, j, "r/" + key);
+      }
+    }
   }
   if (duplicate) return;
-  t.jobs.insert(j.seq);
+  // Below, a fact about one rank or node is a progress row; the job's record is rewritten
+  // (t.jobs) only when the job itself changes (SetState does that on its own).
   const bool active = j.state == JobState::kStarting || j.state == JobState::kRunning;
   auto on_node = [&](int rank) {
     for (const auto& p : j.placement) {
@@ -432,11 +443,16 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
   switch (r.kind) {
     case wire::ReportKind::kAccepted:
       j.launch_accepted.insert(node);
+      Progress(t, j, "a/" + node);
       break;
     case wire::ReportKind::kStarted:
       if (!on_node(r.rank)) return;
       j.started.insert(r.rank);
-      if (active && j.run_started_ms == 0) j.run_started_ms = now_ms;
+      Progress(t, j, "s/" + std::to_string(r.rank));
+      if (active && j.run_started_ms == 0) {
+        j.run_started_ms = now_ms;
+        t.jobs.insert(j.seq);
+      }
       if (j.state == JobState::kStarting && j.started.size() == j.placement.size()) {
         SetState(t, j, JobState::kRunning,
                  "all " + std::to_string(j.placement.size()) + " ranks started", now_ms);
@@ -445,6 +461,8 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
     case wire::ReportKind::kExited: {
       if (!on_node(r.rank)) return;
       j.exited[r.rank] = {r.exit_code, r.signal};
+      Progress(t, j, "x/" + std::to_string(r.rank),
+               std::to_string(r.exit_code) + " " + std::to_string(r.signal));
       if (!active) break;
       if (r.exit_code != 0 || r.signal != 0) {
         // The agent's word on how, when it has one ("killed by SIGKILL (the job's memory limit:
@@ -464,11 +482,15 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
       if (r.step > j.last_step) {
         j.last_step = r.step;
         j.last_checkpoint = r.path;
+        t.jobs.insert(j.seq);
       }
       break;
     case wire::ReportKind::kStopped:
       FinishOrder(t, r.order_id, "done");
-      if (j.stop_pending.erase(node)) MaybeFinishStop(t, j, now_ms);
+      if (j.stop_pending.erase(node)) {
+        t.jobs.insert(j.seq);
+        MaybeFinishStop(t, j, now_ms);
+      }
       break;
     case wire::ReportKind::kRejected: {
       auto oit = orders_.find(r.order_id);
@@ -478,6 +500,7 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
       if (launch && active) {
         FailAttempt(t, j, "node " + node + " rejected the launch: " + r.message, "", now_ms);
       } else if (stop && j.stop_pending.erase(node)) {
+        t.jobs.insert(j.seq);
         MaybeFinishStop(t, j, now_ms);
       }
       break;

@@ -5,9 +5,49 @@ namespace tianshu::server {
 
 using namespace detail;
 
+namespace {
+
+// Applies one progress row (see ProgressRow) to the job; false if the row cannot be read.
+bool ApplyProgress(Job& j, const std::string& key, const std::string& value) {
+  if (key.size() < 3 || key[1] != '/') return false;
+  const std::string rest = key.substr(2);
+  int64_t rank = 0;
+  switch (key[0]) {
+    case 'a':
+      j.launch_accepted.insert(rest);
+      return true;
+    case 'r':
+      j.seen_reports.insert(rest);
+      return true;
+    case 's':
+      if (!ParseInt64(rest, &rank) || rank < 0 || rank > INT32_MAX) return false;
+      j.started.insert(static_cast<int>(rank));
+      return true;
+    case 'x': {
+      const size_t space = value.find(' ');
+      int64_t code = 0, signal = 0;
+      if (!ParseInt64(rest, &rank) || rank < 0 || rank > INT32_MAX || space == std::string::npos ||
+          !ParseInt64(value.substr(0, space), &code) ||
+          !ParseInt64(value.substr(space + 1), &signal) || code < INT32_MIN || code > INT32_MAX ||
+          signal < 0 || signal > INT32_MAX) {
+        return false;
+      }
+      j.exited[static_cast<int>(rank)] = {static_cast<int>(code), static_cast<int>(signal)};
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 Status ControlPlane::Load(int64_t now_ms) {
   auto st = store_->Load(options_.events_kept);
   if (!st) return std::unexpected(st.error());
+  // Per-rank progress stored inside job documents (schema v2) moves to progress rows, written
+  // once below; the documents lose it on their next write.
+  Change legacy;
   for (const JobRow& row : st->jobs) {
     // A record that cannot be read back is quarantined, never fatal: the job is failed with
     // the reason (after Open, in one transaction) and the control plane starts.
@@ -64,6 +104,16 @@ Status ControlPlane::Load(int64_t now_ms) {
     j.after_stop = d.value("after_stop", "");
     j.cancel_requested = d.value("cancel_requested", false);
     j.seen_reports = d.value("seen_reports", std::set<std::string>{});
+    for (int rank : j.started)
+      legacy.progress.push_back({j.id, j.attempt, "s/" + std::to_string(rank), ""});
+    for (const auto& [rank, e] : j.exited) {
+      legacy.progress.push_back({j.id, j.attempt, "x/" + std::to_string(rank),
+                                 std::to_string(e.first) + " " + std::to_string(e.second)});
+    }
+    for (const auto& node : j.launch_accepted)
+      legacy.progress.push_back({j.id, j.attempt, "a/" + node, ""});
+    for (const auto& key : j.seen_reports)
+      legacy.progress.push_back({j.id, j.attempt, "r/" + key, ""});
     j.target = PlacesFromJson(d.value("target", json::array()));
     j.reshape = d.value("reshape", "");
     j.resizes = d.value("resizes", 0);
@@ -82,6 +132,14 @@ Status ControlPlane::Load(int64_t now_ms) {
     if (!j.idempotency_key.empty()) idempotency_keys_[j.owner + "/" + j.idempotency_key] = j.seq;
     if (!j.fence_nodes.empty()) fenced_seqs_.insert(j.seq);
     jobs_.emplace(j.seq, std::move(j));
+  }
+  for (const ProgressRow& p : st->progress) {
+    auto seq = ParseJobId(p.job_id);
+    auto it = seq ? jobs_.find(*seq) : jobs_.end();
+    if (it == jobs_.end() || it->second.attempt != p.attempt) continue;  // of an ended attempt
+    if (!ApplyProgress(it->second, p.key, p.value)) {
+      skipped_records_.push_back("progress of " + p.job_id + ": unreadable row " + p.key);
+    }
   }
   for (const NodeRow& row : st->nodes) {
     json d = json::parse(row.doc, nullptr, false);
@@ -159,6 +217,9 @@ Status ControlPlane::Load(int64_t now_ms) {
       c.meta["server_id"] = options_.server_id;
       if (auto s = store_->Write({&c}); !s) return s;
     }
+  }
+  if (!legacy.progress.empty()) {
+    if (auto s = store_->Write({&legacy}); !s) return s;
   }
   // The learned runtime estimates start from the succeeded jobs, in completion order.
   std::vector<const Job*> done;

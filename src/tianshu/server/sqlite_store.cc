@@ -23,6 +23,11 @@ const char* const kMigrations[] = {
     // 1 -> 2: indexes for the start-up reads.
     "CREATE INDEX jobs_by_seq ON jobs(seq);"
     "CREATE INDEX orders_by_status ON orders(status);",
+    // 2 -> 3: a job's per-rank progress as rows of its own (records of v2 carry it inside the
+    // job's document; the control plane moves it out when it loads them).
+    "CREATE TABLE job_progress(job_id TEXT NOT NULL, key TEXT NOT NULL,"
+    "                          attempt INTEGER NOT NULL, value TEXT NOT NULL,"
+    "                          PRIMARY KEY(job_id, key)) WITHOUT ROWID;",
 };
 static_assert(std::size(kMigrations) == kSchemaVersion);
 
@@ -65,6 +70,8 @@ class SqliteStore final : public Store {
     put_order_.reset();
     put_event_.reset();
     put_meta_.reset();
+    put_progress_.reset();
+    reset_progress_.reset();
     if (db_) sqlite3_close(db_);
   }
 
@@ -93,8 +100,12 @@ class SqliteStore final : public Store {
         db_, "INSERT OR REPLACE INTO events(seq, time_ms, doc) VALUES(?1, ?2, ?3)");
     put_meta_ =
         std::make_unique<Stmt>(db_, "INSERT OR REPLACE INTO meta(key, value) VALUES(?1,?2)");
-    for (auto* s :
-         {put_job_.get(), put_node_.get(), put_order_.get(), put_event_.get(), put_meta_.get()}) {
+    put_progress_ = std::make_unique<Stmt>(
+        db_,
+        "INSERT OR REPLACE INTO job_progress(job_id, key, attempt, value) VALUES(?1,?2,?3,?4)");
+    reset_progress_ = std::make_unique<Stmt>(db_, "DELETE FROM job_progress WHERE job_id = ?1");
+    for (auto* s : {put_job_.get(), put_node_.get(), put_order_.get(), put_event_.get(),
+                    put_meta_.get(), put_progress_.get(), reset_progress_.get()}) {
       if (!s->ok()) return Fail("store ", path_, ": cannot prepare statement: ", Msg());
     }
     return Ok();
@@ -130,6 +141,12 @@ class SqliteStore final : public Store {
     {
       Stmt q(db_, "SELECT key, value FROM meta");
       while (q.Step() == SQLITE_ROW) out.meta[q.Col(0)] = q.Col(1);
+    }
+    {
+      Stmt q(db_, "SELECT job_id, attempt, key, value FROM job_progress");
+      while (q.Step() == SQLITE_ROW) {
+        out.progress.push_back({q.Col(0), static_cast<int>(q.ColInt(1)), q.Col(2), q.Col(3)});
+      }
     }
     return out;
   }
@@ -167,6 +184,17 @@ class SqliteStore final : public Store {
         put_meta_->Text(1, k);
         put_meta_->Text(2, v);
         if (!Done(*put_meta_)) return Abort("meta " + k);
+      }
+      for (const auto& id : c->progress_reset) {
+        reset_progress_->Text(1, id);
+        if (!Done(*reset_progress_)) return Abort("progress of " + id);
+      }
+      for (const auto& p : c->progress) {
+        put_progress_->Text(1, p.job_id);
+        put_progress_->Text(2, p.key);
+        put_progress_->Int(3, p.attempt);
+        put_progress_->Text(4, p.value);
+        if (!Done(*put_progress_)) return Abort("progress of " + p.job_id);
       }
     }
     if (auto s = Exec("COMMIT"); !s) {
@@ -244,7 +272,8 @@ class SqliteStore final : public Store {
 
   std::string path_;
   sqlite3* db_ = nullptr;
-  std::unique_ptr<Stmt> put_job_, put_node_, put_order_, put_event_, put_meta_;
+  std::unique_ptr<Stmt> put_job_, put_node_, put_order_, put_event_, put_meta_, put_progress_,
+      reset_progress_;
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 //
 //   auto store = OpenSqliteStore("/var/lib/tianshu/tianshu.db");
 //   Status s = (*store)->Write({Change{.jobs = {{"j-000001", job_doc}}}});
+// Rows of one table replace rows of the same key. A job is its record plus its progress rows.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +42,16 @@ struct EventRow {
   int64_t time_ms = 0;
   std::string doc;  // the event as JSON
 };
+// One fact about a job's current attempt, kept apart from the job's record so that a report
+// about one rank of a gang of a thousand writes a few bytes instead of the whole record. Keys:
+// "a/NODE" the node journaled the launch, "s/RANK" the rank started, "x/RANK" the rank exited
+// (value "CODE SIGNAL"), "r/KEY" another report already applied (value "").
+struct ProgressRow {
+  std::string job_id;
+  int attempt = 0;  // rows of another attempt than the job's are ignored when loaded
+  std::string key;
+  std::string value;
+};
 
 // One state change: everything in it is written, or nothing. Rows replace rows of the same key.
 struct Change {
@@ -49,6 +60,10 @@ struct Change {
   std::vector<OrderRow> orders;
   std::vector<EventRow> events;
   std::map<std::string, std::string> meta;  // counters and the server id
+  // Progress: first every row of these jobs is deleted (a new attempt starts clean), then the
+  // rows are written.
+  std::vector<std::string> progress_reset;
+  std::vector<ProgressRow> progress;
 };
 
 // What Load returns: every job and node, the outstanding orders, the newest events.
@@ -59,6 +74,7 @@ struct StoredState {
   std::vector<OrderRow> orders;  // status "outstanding" or "accepted" only
   std::vector<EventRow> events;  // the newest `max_events`, in seq order
   std::map<std::string, std::string> meta;
+  std::vector<ProgressRow> progress;  // every job's, in no particular order
 };
 
 class Store {
@@ -76,7 +92,7 @@ class Store {
 };
 
 // The schema version this build writes; older stores are migrated on open.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 // SQLite in WAL mode with synchronous=FULL. Creates the file (and its directory) if missing,
 // migrates an older schema in one transaction, refuses a newer one.

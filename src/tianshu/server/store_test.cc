@@ -45,6 +45,38 @@ TEST(SqliteStore, WritesAreDurableAndLoadReadsThemBack) {
   EXPECT_FALSE((*(*s)->ReadJob("j-000002")).has_value());
 }
 
+// Progress rows: a later row of the same job and key replaces the earlier; a reset deletes every
+// row of its job before the change's own rows are written, whatever came in earlier changes.
+TEST(SqliteStore, ProgressRowsAreReplacedAndResetPerJob) {
+  std::string path = TempDb();
+  auto s = OpenSqliteStore(path);
+  ASSERT_TRUE(s) << s.error().message;
+  Change a{.progress = {{"j-000001", 1, "s/0", ""},
+                        {"j-000001", 1, "x/0", "1 0"},
+                        {"j-000002", 1, "s/0", ""}}};
+  Change b{.progress = {{"j-000001", 1, "x/0", "0 9"}}};
+  ASSERT_TRUE((*s)->Write({&a, &b}));
+  auto st = (*s)->Load(1);
+  ASSERT_TRUE(st);
+  ASSERT_EQ(st->progress.size(), 3u);
+  for (const auto& p : st->progress) {
+    if (p.key == "x/0") {
+      EXPECT_EQ(p.value, "0 9");
+    }
+  }
+  Change reset{.progress_reset = {"j-000001"}, .progress = {{"j-000001", 2, "a/n0", ""}}};
+  ASSERT_TRUE((*s)->Write({&reset}));
+  st = (*s)->Load(1);
+  ASSERT_TRUE(st);
+  ASSERT_EQ(st->progress.size(), 2u);
+  for (const auto& p : st->progress) {
+    if (p.job_id == "j-000001") {
+      EXPECT_EQ(p.attempt, 2);
+      EXPECT_EQ(p.key, "a/n0");
+    }
+  }
+}
+
 TEST(SqliteStore, MigratesAnOlderSchemaAndRefusesANewerOne) {
   std::string path = TempDb();
   {
@@ -76,10 +108,12 @@ TEST(SqliteStore, MigratesAnOlderSchemaAndRefusesANewerOne) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   sqlite3_stmt* q = nullptr;
-  sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master WHERE name='jobs_by_seq'", -1, &q,
-                     nullptr);
+  sqlite3_prepare_v2(db,
+                     "SELECT count(*) FROM sqlite_master WHERE name IN ('jobs_by_seq', "
+                     "'job_progress')",
+                     -1, &q, nullptr);
   ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(q, 0), 1);
+  EXPECT_EQ(sqlite3_column_int(q, 0), 2);  // v2's index and v3's table
   sqlite3_finalize(q);
   sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr, nullptr);
   sqlite3_close(db);
