@@ -22,9 +22,12 @@
 
 #include "tianshu/agent/cgroup.h"
 #include "tianshu/agent/host.h"
+#include "tianshu/agent/host_report.h"
+#include "tianshu/agent/internal/job_run.h"
 #include "tianshu/agent/isolation.h"
 #include "tianshu/agent/journal.h"
 #include "tianshu/agent/process.h"
+#include "tianshu/agent/rank_launch.h"
 #include "tianshu/agent/system_files.h"
 #include "tianshu/wire/wire.h"
 
@@ -54,20 +57,13 @@ struct CheckpointMarker {
   std::string path;
 };
 
-// The environment of one rank: rendezvous, visible devices of the backend, Tianshu's own
-// variables; the order's env is applied on top (the communicator plan's variables).
-std::map<std::string, std::string> RankEnvironment(const wire::WorkOrder& order,
-                                                   const wire::RankLaunch& rank,
-                                                   const std::string& checkpoint_dir);
-
-// The log file of a job's rank under an agent's work directory (newest attempt), or "".
-std::string RankLogPath(SystemFiles& fs, const std::string& workdir, const std::string& job_id,
-                        int rank);
-
 class Agent {
  public:
   Agent(AgentOptions options, HostInfo host, SystemFiles& fs, CgroupDriver& cgroups,
         ProcessRunner& runner);
+  // Its jobs report through callbacks bound to this agent: not copied, not moved.
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
 
   // Replays the journal: ranks still alive are adopted, ranks that ended while the agent was
   // away are reported from their exit files, and nothing is started twice. Call once, first.
@@ -108,64 +104,12 @@ class Agent {
   std::string LeasePath() const { return options_.workdir + "/lease"; }
 
  private:
-  struct RankRun {
-    wire::RankLaunch launch;
-    int64_t pid = 0;
-    int64_t start_time = 0;
-    bool started = false;
-    bool exited = false;
-    ProcessExit exit;
-    std::string log_path, exit_path, marker_path, ready_path;
-    int64_t started_ns = 0;     // when this agent started (or adopted) it
-    bool ready = false;         // see AgentOptions::ready_timeout_ns
-    bool usr1_pending = false;  // a checkpoint signal waits for it to be ready
-    int64_t last_step = -1;
-    std::string last_path;
-    bool marker_seen = false;  // since the last SIGUSR1
-    int64_t end_ns = 0;        // placeholder ranks with a duration: when they end
-  };
-  enum class Phase {
-    kRunning,        // ranks run (or have ended on their own)
-    kCheckpointing,  // stop order: SIGUSR1 sent, waiting for markers
-    kTerminating,    // SIGTERM sent, waiting for exits
-    kKilled,         // SIGKILL sent
-  };
-  struct JobRun {
-    std::string key;  // job_id + "/" + attempt
-    wire::WorkOrder order;
-    // checkpoint_dir: the job's (the `latest` pointer only this agent writes); attempt_dir:
-    // checkpoint_dir/attempt-N, the ranks' TIANSHU_CHECKPOINT_DIR.
-    std::string dir, cgroup, checkpoint_dir, attempt_dir;
-    int64_t promoted_step = -1;  // the last step of rank 0 this agent made `latest`
-    std::string user_dir;  // markers and ready files: dir, or dir/user owned by the job's owner
-    std::vector<RankRun> ranks;
-    Phase phase = Phase::kRunning;
-    std::string stop_order_id;
-    int64_t deadline_ns = 0;
-    int64_t term_grace_ns = 30 * kNsPerSec;
-    std::string stop_note;
-    std::string ckpt_order_id;  // a pending checkpoint order (no stop)
-    int64_t ckpt_deadline_ns = 0;
-    bool cgroup_created = false;
-    int finish_attempts = 0;
-    bool done = false;
-  };
+  using JobRun = internal::JobRun;
+  using RankRun = internal::RankRun;
 
   void Launch(const wire::WorkOrder& order, int64_t now_ns, bool replay);
-  void StartRank(JobRun& job, RankRun& rank, const IsolationPlan& plan, int64_t now_ns);
   void Checkpoint(const wire::WorkOrder& order, int64_t now_ns);
   void Stop(const wire::WorkOrder& order, int64_t now_ns);
-  void EndPlaceholder(JobRun& job, RankRun& r, int64_t step, const std::string& message);
-  void SignalAll(JobRun& job, int sig);
-  // SIGUSR1 to the ranks that are ready; the others get it from Tick once they are.
-  void SignalCheckpoint(JobRun& job, int64_t now_ns);
-  bool Ready(RankRun& r, int64_t now_ns);
-  void BeginTerminate(JobRun& job, int64_t now_ns);
-  bool ReadMarker(RankRun& rank);
-  // Points the job's `latest` at rank 0's newest checkpoint of this attempt, while the lease
-  // holds: a fenced or superseded attempt never does.
-  void PromoteLatest(JobRun& job, const RankRun& rank0);
-  void Finish(JobRun& job);
   std::vector<JobRun*> JobsOf(const std::string& job_id, int attempt);
   void Report(wire::Report r);
   void JournalOrLog(const nlohmann::json& record);
@@ -176,12 +120,13 @@ class Agent {
   CgroupDriver& cgroups_;
   ProcessRunner& runner_;
   Journal journal_;
+  internal::JobContext job_context_;  // what every JobRun call gets: the OS, Report, the journal
   std::set<std::string> seen_orders_;
   std::map<std::string, JobRun> jobs_;  // by key
   std::vector<wire::Report> reports_;
   std::vector<std::string> recovery_warnings_;  // from Recover
   std::set<std::string> report_keys_;           // (order, kind, rank) already queued
-  int64_t cpu_busy_ = 0, cpu_total_ = 0;        // /proc/stat at the previous HostUsage()
+  HostUsageMeter usage_;
   int64_t lease_ns_ = 0;
   int64_t lease_deadline_ns_ = 0;  // from WORKDIR/lease at start, then from RenewLease
   std::string boot_id_;            // /proc/sys/kernel/random/boot_id: whose clock it counts on
