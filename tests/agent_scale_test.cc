@@ -338,8 +338,8 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
     for (std::string line; std::getline(lines, line);) {
       for (const char* name :
            {"tianshu_cycle_seconds_sum", "tianshu_cycle_seconds_count", "tianshu_store_commit",
-            "tianshu_store_changes", "tianshu_job_preemptions_total", "tianshu_job_retries_total",
-            "tianshu_gang_timeouts_total"}) {
+            "tianshu_store_changes", "tianshu_store_written_bytes", "tianshu_job_preemptions_total",
+            "tianshu_job_retries_total", "tianshu_gang_timeouts_total"}) {
         if (line.starts_with(name)) std::printf("  server: %s\n", line.c_str());
       }
     }

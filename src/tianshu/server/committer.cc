@@ -52,6 +52,22 @@ CommitStats Committer::Stats() const {
   return stats_;
 }
 
+namespace {
+
+int64_t BytesOf(const Change& c) {
+  size_t n = 0;
+  for (const auto& j : c.jobs) n += j.id.size() + j.state.size() + j.doc.size();
+  for (const auto& r : c.nodes) n += r.name.size() + r.doc.size();
+  for (const auto& o : c.orders) n += o.id.size() + o.node.size() + o.status.size() + o.doc.size();
+  for (const auto& e : c.events) n += e.doc.size();
+  for (const auto& [k, v] : c.meta) n += k.size() + v.size();
+  for (const auto& id : c.progress_reset) n += id.size();
+  for (const auto& p : c.progress) n += p.job_id.size() + p.key.size() + p.value.size();
+  return static_cast<int64_t>(n);
+}
+
+}  // namespace
+
 void Committer::Run() {
   std::vector<std::pair<uint64_t, Change>> batch;
   for (;;) {
@@ -70,7 +86,11 @@ void Committer::Run() {
     }
     std::vector<const Change*> changes;
     changes.reserve(batch.size());
-    for (auto& [t, c] : batch) changes.push_back(&c);
+    int64_t bytes = 0;
+    for (auto& [t, c] : batch) {
+      changes.push_back(&c);
+      bytes += BytesOf(c);
+    }
     auto start = std::chrono::steady_clock::now();
     Status s = store_->Write(changes);
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -81,6 +101,7 @@ void Committer::Run() {
         stats_.commits++;
         stats_.changes += static_cast<int64_t>(batch.size());
         stats_.commit_seconds += secs;
+        stats_.bytes += bytes;
       } else {
         failure_ = s.error();
       }

@@ -22,6 +22,7 @@ struct CommitStats {
   int64_t commits = 0;        // transactions written
   int64_t changes = 0;        // state changes written
   double commit_seconds = 0;  // time spent in Store::Write
+  int64_t bytes = 0;          // keys and documents written (what the store was handed)
 };
 
 class Committer {

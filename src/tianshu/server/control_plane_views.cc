@@ -356,6 +356,9 @@ std::string ControlPlane::Metrics() const {
                       "Time spent writing to the store.");
   std::snprintf(buf, sizeof buf, "%.6f", cs.commit_seconds);
   out += std::string("tianshu_store_commit_seconds_total ") + buf + "\n";
+  out += MetricHeader("tianshu_store_written_bytes_total", "counter",
+                      "Bytes of keys and documents handed to the store.");
+  out += "tianshu_store_written_bytes_total " + std::to_string(cs.bytes) + "\n";
   return out;
 }
 
