@@ -72,13 +72,38 @@ TEST(Cli, ValidateRefusesUnknownPluginNamesWithTheNearestRegisteredOne) {
     EXPECT_EQ(r.err, line.substr(tab + 1) + "\n");
     ++checked;
   }
-  EXPECT_EQ(checked, 2);
+  EXPECT_EQ(checked, 8);
   // A strategy the policy library registers is a valid name.
   const std::string ok = ::testing::TempDir() + "/by-speed.yaml";
   std::ofstream(ok) << "scheduler:\n  algorithm: by-speed\n";
   auto r = RunCommand(kBin + " validate " + ok);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("algorithm by-speed"), std::string::npos) << r.out;
+}
+
+// `simulate --config FILE` reads a file that names the policy library's plugins, turns on its
+// switches and gives its plugins options (the library is loaded before the file is checked);
+// a bad option is refused naming its place, before anything runs.
+TEST(Cli, SimulateReadsPolicyLibraryNamesAndPluginOptionsFromAConfig) {
+  const std::string ok = ::testing::TempDir() + "/plugins-ok.yaml";
+  std::ofstream(ok) << "scheduler: {order: fair-share, migration: true}\n"
+                       "task_scheduler: {elastic_scaling: true}\n"
+                       "plugins:\n  elastic: {restart_s: 30}\n  defrag: {max_moves: 4}\n";
+  auto r = RunCommand(kBin + " simulate -t " + kSource +
+                      "/examples/scenarios/mix-128.yaml --max-jobs 20 --no-progress -o json "
+                      "--config " +
+                      ok);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j["configs"].size(), 1u);
+  const std::string bad = ::testing::TempDir() + "/plugins-bad.yaml";
+  std::ofstream(bad) << "plugins:\n  defrag: {max_moves: 0}\n";
+  r = RunCommand(kBin + " simulate -t " + kSource +
+                 "/examples/scenarios/mix-128.yaml --max-jobs 20 --no-progress --config " + bad);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.err, "tianshu simulate: " + bad +
+                       ":2:12: plugins.defrag.max_moves: must be between 1 and 100000, got 0\n");
 }
 
 TEST(Cli, ValidateJson) {

@@ -14,6 +14,7 @@
 #include "tianshu/base/units.h"
 #include "tianshu/engine/engine.h"
 #include "tianshu/model/load.h"
+#include "tianshu/policy/builtin.h"
 #include "tianshu/sim/report.h"
 #include "tianshu/sim/simulator.h"
 #include "tianshu/sim/trace.h"
@@ -52,8 +53,13 @@ Result<engine::EngineOptions> ConfigFor(const std::string& name) {
   }
   auto cfg = model::LoadEngineConfigFile(name);
   if (!cfg) return std::unexpected(cfg.error());
+  // The file may name the policy library's plugins, their switches and their options.
+  if (auto st = policy::RegisterBuiltinPolicies(); !st) return std::unexpected(st.error());
   auto o = engine::OptionsFromConfig(*cfg);
-  if (!o) return Fail(name, ": ", o.error().message);
+  if (!o) {  // a diagnostic names the file already
+    const std::string& m = o.error().message;
+    return m.starts_with(name + ":") ? Fail(m) : Fail(name, ": ", m);
+  }
   o->preset = std::filesystem::path(name).stem().string();
   return o;
 }

@@ -8,7 +8,7 @@
 // step-bounded, never time-bounded), so a run is reproducible.
 //   auto e = Engine::Create(topology, *PresetOptions("tianshu"));
 //   (void)e->Apply(SubmitJob{.id = 1, .spec = spec}, /*now_s=*/0);
-//   CycleResult r = e->Cycle(/*now_s=*/0);   // r.decisions: StartJob{1, ranks, env}
+//   CycleResult r = e->Cycle(/*now_s=*/0);   // r.decisions: StartJob{1, ranks}
 #pragma once
 
 #include <cstdint>
@@ -147,7 +147,6 @@ using Event = std::variant<SubmitJob, CancelJob, RankFailed, NodeFailed, NodeAdd
 struct StartJob {
   JobId id = 0;
   std::vector<placement::RankSlot> ranks;  // rank order
-  std::map<std::string, std::string> env;  // communicator environment (NCCL_*, HCCL_*, ...)
   double resume_progress = 0;              // restart from this checkpointed fraction
   bool restart = false;                    // not its first start
   bool colocated = false;                  // overlaid on GPUs training holds (time slicing)
@@ -188,12 +187,14 @@ JobId DecisionJob(const Decision& d);
 
 // ---- Options: which policies, found by name in the registries of policy.h. ----
 
+// The engine's own: order fifo | priority | las, backfill none (strict head-of-line) | greedy |
+// time, preemption none | priority | las, elastic and migration none; libraries register more.
 struct PolicyNames {
-  std::string order = "priority";       // fifo | priority | las | srtf | fair-share
-  std::string backfill = "time";        // none (strict head-of-line) | greedy | time
-  std::string preemption = "priority";  // none | priority | las | srtf | queue-reclaim
-  std::string elastic = "none";         // none | elastic
-  std::string migration = "none";       // none | defrag
+  std::string order = "priority";
+  std::string backfill = "time";
+  std::string preemption = "priority";
+  std::string elastic = "none";
+  std::string migration = "none";
 };
 
 // 2D-LAS (Tiresias, Gu et al. NSDI'19 §3.1): queue k holds jobs whose attained GPU-service lies
@@ -253,9 +254,6 @@ struct EngineOptions {
   int max_placements_per_cycle = 0;  // 0: no limit
   // Jobs examined behind a blocked head in one cycle (Slurm's bf_max_job_test); 0: all.
   int max_queue_scan = 1000;
-  // Build the communicator plan (and its environment) for every start; the server wants it,
-  // the simulator does not need it.
-  bool plan_communicators = false;
   uint64_t seed = 42;
   std::string preset;  // name of the preset it came from, "" for a config file
 
@@ -275,14 +273,15 @@ struct EngineOptions {
 std::vector<std::string> PresetNames();
 // Options from a user's engine configuration: placement from scheduler.algorithm (network
 // weight 0 when topology_aware is false), order and backfill from scheduler.order/backfill,
-// preemption from scheduler.preemption (by the order: las, srtf, queue-reclaim for fair-share,
-// else priority), elastic from task_scheduler.elastic_scaling, defrag from scheduler.migration,
-// the consolidation wait from scheduler.compact_wait. The policy names of policy/ need
-// policy::RegisterBuiltinPolicies() before Engine::Create (simulate and serve call it).
+// preemption from scheduler.preemption (the policy bound to the order, else priority), the
+// reshape policies bound to task_scheduler.elastic_scaling and scheduler.migration (refused when
+// none is bound), the consolidation wait from scheduler.compact_wait. The policies of policy/
+// and their bindings need policy::RegisterBuiltinPolicies() first (simulate and serve call it).
 [[nodiscard]] Result<EngineOptions> OptionsFromConfig(const model::EngineConfig& config);
 // A plugin name of the config (scheduler.algorithm, .order, .backfill) that no registry knows,
 // as a diagnostic: where the file gave it (no file or line when it came from no file), its
-// field path, and the message with the nearest registered name. OptionsFromConfig fails with it.
+// field path, and the message with the nearest registered name; else the first problem with the
+// `plugins:` options (plugin_options.h). OptionsFromConfig fails with it.
 std::optional<model::Diagnostic> FindPluginNameProblem(const model::EngineConfig& config);
 
 // What one cycle did.

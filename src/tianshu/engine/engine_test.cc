@@ -289,16 +289,16 @@ TEST(Engine, SplitJobMovesToACompactPlacementWhenOneFrees) {
   EXPECT_EQ((*e)->Cycle(11).stats.upgraded, 0);
 }
 
-TEST(Policies, PlannedNamesAreRefusedByName) {
-  // This test does not link the policy library: its names are known, and refused with the
-  // reason, never replaced by another policy.
+TEST(Policies, NamesNoOneRegisteredAreRefusedListingTheRegisteredOnes) {
+  // This test does not link the policy library: the engine knows none of its names, and
+  // refuses them, never replacing one by another policy.
   EngineOptions o = *PresetOptions("tianshu");
   o.policies.order = "fair-share";
   auto topo = Tree(2);
   auto e = Engine::Create(topo, o);
   ASSERT_FALSE(e);
-  EXPECT_NE(e.error().message.find("'fair-share' (weighted fair share with quotas) lives in the "
-                                   "policy library"),
+  EXPECT_NE(e.error().message.find("unknown ordering policy 'fair-share'; known: fifo, las, "
+                                   "priority"),
             std::string::npos)
       << e.error().message;
   EXPECT_FALSE(PresetOptions("yarn"));
@@ -312,24 +312,48 @@ TEST(Policies, ConfigKeysNameThePolicies) {
   EXPECT_EQ(d->policies.preemption, "las");
   EXPECT_EQ(d->policies.elastic, "none");
   EXPECT_DOUBLE_EQ(d->compact_max_wait_s, 12 * 3600);
-  c.elastic_scaling = true;
-  c.migration = true;
-  c.order = "srtf";
+  c.order = "fifo";
   c.backfill = "greedy";
   c.compact_wait_s = 0;
   auto o = OptionsFromConfig(c);
   ASSERT_TRUE(o);
-  EXPECT_EQ(o->policies.elastic, "elastic");
-  EXPECT_EQ(o->policies.migration, "defrag");
-  EXPECT_EQ(o->policies.order, "srtf");
-  EXPECT_EQ(o->policies.preemption, "srtf");
+  EXPECT_EQ(o->policies.order, "fifo");
+  EXPECT_EQ(o->policies.preemption, "priority");  // nothing bound to fifo
   EXPECT_EQ(o->policies.backfill, "greedy");
   EXPECT_DOUBLE_EQ(o->compact_max_wait_s, 0);
   EXPECT_DOUBLE_EQ(o->compact_wait_ratio, 0);
-  c.order = "fair-share";
-  EXPECT_EQ(OptionsFromConfig(c)->policies.preemption, "queue-reclaim");
   c.preemption = false;
   EXPECT_EQ(OptionsFromConfig(c)->policies.preemption, "none");
+}
+
+// The switches turn on what a library bound to them; with nothing bound (this test does not
+// link the policy library) they are refused, naming the key; a binding is made once.
+TEST(Policies, ConfigSwitchesSelectWhatALibraryBound) {
+  model::EngineConfig c;
+  c.elastic_scaling = true;
+  auto refused = OptionsFromConfig(c);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("task_scheduler.elastic_scaling"), std::string::npos);
+  c.elastic_scaling = false;
+  c.migration = true;
+  ASSERT_FALSE(OptionsFromConfig(c));
+  ASSERT_TRUE(BindElasticScaling("test-elastic"));
+  ASSERT_TRUE(BindElasticScaling("test-elastic"));  // the same again: a no-op
+  EXPECT_FALSE(BindElasticScaling("other"));
+  ASSERT_TRUE(BindMigration("test-migration"));
+  ASSERT_TRUE(BindPreemptionToOrder("fifo-ish", "test-preemption"));
+  EXPECT_FALSE(BindPreemptionToOrder("las", "other"));  // the engine's own pair
+  c.elastic_scaling = true;
+  c.order = "fifo-ish";  // OptionsFromConfig checks only registered names of orders...
+  auto o = OptionsFromConfig(c);
+  ASSERT_FALSE(o);  // ...so an unregistered one is refused before the binding is read
+  c.order = "fifo";
+  o = OptionsFromConfig(c);
+  ASSERT_TRUE(o) << o.error().message;
+  EXPECT_EQ(o->policies.elastic, "test-elastic");
+  EXPECT_EQ(o->policies.migration, "test-migration");
+  EXPECT_EQ(BoundPreemption("fifo-ish"), "test-preemption");
+  EXPECT_EQ(BoundPreemption("fifo"), "priority");
 }
 
 // Two nodes half used: an 8-GPU job could only be split 4 + 4. It waits for a whole node

@@ -2,9 +2,11 @@
 
 #include "tianshu/base/strings.h"
 #include "tianshu/engine/engine.h"
+#include "tianshu/engine/plugin_options.h"
 #include "tianshu/engine/policy.h"
 #include "tianshu/placement/strategy.h"
 
+#include <set>
 #include <tuple>
 
 namespace tianshu::engine {
@@ -54,7 +56,14 @@ std::optional<model::Diagnostic> FindPluginNameProblem(const model::EngineConfig
     }
     return d;
   }
-  return std::nullopt;
+  // plugins: entries name registered plugins, whose own checks read their options.
+  std::set<std::string> known;
+  for (const auto& names :
+       {placement::StrategyNames(), OrderPolicyNames(), BackfillPolicyNames(),
+        PreemptionPolicyNames(), ElasticPolicyNames(), MigrationPolicyNames()}) {
+    known.insert(names.begin(), names.end());
+  }
+  return FindPluginOptionsProblem(config, {known.begin(), known.end()});
 }
 
 Result<EngineOptions> OptionsFromConfig(const model::EngineConfig& config) {
@@ -68,24 +77,32 @@ Result<EngineOptions> OptionsFromConfig(const model::EngineConfig& config) {
   if (!config.topology_aware) o.strategy.weights.network = 0;
   o.policies.order = config.order;
   o.policies.backfill = config.backfill;
-  // What a waiting job may evict: by remaining time under srtf (a job far from done yields to
-  // one that is nearly done), by attained service under las, borrowed quota under fair-share,
-  // else by priority.
-  if (!config.preemption) {
-    o.policies.preemption = "none";
-  } else if (config.order == "las") {
-    o.policies.preemption = "las";
-  } else if (config.order == "srtf") {
-    o.policies.preemption = "srtf";
-  } else if (config.order == "fair-share") {
-    o.policies.preemption = "queue-reclaim";
-  } else {
-    o.policies.preemption = "priority";
-  }
+  // What a waiting job may evict: what its ordering policy's library bound to it (by attained
+  // service under las, by remaining time under srtf, borrowed quota under fair-share), else
+  // by priority.
+  o.policies.preemption = config.preemption ? BoundPreemption(config.order) : "none";
   o.compact_max_wait_s = static_cast<double>(config.compact_wait_s);
   o.compact_wait_ratio = config.compact_wait_s > 0 ? 0.5 : 0;
-  o.policies.elastic = config.elastic_scaling ? "elastic" : "none";
-  o.policies.migration = config.migration ? "defrag" : "none";
+  // The switches turn on what the policy library bound to them; with it not loaded they fail.
+  o.policies.elastic = o.policies.migration = "none";
+  if (config.elastic_scaling) {
+    auto bound = BoundElasticScaling();
+    if (!bound) {
+      return Fail(
+          "task_scheduler.elastic_scaling: no elastic scaling policy is registered (the policy "
+          "library is not loaded)");
+    }
+    o.policies.elastic = *bound;
+  }
+  if (config.migration) {
+    auto bound = BoundMigration();
+    if (!bound) {
+      return Fail(
+          "scheduler.migration: no migration policy is registered (the policy library is not "
+          "loaded)");
+    }
+    o.policies.migration = *bound;
+  }
   // Batch searches stay for short queues; a long queue is placed by the greedy tree search.
   o.placement_large_queue =
       (config.algorithm == "genetic" || config.algorithm == "exact") ? "topology" : "";

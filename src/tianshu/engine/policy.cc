@@ -236,7 +236,6 @@ template <typename T>
 struct Registry {
   std::mutex mu;
   std::map<std::string, PolicyFactory<T>> factories;
-  std::map<std::string, std::string> planned;  // name -> where it is planned
 };
 
 template <typename T>
@@ -245,12 +244,6 @@ Result<std::unique_ptr<T>> MakeFrom(Registry<T>& reg, std::string_view kind, std
   std::lock_guard<std::mutex> lock(reg.mu);
   auto it = reg.factories.find(std::string(name));
   if (it != reg.factories.end()) return it->second(o);
-  auto p = reg.planned.find(std::string(name));
-  if (p != reg.planned.end()) {
-    return Fail(std::string(kind), " policy '", std::string(name), "' (", p->second,
-                ") lives in the policy library, which this program did not load "
-                "(policy::RegisterBuiltinPolicies)");
-  }
   std::vector<std::string> names;
   for (const auto& [n, f] : reg.factories) names.push_back(n);
   return Fail("unknown ", std::string(kind), " policy '", std::string(name),
@@ -264,7 +257,6 @@ Status RegisterIn(Registry<T>& reg, std::string_view kind, const std::string& na
   if (reg.factories.count(name)) {
     return Fail(std::string(kind), " policy '", name, "' is already registered");
   }
-  reg.planned.erase(name);
   reg.factories[name] = std::move(f);
   return Ok();
 }
@@ -284,8 +276,6 @@ Registry<OrderPolicy>& Orders() {
     reg->factories["las"] = [](const EngineOptions& o) -> Result<std::unique_ptr<OrderPolicy>> {
       return std::unique_ptr<OrderPolicy>(new LasOrder(o.las));
     };
-    reg->planned["fair-share"] = "weighted fair share with quotas";
-    reg->planned["srtf"] = "shortest remaining time first";
     return reg;
   }();
   return *r;
@@ -311,7 +301,6 @@ Registry<PreemptionPolicy>& Preemptions() {
         [](const EngineOptions& o) -> Result<std::unique_ptr<PreemptionPolicy>> {
       return std::unique_ptr<PreemptionPolicy>(new LasPreemption(o.las));
     };
-    reg->planned["queue-reclaim"] = "reclaim of borrowed queue quota";
     return reg;
   }();
   return *r;
@@ -321,7 +310,6 @@ Registry<ReshapePolicy>& Elastics() {
   static Registry<ReshapePolicy>* r = [] {
     auto* reg = new Registry<ReshapePolicy>;
     reg->factories["none"] = Simple<ReshapePolicy, NoReshape>();
-    reg->planned["elastic"] = "elastic scaling, task_scheduler.elastic_scaling";
     return reg;
   }();
   return *r;
@@ -331,25 +319,90 @@ Registry<ReshapePolicy>& Migrations() {
   static Registry<ReshapePolicy>* r = [] {
     auto* reg = new Registry<ReshapePolicy>;
     reg->factories["none"] = Simple<ReshapePolicy, NoReshape>();
-    reg->planned["defrag"] = "checkpoint-based migration, scheduler.migration";
     return reg;
   }();
   return *r;
 }
 
+// The switches' bindings (see BindPreemptionToOrder). The engine binds its own 2D-LAS pair.
+struct Bindings {
+  std::mutex mu;
+  std::map<std::string, std::string> preemption_for_order;
+  std::optional<std::string> elastic_scaling, migration;
+};
+
+Bindings& Binds() {
+  static Bindings* bindings = [] {
+    auto* b = new Bindings;
+    b->preemption_for_order["las"] = "las";
+    return b;
+  }();
+  return *bindings;
+}
+
+Status BindOnce(std::optional<std::string>& slot, std::string_view what, const std::string& name) {
+  if (slot && *slot != name) {
+    return Fail(std::string(what), " is already bound to '", *slot, "', not '", name, "'");
+  }
+  slot = name;
+  return Ok();
+}
+
 }  // namespace
+
+Status BindPreemptionToOrder(const std::string& order, const std::string& preemption) {
+  Bindings& b = Binds();
+  std::lock_guard<std::mutex> lock(b.mu);
+  std::optional<std::string> slot;
+  if (auto it = b.preemption_for_order.find(order); it != b.preemption_for_order.end()) {
+    slot = it->second;
+  }
+  if (auto st = BindOnce(slot, "the preemption of ordering '" + order + "'", preemption); !st) {
+    return st;
+  }
+  b.preemption_for_order[order] = preemption;
+  return Ok();
+}
+Status BindElasticScaling(const std::string& elastic_policy) {
+  Bindings& b = Binds();
+  std::lock_guard<std::mutex> lock(b.mu);
+  return BindOnce(b.elastic_scaling, "task_scheduler.elastic_scaling", elastic_policy);
+}
+Status BindMigration(const std::string& migration_policy) {
+  Bindings& b = Binds();
+  std::lock_guard<std::mutex> lock(b.mu);
+  return BindOnce(b.migration, "scheduler.migration", migration_policy);
+}
+std::string BoundPreemption(std::string_view order) {
+  Bindings& b = Binds();
+  std::lock_guard<std::mutex> lock(b.mu);
+  auto it = b.preemption_for_order.find(std::string(order));
+  return it != b.preemption_for_order.end() ? it->second : "priority";
+}
+std::optional<std::string> BoundElasticScaling() {
+  Bindings& b = Binds();
+  std::lock_guard<std::mutex> lock(b.mu);
+  return b.elastic_scaling;
+}
+std::optional<std::string> BoundMigration() {
+  Bindings& b = Binds();
+  std::lock_guard<std::mutex> lock(b.mu);
+  return b.migration;
+}
 
 template <typename T>
 std::vector<std::string> NamesIn(Registry<T>& reg) {
   std::lock_guard<std::mutex> lock(reg.mu);
   std::set<std::string> names;
   for (const auto& [n, f] : reg.factories) names.insert(n);
-  for (const auto& [n, where] : reg.planned) names.insert(n);
   return {names.begin(), names.end()};
 }
 
 std::vector<std::string> OrderPolicyNames() { return NamesIn(Orders()); }
 std::vector<std::string> BackfillPolicyNames() { return NamesIn(Backfills()); }
+std::vector<std::string> PreemptionPolicyNames() { return NamesIn(Preemptions()); }
+std::vector<std::string> ElasticPolicyNames() { return NamesIn(Elastics()); }
+std::vector<std::string> MigrationPolicyNames() { return NamesIn(Migrations()); }
 
 Result<std::unique_ptr<OrderPolicy>> MakeOrderPolicy(std::string_view name,
                                                      const EngineOptions& o) {

@@ -107,10 +107,9 @@ class ReshapePolicy {
 template <typename T>
 using PolicyFactory = std::function<Result<std::unique_ptr<T>>(const EngineOptions&)>;
 
-// Registries. Make* fails on an unknown name (listing the known ones) and on a name of the
-// policy library when it is not loaded ("ordering policy 'fair-share' (...) lives in the policy
-// library, which this program did not load"). Register* fails if the name is taken; it is how
-// policy/ and tests add plugins.
+// Registries. Make* fails on an unknown name, listing the registered ones (a program that did
+// not load the policy library lists only the engine's own). Register* fails if the name is
+// taken; it is how policy/ and tests add plugins.
 [[nodiscard]] Result<std::unique_ptr<OrderPolicy>> MakeOrderPolicy(std::string_view name,
                                                                    const EngineOptions& o);
 [[nodiscard]] Result<std::unique_ptr<BackfillPolicy>> MakeBackfillPolicy(std::string_view name,
@@ -121,9 +120,12 @@ using PolicyFactory = std::function<Result<std::unique_ptr<T>>(const EngineOptio
                                                                        const EngineOptions& o);
 [[nodiscard]] Result<std::unique_ptr<ReshapePolicy>> MakeMigrationPolicy(std::string_view name,
                                                                          const EngineOptions& o);
-// The names Make* accepts (registered, or planned in the policy library), in name order.
+// The names Make* accepts (registered), in name order.
 std::vector<std::string> OrderPolicyNames();
 std::vector<std::string> BackfillPolicyNames();
+std::vector<std::string> PreemptionPolicyNames();
+std::vector<std::string> ElasticPolicyNames();
+std::vector<std::string> MigrationPolicyNames();
 [[nodiscard]] Status RegisterOrderPolicy(const std::string& name, PolicyFactory<OrderPolicy> f);
 [[nodiscard]] Status RegisterBackfillPolicy(const std::string& name,
                                             PolicyFactory<BackfillPolicy> f);
@@ -132,6 +134,19 @@ std::vector<std::string> BackfillPolicyNames();
 [[nodiscard]] Status RegisterElasticPolicy(const std::string& name, PolicyFactory<ReshapePolicy> f);
 [[nodiscard]] Status RegisterMigrationPolicy(const std::string& name,
                                              PolicyFactory<ReshapePolicy> f);
+
+// What the configuration's switches select, bound by the library that registers the policy, so
+// that the engine spells no other library's plugin names: the preemption policy that goes with
+// an ordering policy under `preemption: true` (with none bound, "priority"), and the reshape
+// policies `task_scheduler.elastic_scaling` and `scheduler.migration` turn on. A second bind of
+// the same key to another name fails; to the same name it is a no-op.
+//   BindPreemptionToOrder("srtf", "srtf");  BindElasticScaling("elastic");
+[[nodiscard]] Status BindPreemptionToOrder(const std::string& order, const std::string& preemption);
+[[nodiscard]] Status BindElasticScaling(const std::string& elastic_policy);
+[[nodiscard]] Status BindMigration(const std::string& migration_policy);
+std::string BoundPreemption(std::string_view order);
+std::optional<std::string> BoundElasticScaling();  // nullopt: nothing bound
+std::optional<std::string> BoundMigration();
 
 // The 2D-LAS queue of an attained service (0 = highest priority).
 int LasQueue(double attained_gpu_s, const LasOptions& options);

@@ -97,6 +97,17 @@ struct EngineConfig {
     int line = 0, column = 0;
   };
   std::map<std::string, SourcePos> plugin_at;
+
+  // plugins: each plugin's own options, by its name (`plugins: {elastic: {restart_s: 30}}`).
+  // model/ knows no plugin: it keeps each value as its scalar text with its place, and the
+  // plugin that registered the name parses and checks them (engine::FindPluginNameProblem).
+  struct PluginOption {
+    std::string value;
+    SourcePos at;
+  };
+  using PluginOptions = std::map<std::string, PluginOption>;  // option -> value
+  std::map<std::string, PluginOptions> plugins;               // plugin name -> its options
+  // Where each plugin's entry is ("plugins.NAME" in plugin_at holds it too).
 };
 
 // Collective algorithms ALLREDUCE_ALGO accepts.

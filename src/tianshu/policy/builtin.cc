@@ -3,6 +3,7 @@
 #include <mutex>
 #include <optional>
 
+#include "tianshu/engine/plugin_options.h"
 #include "tianshu/engine/policy.h"
 #include "tianshu/policy/defrag.h"
 #include "tianshu/policy/elastic.h"
@@ -16,11 +17,9 @@ namespace {
 
 using engine::EngineOptions;
 
-// The queue tree an engine uses: its configuration's `queues:`, else the process-wide options.
+// The queue tree an engine uses: its configuration's `queues:`.
 Result<QueueTree> TreeFor(const EngineOptions& o) {
-  QueueOptions q = CurrentPolicyOptions().queues;
-  if (!o.config.queues.empty()) q.queues = o.config.queues;
-  return QueueTree::Make(q);
+  return QueueTree::Make(QueueOptions{.queues = o.config.queues});
 }
 
 Status RegisterAll() {
@@ -45,14 +44,24 @@ Status RegisterAll() {
     return MakeQueueReclaim(std::move(*tree));
   };
   if (auto st = engine::RegisterPreemptionPolicy("queue-reclaim", reclaim); !st) return st;
-  auto elastic = [](const EngineOptions& o) {
-    return MakeElasticPolicy(o, CurrentPolicyOptions().elastic);
+  if (auto st = engine::BindPreemptionToOrder("srtf", "srtf"); !st) return st;
+  if (auto st = engine::BindPreemptionToOrder("fair-share", "queue-reclaim"); !st) return st;
+  auto elastic = [](const EngineOptions& o) -> Result<std::unique_ptr<engine::ReshapePolicy>> {
+    auto options = ElasticOptionsFrom(o.config);
+    if (!options) return std::unexpected(options.error());
+    return MakeElasticPolicy(o, *options);
   };
   if (auto st = engine::RegisterElasticPolicy("elastic", elastic); !st) return st;
-  auto defrag = [](const EngineOptions& o) {
-    return MakeDefragPolicy(o, CurrentPolicyOptions().migration);
+  if (auto st = engine::BindElasticScaling("elastic"); !st) return st;
+  auto defrag = [](const EngineOptions& o) -> Result<std::unique_ptr<engine::ReshapePolicy>> {
+    auto options = MigrationOptionsFrom(o.config);
+    if (!options) return std::unexpected(options.error());
+    return MakeDefragPolicy(o, *options);
   };
   if (auto st = engine::RegisterMigrationPolicy("defrag", defrag); !st) return st;
+  if (auto st = engine::BindMigration("defrag"); !st) return st;
+  if (auto st = engine::RegisterPluginOptions("elastic", CheckElasticOptions); !st) return st;
+  if (auto st = engine::RegisterPluginOptions("defrag", CheckMigrationOptions); !st) return st;
   auto by_speed = [](const placement::StrategyOptions& so) {
     return MakeBySpeedStrategy("topology", so);
   };

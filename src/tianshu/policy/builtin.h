@@ -5,7 +5,10 @@
 //   elastic    "elastic"   (grow into idle capacity, shrink to admit waiting work)
 //   migration  "defrag"    (checkpoint-based moves that let a fragmented-out gang start)
 //   placement  "by-speed"  (fastest accepted accelerator model that fits; wraps "topology")
-// Options come from SetPolicyOptions (options.h) and from EngineOptions::config.
+// It also binds them to the configuration's switches (fair-share -> queue-reclaim, srtf -> srtf,
+// task_scheduler.elastic_scaling -> elastic, scheduler.migration -> defrag) and registers the
+// checks of the options `plugins: {elastic: {...}, defrag: {...}}` gives (options.h); every
+// option comes from EngineOptions::config.
 //   if (auto st = policy::RegisterBuiltinPolicies(); !st) return st;
 //   o.policies.order = "fair-share"; auto e = engine::Engine::Create(topo, o);
 #pragma once

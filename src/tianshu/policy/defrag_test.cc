@@ -48,7 +48,6 @@ model::JobSpec Gang64() {
 }
 
 TEST(Defrag, MovesSmallJobsSoAWaiting64NodeGangStarts) {
-  ASSERT_TRUE(SetPolicyOptions(PolicyOptions{}));
   auto topo = Tree(72, 8);
   auto e = Fragmented(topo, 1e6);
   ASSERT_TRUE(e);
@@ -73,7 +72,6 @@ TEST(Defrag, MovesSmallJobsSoAWaiting64NodeGangStarts) {
 }
 
 TEST(Defrag, DoesNotMoveWhenTheWaitSavedIsWorthLessThanTheRestarts) {
-  ASSERT_TRUE(SetPolicyOptions(PolicyOptions{}));
   auto topo = Tree(72, 8);
   auto e = Fragmented(topo, 3);  // the small jobs end at t = 3: the gang waits 1 s
   ASSERT_TRUE(e);

@@ -74,11 +74,10 @@ TEST(Elastic, CostModelPredictsAGainFromMoreNodes) {
 // keeps one job pending: a queue that may not borrow, at its quota. Growth leaves that job's
 // 8 GPUs unclaimed.
 TEST(Elastic, GrowsIntoIdleCapacityEveryIntervalAndLeavesRoomForWaitingWork) {
-  PolicyOptions po;
-  po.queues.queues = {{.name = "capped", .quota_gpus = 8, .borrow = false}};
-  ASSERT_TRUE(SetPolicyOptions(po));
+  engine::EngineOptions o = ElasticEngine("fair-share");
+  o.config.queues = {{.name = "capped", .quota_gpus = 8, .borrow = false}};
   auto topo = Tree(6);  // 48 GPUs
-  auto e = MakeEngine(topo, ElasticEngine("fair-share"));
+  auto e = MakeEngine(topo, o);
   ASSERT_TRUE(e);
   Submit(*e, 1, Job(8, 100000, 0, "capped"), 0);
   Submit(*e, 2, Job(8, 100000, 0, "capped"), 0);  // held back by the quota
@@ -114,23 +113,44 @@ TEST(Elastic, GrowsIntoAnIdleClusterWithNothingPending) {
 }
 
 TEST(Elastic, NoGrowWithoutPredictedGain) {
-  PolicyOptions po;
-  po.queues.queues = {{.name = "capped", .quota_gpus = 8, .borrow = false}};
-  po.elastic.min_throughput_gain = 10;  // asks for 11x: more nodes cannot deliver it
-  ASSERT_TRUE(SetPolicyOptions(po));
+  engine::EngineOptions o = ElasticEngine("fair-share");
+  o.config.queues = {{.name = "capped", .quota_gpus = 8, .borrow = false}};
+  // plugins: {elastic: {min_throughput_gain: 10}}: asks for 11x, more nodes cannot deliver it
+  o.config.plugins["elastic"]["min_throughput_gain"] = {.value = "10"};
   auto topo = Tree(6);
-  auto e = MakeEngine(topo, ElasticEngine("fair-share"));
+  auto e = MakeEngine(topo, o);
   ASSERT_TRUE(e);
   Submit(*e, 1, Job(8, 100000, 0, "capped"), 0);
   Submit(*e, 2, Job(8, 100000, 0, "capped"), 0);
   Submit(*e, 3, ElasticJob(1, 1, 8), 0);
   (void)e->Cycle(0);
   EXPECT_EQ(Count<ResizeJob>(e->Cycle(300)), 0);
-  ASSERT_TRUE(SetPolicyOptions(PolicyOptions{}));
+}
+
+// Options are values of each engine's configuration, not of the process: two engines built
+// side by side, one asking an impossible gain, decide differently on the same cluster and jobs.
+TEST(Elastic, EachEngineKeepsItsOwnPluginOptions) {
+  auto topo = Tree(6);
+  std::vector<std::unique_ptr<engine::Engine>> engines;
+  for (const char* gain : {"0.05", "10"}) {
+    engine::EngineOptions o = ElasticEngine("fair-share");
+    o.config.queues = {{.name = "capped", .quota_gpus = 8, .borrow = false}};
+    o.config.plugins["elastic"]["min_throughput_gain"] = {.value = gain};
+    engines.push_back(MakeEngine(topo, o));
+    ASSERT_TRUE(engines.back());
+  }
+  std::vector<int> resizes;
+  for (auto& e : engines) {
+    Submit(*e, 1, Job(8, 100000, 0, "capped"), 0);
+    Submit(*e, 2, Job(8, 100000, 0, "capped"), 0);
+    Submit(*e, 3, ElasticJob(1, 1, 8), 0);
+    (void)e->Cycle(0);
+    resizes.push_back(Count<ResizeJob>(e->Cycle(300)));
+  }
+  EXPECT_EQ(resizes, (std::vector<int>{1, 0}));
 }
 
 TEST(Elastic, ShrinksToAdmitAHigherPriorityArrival) {
-  ASSERT_TRUE(SetPolicyOptions(PolicyOptions{}));
   auto topo = Tree(4);  // 32 GPUs
   auto e = MakeEngine(topo, ElasticEngine());
   ASSERT_TRUE(e);
@@ -150,7 +170,6 @@ TEST(Elastic, ShrinksToAdmitAHigherPriorityArrival) {
 // shrink: the elastic job gives back one node and keeps running, nothing is evicted whole.
 // Where no shrink can admit it (the elastic job is at its minimum), preemption evicts.
 TEST(Elastic, ShrinksRatherThanPreemptsWhenAShrinkAdmits) {
-  ASSERT_TRUE(SetPolicyOptions(PolicyOptions{}));
   auto topo = Tree(4);  // 32 GPUs
   for (int min_nodes : {1, 3}) {
     engine::EngineOptions o = ElasticEngine();
@@ -179,7 +198,6 @@ TEST(Elastic, ShrinksRatherThanPreemptsWhenAShrinkAdmits) {
 }
 
 TEST(Elastic, NeverBelowMinNodesNorForLowerPriority) {
-  ASSERT_TRUE(SetPolicyOptions(PolicyOptions{}));
   auto topo = Tree(4);
   auto e = MakeEngine(topo, ElasticEngine());
   ASSERT_TRUE(e);

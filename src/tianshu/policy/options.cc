@@ -1,8 +1,12 @@
 #include "tianshu/policy/options.h"
 
+#include <algorithm>
 #include <map>
-#include <mutex>
 #include <set>
+
+#include "tianshu/base/strings.h"
+#include "tianshu/engine/plugin_options.h"
+#include "tianshu/placement/strategy.h"
 
 namespace tianshu::policy {
 
@@ -55,38 +59,67 @@ Status MigrationOptions::Validate() const {
   return Ok();
 }
 
-Status PolicyOptions::Validate() const {
-  if (auto st = queues.Validate(); !st) return st;
-  if (auto st = elastic.Validate(); !st) return st;
-  return migration.Validate();
-}
-
 namespace {
 
-struct Current {
-  std::mutex mu;
-  PolicyOptions options;
-};
+// Reads the elastic plugin's options into *out; the first problem, if any.
+std::optional<model::Diagnostic> ReadElastic(const model::EngineConfig& c, ElasticOptions* out) {
+  engine::PluginOptionReader r("elastic", c);
+  r.Double("min_throughput_gain", &out->min_throughput_gain, 0, 1e6);
+  r.Double("restart_s", &out->restart_s, 0, 1e7);
+  return r.Finish();
+}
 
-Current& Global() {
-  static Current* c = new Current;
-  return *c;
+std::optional<model::Diagnostic> ReadMigration(const model::EngineConfig& c,
+                                               MigrationOptions* out) {
+  engine::PluginOptionReader r("defrag", c);
+  r.String("strategy", &out->strategy);
+  r.Double("restart_s", &out->restart_s, 0, 1e7);
+  r.Double("unknown_wait_s", &out->unknown_wait_s, 0, 1e9);
+  r.Int("max_moves", &out->max_moves, 1, 100000);
+  r.Int("max_wait_steps", &out->max_wait_steps, 1, 100000);
+  if (auto d = r.Finish()) return d;
+  const std::vector<std::string> known = placement::StrategyNames();
+  if (std::find(known.begin(), known.end(), out->strategy) == known.end()) {
+    model::Diagnostic d{.path = "plugins.defrag.strategy",
+                        .message = "unknown placement strategy '" + out->strategy +
+                                   "'; registered: " + Join(known, ", ")};
+    const auto& options = c.plugins.at("defrag");
+    if (auto it = options.find("strategy"); it != options.end()) {
+      d.file = it->second.at.file;
+      d.line = it->second.at.line;
+      d.column = it->second.at.column;
+    }
+    return d;
+  }
+  return std::nullopt;
+}
+
+Status AsStatus(const model::Diagnostic& d) {
+  return Fail(d.file.empty() ? d.path + ": " + d.message : d.ToString());
 }
 
 }  // namespace
 
-Status SetPolicyOptions(const PolicyOptions& options) {
-  if (auto st = options.Validate(); !st) return st;
-  Current& c = Global();
-  std::lock_guard<std::mutex> lock(c.mu);
-  c.options = options;
-  return Ok();
+std::optional<model::Diagnostic> CheckElasticOptions(const model::EngineConfig& config) {
+  ElasticOptions o;
+  return ReadElastic(config, &o);
 }
 
-PolicyOptions CurrentPolicyOptions() {
-  Current& c = Global();
-  std::lock_guard<std::mutex> lock(c.mu);
-  return c.options;
+std::optional<model::Diagnostic> CheckMigrationOptions(const model::EngineConfig& config) {
+  MigrationOptions o;
+  return ReadMigration(config, &o);
+}
+
+Result<ElasticOptions> ElasticOptionsFrom(const model::EngineConfig& config) {
+  ElasticOptions o;
+  if (auto d = ReadElastic(config, &o)) return std::unexpected(AsStatus(*d).error());
+  return o;
+}
+
+Result<MigrationOptions> MigrationOptionsFrom(const model::EngineConfig& config) {
+  MigrationOptions o;
+  if (auto d = ReadMigration(config, &o)) return std::unexpected(AsStatus(*d).error());
+  return o;
 }
 
 }  // namespace tianshu::policy

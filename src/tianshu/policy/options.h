@@ -1,18 +1,20 @@
-// Typed, validated options of the issue-6 policies: the queue tree that weighted fair share and
-// queue reclaim read, and the cost knobs of elastic scaling and checkpoint-based migration.
-// The queue tree comes from the engine configuration's `queues:` when it lists any; otherwise,
-// and for the cost knobs, from what SetPolicyOptions set process-wide before Engine::Create
-// (each engine copies what is set when its policies are built).
-//   PolicyOptions o; o.queues.queues = {{.name = "team-a", .quota_gpus = 16}};
-//   if (auto st = SetPolicyOptions(o); !st) std::cerr << st.error().message;
+// Typed, validated options of the policy library's plugins, read from the engine configuration:
+// the queue tree that weighted fair share and queue reclaim read comes from `queues:`, the cost
+// knobs of elastic scaling and checkpoint-based migration from `plugins: {elastic: {...},
+// defrag: {...}}` (engine/plugin_options.h). Nothing is process-wide: each engine reads its own.
+//   model::EngineConfig c;  c.plugins["elastic"]["restart_s"] = {.value = "30"};
+//   Result<ElasticOptions> e = ElasticOptionsFrom(c);   // restart_s 30, the rest defaults
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include <optional>
 #include "tianshu/base/status.h"
+
 #include "tianshu/model/engine_config.h"
+#include "tianshu/model/load.h"
 
 namespace tianshu::policy {
 
@@ -54,18 +56,13 @@ struct MigrationOptions {
   [[nodiscard]] Status Validate() const;
 };
 
-struct PolicyOptions {
-  QueueOptions queues;
-  ElasticOptions elastic;
-  MigrationOptions migration;
-
-  [[nodiscard]] Status Validate() const;
-};
-
-// Sets the options engines created from now on use. Validates first; on failure nothing
-// changes. Thread-safe.
-[[nodiscard]] Status SetPolicyOptions(const PolicyOptions& options);
-// The options currently set (the defaults until SetPolicyOptions is called). Thread-safe.
-PolicyOptions CurrentPolicyOptions();
+// The options `config` gives the plugins "elastic" and "defrag" (defaults for what it does not
+// give): the first bad or unknown option, with its file, line and `plugins.NAME.KEY`, else
+// nullopt (the checks registered with engine::RegisterPluginOptions).
+std::optional<model::Diagnostic> CheckElasticOptions(const model::EngineConfig& config);
+std::optional<model::Diagnostic> CheckMigrationOptions(const model::EngineConfig& config);
+// The same, read: fails with the diagnostic's text.
+[[nodiscard]] Result<ElasticOptions> ElasticOptionsFrom(const model::EngineConfig& config);
+[[nodiscard]] Result<MigrationOptions> MigrationOptionsFrom(const model::EngineConfig& config);
 
 }  // namespace tianshu::policy

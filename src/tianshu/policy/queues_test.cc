@@ -17,10 +17,14 @@ using engine::JobState;
 using engine::StartJob;
 using engine::StopJob;
 
-void UseQueues(std::vector<QueueSpec> queues) {
-  PolicyOptions o;
-  o.queues.queues = std::move(queues);
-  ASSERT_TRUE(SetPolicyOptions(o));
+// The queue tree of the engines the next QOptions make (the engine configuration's `queues:`).
+std::vector<QueueSpec> g_queues;
+void UseQueues(std::vector<QueueSpec> queues) { g_queues = std::move(queues); }
+template <typename... Args>
+engine::EngineOptions QOptions(Args&&... args) {
+  engine::EngineOptions o = Options(std::forward<Args>(args)...);
+  o.config.queues = g_queues;
+  return o;
 }
 
 std::map<std::string, int> RunningByQueue(const engine::Engine& e) {
@@ -32,7 +36,7 @@ std::map<std::string, int> RunningByQueue(const engine::Engine& e) {
 TEST(FairShare, SplitsCapacityByWeight) {
   UseQueues({{.name = "a", .weight = 3}, {.name = "b", .weight = 1}});
   auto topo = Tree(4);  // 32 GPUs: four 8-GPU jobs
-  auto e = MakeEngine(topo, Options("fair-share"));
+  auto e = MakeEngine(topo, QOptions("fair-share"));
   ASSERT_TRUE(e);
   // b submits first: FIFO would give b everything.
   for (int i = 0; i < 4; ++i) Submit(*e, 10 + i, Job(8, 1000, 0, "b"), 0);
@@ -51,7 +55,7 @@ TEST(FairShare, IsHierarchical) {
              {.name = "a", .parent = "org1"},
              {.name = "b", .parent = "org1"}});
   auto topo = Tree(4);
-  auto e = MakeEngine(topo, Options("fair-share"));
+  auto e = MakeEngine(topo, QOptions("fair-share"));
   ASSERT_TRUE(e);
   int id = 1;
   for (const char* q : {"a", "a", "a", "a", "b", "b", "b", "b", "org2", "org2", "org2"}) {
@@ -68,7 +72,7 @@ TEST(FairShare, IsHierarchical) {
 TEST(FairShare, QueueThatMayNotBorrowStopsAtItsQuota) {
   UseQueues({{.name = "capped", .quota_gpus = 8, .borrow = false}});
   auto topo = Tree(4);
-  auto e = MakeEngine(topo, Options("fair-share"));
+  auto e = MakeEngine(topo, QOptions("fair-share"));
   ASSERT_TRUE(e);
   Submit(*e, 1, Job(8, 1000, 0, "capped"), 0);
   Submit(*e, 2, Job(8, 1000, 0, "capped"), 0);
@@ -86,7 +90,7 @@ TEST(FairShare, QueueThatMayNotBorrowStopsAtItsQuota) {
 TEST(QueueReclaim, TakesBackBorrowedQuotaWholeGangsAndNoCycle) {
   UseQueues({{.name = "a", .quota_gpus = 16}, {.name = "b", .quota_gpus = 16}});
   auto topo = Tree(4);
-  auto e = MakeEngine(topo, Options("fair-share", "queue-reclaim"));
+  auto e = MakeEngine(topo, QOptions("fair-share", "queue-reclaim"));
   ASSERT_TRUE(e);
   // a is idle: b borrows its quota and fills the cluster.
   for (int i = 1; i <= 4; ++i) Submit(*e, i, Job(8, 1000, 0, "b"), 0);
@@ -121,7 +125,7 @@ TEST(QueueReclaim, TakesBackBorrowedQuotaWholeGangsAndNoCycle) {
 TEST(QueueReclaim, NeverBeyondTheEvictorsQuota) {
   UseQueues({{.name = "a", .quota_gpus = 8}, {.name = "b", .quota_gpus = 8}});
   auto topo = Tree(4);
-  auto e = MakeEngine(topo, Options("fair-share", "queue-reclaim"));
+  auto e = MakeEngine(topo, QOptions("fair-share", "queue-reclaim"));
   ASSERT_TRUE(e);
   Submit(*e, 1, Job(8, 1000, 0, "a"), 0);
   for (int i = 2; i <= 4; ++i) Submit(*e, i, Job(8, 1000, 0, "b"), 0);
@@ -140,7 +144,7 @@ TEST(QueueReclaim, ReclaimsAcrossTheHierarchy) {
              {.name = "b", .parent = "org1", .quota_gpus = 8},
              {.name = "org2", .quota_gpus = 16}});
   auto topo = Tree(4);
-  auto e = MakeEngine(topo, Options("fair-share", "queue-reclaim"));
+  auto e = MakeEngine(topo, QOptions("fair-share", "queue-reclaim"));
   ASSERT_TRUE(e);
   for (int i = 1; i <= 4; ++i) Submit(*e, i, Job(8, 1000, 0, "org2"), 0);
   ASSERT_EQ(Count<StartJob>(e->Cycle(0)), 4);
@@ -170,9 +174,7 @@ TEST(QueueOptions, RejectsBadTrees) {
   EXPECT_TRUE(bad({{.name = "a", .borrow = false}}));
   EXPECT_FALSE(
       bad({{.name = "p", .quota_gpus = 16}, {.name = "c", .parent = "p", .quota_gpus = 8}}));
-  PolicyOptions po;
-  po.queues.queues = {{.name = ""}};
-  EXPECT_FALSE(SetPolicyOptions(po).has_value());
+  EXPECT_TRUE(bad({{.name = ""}}));
 }
 
 TEST(QueueTree, UnknownQueuesGoToDefaultAndParentsSumChildQuotas) {
@@ -185,10 +187,10 @@ TEST(QueueTree, UnknownQueuesGoToDefaultAndParentsSumChildQuotas) {
   EXPECT_EQ(t->Path(t->Find("a")).size(), 2u);
 }
 
-// The engine configuration's `queues:` section drives fair share and reclaim, with no
-// process-wide options set: a YAML file, through OptionsFromConfig, to an engine.
+// The engine configuration's `queues:` section drives fair share and reclaim: a YAML file,
+// through OptionsFromConfig, to an engine.
 TEST(FairShare, QueuesComeFromTheEngineConfiguration) {
-  UseQueues({});
+  ASSERT_TRUE(RegisterBuiltinPolicies());  // "fair-share" is a name of this library
   auto v = model::ValidateText("engine.yaml",
                                "kind: engine\n"
                                "scheduler: {order: fair-share, algorithm: first-fit}\n"
@@ -223,6 +225,23 @@ TEST(Builtin, RegistersOnceAndNamesResolve) {
   EXPECT_TRUE(engine::MakePreemptionPolicy("queue-reclaim", o));
   EXPECT_TRUE(engine::MakeElasticPolicy("elastic", o));
   EXPECT_TRUE(engine::MakeMigrationPolicy("defrag", o));
+}
+
+// The configuration's switches select what this library bound to them (the engine names none
+// of its plugins).
+TEST(Builtin, TheConfigSwitchesSelectThePoliciesThisLibraryBound) {
+  ASSERT_TRUE(RegisterBuiltinPolicies());
+  model::EngineConfig c;
+  c.elastic_scaling = true;
+  c.migration = true;
+  c.order = "srtf";
+  auto o = engine::OptionsFromConfig(c);
+  ASSERT_TRUE(o) << o.error().message;
+  EXPECT_EQ(o->policies.elastic, "elastic");
+  EXPECT_EQ(o->policies.migration, "defrag");
+  EXPECT_EQ(o->policies.preemption, "srtf");
+  c.order = "fair-share";
+  EXPECT_EQ(engine::OptionsFromConfig(c)->policies.preemption, "queue-reclaim");
 }
 
 }  // namespace

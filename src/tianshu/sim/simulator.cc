@@ -277,7 +277,7 @@ void Sim::Move(int j, const std::vector<placement::RankSlot>& ranks, double t) {
     r.need *= scale;
     r.done *= scale;
   }
-  engine::StartJob s{.id = j, .ranks = ranks, .env = {}, .resume_progress = 0, .restart = true};
+  engine::StartJob s{.id = j, .ranks = ranks, .resume_progress = 0, .restart = true};
   StartJob(s, t);
 }
 

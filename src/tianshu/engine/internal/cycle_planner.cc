@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "tianshu/engine/internal/comm_env.h"
 #include "tianshu/engine/internal/overlay_search.h"
 #include "tianshu/placement/fit.h"
 
@@ -78,10 +77,8 @@ bool CyclePlanner::Start(JobRecord& job, placement::Outcome& o, bool backfilled)
   if (!st) return false;
   StartJob s{.id = job.id,
              .ranks = std::move(o.ranks),
-             .env = {},
              .resume_progress = job.progress,
              .restart = job.first_start_s >= 0};
-  s.env = CommEnv(topology_, options_, job, s.ranks);
   if (colocate_) MarkTrained(job, s.ranks);
   result_.decisions.emplace_back(std::in_place_type<StartJob>, std::move(s));
   ++result_.stats.started;
@@ -125,12 +122,9 @@ bool CyclePlanner::StartOverlaid(JobRecord& job) {
   for (const auto& slot : *ranks) overlay_work_[slot.gpu] += job.request.gpu_milli;
   StartJob s{.id = job.id,
              .ranks = std::move(*ranks),
-             .env = {},
              .resume_progress = job.progress,
              .restart = job.first_start_s >= 0,
              .colocated = true};
-  s.env = CommEnv(topology_, options_, job, s.ranks);
-  s.env["TIANSHU_COLOCATION"] = options_.config.colocation;
   result_.decisions.emplace_back(std::in_place_type<StartJob>, std::move(s));
   ++result_.stats.started;
   ++result_.stats.colocated;

@@ -81,8 +81,8 @@ void ParseQueues(YamlReader& r, const YAML::Node& list, std::vector<QueueConfig>
 EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
   EngineConfig c;
   r.CheckKeys(root, "",
-              {"kind", "cluster", "scheduler", "task_scheduler", "queues", "NETWORK_BUFFER_SIZE",
-               "ALLREDUCE_ALGO", "CHECKPOINT_MODE", "SCHEDULER_BACKEND"});
+              {"kind", "cluster", "scheduler", "task_scheduler", "queues", "plugins",
+               "NETWORK_BUFFER_SIZE", "ALLREDUCE_ALGO", "CHECKPOINT_MODE", "SCHEDULER_BACKEND"});
 
   YAML::Node cluster = r.Get(root, "cluster");
   if (cluster.IsDefined() && r.ExpectMap(cluster, "cluster")) {
@@ -181,6 +181,9 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
                   std::to_string(c.max_nodes) + ")");
     }
   }
+
+  YAML::Node plugins = r.Get(root, "plugins");
+  if (plugins.IsDefined() && r.ExpectMap(plugins, "plugins")) r.PluginOptions(plugins, &c);
 
   YAML::Node queues = r.Get(root, "queues");
   if (queues.IsDefined() && r.ExpectSeq(queues, "queues")) ParseQueues(r, queues, &c.queues);

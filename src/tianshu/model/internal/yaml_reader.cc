@@ -257,6 +257,73 @@ bool YamlReader::Choice(const YAML::Node& map, const std::string& path, const st
   return false;
 }
 
+namespace {
+
+// 1-64 letters, digits, '-', '.' or '_', starting with a letter.
+bool IsPluginWord(const std::string& l) {
+  return !l.empty() && l.size() <= 64 && std::isalpha(static_cast<unsigned char>(l[0])) &&
+         std::all_of(l.begin(), l.end(), [](char ch) {
+           return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '.' ||
+                  ch == '_';
+         });
+}
+
+}  // namespace
+
+void YamlReader::PluginOptions(const YAML::Node& plugins, EngineConfig* c) {
+  constexpr size_t kMaxEntries = 64, kMaxValue = 1024;
+  if (plugins.size() > kMaxEntries) {
+    Error(plugins, "plugins", "at most " + std::to_string(kMaxEntries) + " plugins");
+    return;
+  }
+  for (const auto& entry : plugins) {
+    std::string name;
+    if (!ScalarOf(entry.first, "plugins", &name)) continue;
+    const std::string p = Child("plugins", name);
+    if (!IsPluginWord(ToLower(name))) {
+      Error(entry.first, p,
+            "expected a plugin name (1-64 letters, digits, '-', '.' or '_', "
+            "starting with a letter), got " +
+                Quote(name));
+      continue;
+    }
+    name = ToLower(name);
+    if (c->plugins.contains(name)) {
+      Error(entry.first, p, "duplicate key " + Quote(name));
+      continue;
+    }
+    if (!ExpectMap(entry.second, p)) continue;
+    if (entry.second.size() > kMaxEntries) {
+      Error(entry.second, p, "at most " + std::to_string(kMaxEntries) + " options");
+      continue;
+    }
+    const YAML::Mark at = entry.first.Mark();
+    c->plugin_at[p] = {.file = file_, .line = at.line + 1, .column = at.column + 1};
+    EngineConfig::PluginOptions& options = c->plugins[name];
+    for (const auto& option : entry.second) {
+      std::string key, value;
+      if (!ScalarOf(option.first, p, &key)) continue;
+      const std::string op = Child(p, key);
+      if (!IsPluginWord(key)) {
+        Error(option.first, op, "expected an option name, got " + Quote(key));
+        continue;
+      }
+      if (options.contains(key)) {
+        Error(option.first, op, "duplicate key " + Quote(key));
+        continue;
+      }
+      if (!ScalarOf(option.second, op, &value)) continue;
+      if (value.size() > kMaxValue) {
+        Error(option.second, op, "longer than " + std::to_string(kMaxValue) + " characters");
+        continue;
+      }
+      const YAML::Mark m = option.first.Mark();  // the key's place: the path names it
+      options[key] = {.value = value,
+                      .at = {.file = file_, .line = m.line + 1, .column = m.column + 1}};
+    }
+  }
+}
+
 bool YamlReader::PluginName(const YAML::Node& map, const std::string& path, const std::string& key,
                             std::string* out,
                             std::map<std::string, EngineConfig::SourcePos>* where) {
@@ -265,11 +332,7 @@ bool YamlReader::PluginName(const YAML::Node& map, const std::string& path, cons
   std::string p = Child(path, key);
   if (!n.IsDefined() || !ScalarOf(n, p, &s)) return false;
   const std::string l = ToLower(s);
-  const bool ok =
-      !l.empty() && l.size() <= 64 && std::isalpha(static_cast<unsigned char>(l[0])) &&
-      std::all_of(l.begin(), l.end(), [](char ch) {
-        return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '.' || ch == '_';
-      });
+  const bool ok = IsPluginWord(l);
   if (!ok) {
     Error(n, p,
           "expected a plugin name (1-64 letters, digits, '-', '.' or '_', starting with a "

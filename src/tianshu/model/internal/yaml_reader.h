@@ -59,6 +59,10 @@ class YamlReader {
   // model/'s to know. (*where)[path] gets its place, for the later check's message.
   bool PluginName(const YAML::Node& map, const std::string& path, const std::string& key,
                   std::string* out, std::map<std::string, EngineConfig::SourcePos>* where);
+  // `plugins:`: a map of plugin names to maps of scalar options (at most 64 of each, values up
+  // to 1,024 characters), kept as text with their places in c->plugins; each plugin's entry's
+  // place goes in c->plugin_at["plugins.NAME"].
+  void PluginOptions(const YAML::Node& plugins, EngineConfig* c);
   bool Size(const YAML::Node& map, const std::string& path, const std::string& key, int64_t* out);
   bool Bw(const YAML::Node& map, const std::string& path, const std::string& key, Bandwidth* out);
   // Seconds, from a plain number or a duration ("30m").
