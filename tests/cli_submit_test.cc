@@ -110,4 +110,47 @@ TEST_F(CliSubmit, ADirectorySubmittedHeldIsReleasedInOneCall) {
   EXPECT_EQ(json::parse(Cli("job " + ids[0] + " -o json").out)["held"], true);
 }
 
+// sbatch --array: one file, one job per task index, held and released together; each task's
+// index is in the job's view (its ranks get TIANSHU_ARRAY_TASK_ID); a bad spec or several files
+// submit nothing.
+TEST_F(CliSubmit, AnArrayIsOneJobPerTaskIndex) {
+  std::ofstream(dir_ + "/task.yaml") << Job("sweep", 1);
+  auto r = Cli("submit --hold --array 0-6:2,9 task.yaml -o json");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json out = json::parse(r.out);
+  EXPECT_EQ(out["count"], 5);
+  ASSERT_EQ(out["ids"].size(), 5u) << r.out;
+  const std::string array_id = out["array_id"];
+  EXPECT_EQ(out["ids"][0], array_id);
+  std::vector<int> indexes;
+  for (const auto& id : out["ids"]) {
+    json j = json::parse(Cli("job " + id.get<std::string>() + " -o json").out);
+    EXPECT_EQ(j["held"], true);
+    EXPECT_EQ(j["array"]["id"], array_id);
+    EXPECT_EQ(j["array"]["count"], 5);
+    indexes.push_back(j["array"]["index"]);
+  }
+  EXPECT_EQ(indexes, (std::vector<int>{0, 2, 4, 6, 9}));
+  auto table = Cli("jobs");
+  EXPECT_NE(table.out.find("sweep[9]"), std::string::npos) << table.out;
+  EXPECT_NE(Cli("job " + array_id).out.find("array:    " + array_id + ", task 0 (5 tasks)"),
+            std::string::npos);
+  auto text = Cli("submit --array 1-3 task.yaml");
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("submitted array "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("3 tasks"), std::string::npos) << text.out;
+
+  const int before = Jobs()["total"];
+  auto bad = Cli("submit --array 5-1 task.yaml");
+  EXPECT_EQ(bad.exit_code, 1) << bad.out;
+  EXPECT_NE(bad.err.find("array '5-1'"), std::string::npos) << bad.err;
+  auto throttled = Cli("submit --array 0-9%2 task.yaml");
+  EXPECT_EQ(throttled.exit_code, 1);
+  EXPECT_NE(throttled.err.find("throttle"), std::string::npos) << throttled.err;
+  auto two = Cli("submit --array 0-1 task.yaml task.yaml");
+  EXPECT_EQ(two.exit_code, 1);
+  EXPECT_NE(two.err.find("exactly one job file"), std::string::npos) << two.err;
+  EXPECT_EQ(Jobs()["total"], before);
+}
+
 }  // namespace

@@ -102,8 +102,9 @@ TEST(Cli, SimulateReadsPolicyLibraryNamesAndPluginOptionsFromAConfig) {
   r = RunCommand(kBin + " simulate -t " + kSource +
                  "/examples/scenarios/mix-128.yaml --max-jobs 20 --no-progress --config " + bad);
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(r.err, "tianshu simulate: " + bad +
-                       ":2:12: plugins.defrag.max_moves: must be between 1 and 100000, got 0\n");
+  EXPECT_EQ(r.err,
+            "tianshu simulate: " + bad +
+                ":2:12: plugins.defrag.max_moves: must be between 1 and 100000, got \"0\"\n");
 }
 
 TEST(Cli, ValidateJson) {

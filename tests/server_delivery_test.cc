@@ -308,6 +308,7 @@ TEST(Records, RankReportsWriteRowsNotTheJobsRecordAndSurviveARestart) {
   EXPECT_EQ(SqlValue(db, sql + " SELECT 'ok'"), "ok");
   f.Start();
   EXPECT_EQ(rows("s/"), 7) << "the v2 record's progress did not move to rows";
+  EXPECT_EQ(json::parse(record()).count("started"), 0u) << "the v2 record was not rewritten";
   FakeAgent c(f, "n0", 8);
   ASSERT_EQ(c.Register(running).status, 200);
   EXPECT_EQ(
@@ -341,6 +342,127 @@ TEST(Records, RankReportsWriteRowsNotTheJobsRecordAndSurviveARestart) {
     return SqlValue(db, "SELECT count(*) FROM job_progress WHERE job_id = '" + id +
                             "' AND attempt = 1") == "0";
   }));
+}
+
+// A job array (sbatch --array) is one job per task, made in one change: the tasks have
+// consecutive ids, each launch carries its task's index, a retry with the same key gets the same
+// array (another array under that key is refused), the tasks survive a restart, and an array
+// whose bodies would exceed 16 MiB is refused whole.
+TEST(Arrays, EachTaskIsAJobThatKnowsItsIndex) {
+  ServerFixture f;
+  f.Start();
+  auto post = [&](const std::string& query, const std::string& key) {
+    auto r = f.client().Post("/v1/jobs" + query, JobYaml("sweep", 2), "application/yaml",
+                             {{"Idempotency-Key", key}});
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? *r : server::ApiResponse{};
+  };
+  auto r = post("?array=0-4:2", "sweep-1");
+  ASSERT_EQ(r.status, 201) << r.text;
+  const std::string array_id = r.body["array_id"];
+  ASSERT_EQ(r.body["ids"].size(), 3u) << r.text;
+  EXPECT_EQ(r.body["ids"][0], array_id);
+  auto replay = post("?array=0-4:2", "sweep-1");
+  EXPECT_EQ(replay.status, 200) << replay.text;
+  EXPECT_EQ(replay.body["ids"], r.body["ids"]);
+  EXPECT_EQ(post("?array=0-5", "sweep-1").status, 422);
+  EXPECT_EQ(post("", "sweep-1").status, 422);  // the same key for a plain job
+  EXPECT_EQ(post("?array=2-1", "sweep-2").status, 400);
+  const std::string big(64 * 1024, '#');
+  auto too_big =
+      f.client().Post("/v1/jobs?array=0-299", JobYaml("big", 1) + big, "application/yaml");
+  ASSERT_TRUE(too_big);
+  EXPECT_EQ(too_big->status, 413) << too_big->text;
+  EXPECT_EQ(f.Get("/v1/jobs").body["total"], 3);
+
+  f.Stop();
+  f.Start();
+  FakeAgent a(f, "n0", 8);
+  ASSERT_EQ(a.Register().status, 200);
+  std::map<std::string, std::string> task_of;  // job id -> TIANSHU_ARRAY_TASK_ID of its ranks
+  ASSERT_TRUE(WaitFor([&] {
+    for (const auto& o : a.Work(50)) {
+      if (!o.launch) continue;
+      for (const auto& rank : o.launch->ranks) {
+        EXPECT_EQ(rank.env.at("TIANSHU_ARRAY_JOB_ID"), array_id);
+        EXPECT_EQ(rank.env.at("TIANSHU_ARRAY_TASK_COUNT"), "3");
+        task_of[o.job_id] = rank.env.at("TIANSHU_ARRAY_TASK_ID");
+      }
+    }
+    return task_of.size() == 3;
+  })) << task_of.size();
+  for (size_t i = 0; i < 3; ++i) {
+    const std::string id = r.body["ids"][i];
+    EXPECT_EQ(task_of[id], std::to_string(2 * i)) << id;
+    EXPECT_EQ(f.Get("/v1/jobs/" + id).body["array"]["index"], 2 * i);
+  }
+}
+
+// A node reports only about its own orders of a job it runs: a forged report from another node
+// (a rejected launch, a stop, a checkpoint with a path of its choice), or one naming another
+// node's order, changes nothing and writes nothing.
+TEST(Reports, AForgedReportAboutAnotherNodesJobChangesNothing) {
+  ServerFixture f;
+  f.Start();
+  const std::string db = f.dir() + "/tianshu.db";
+  FakeAgent a(f, "n0", 8), b(f, "n0.x", 8);  // a name that ends like another's order ids
+  ASSERT_EQ(a.Register().status, 200);
+  ASSERT_EQ(b.Register().status, 200);
+  auto r = f.Post("/v1/jobs", JobYaml("victim", 8));
+  ASSERT_EQ(r.status, 201);
+  const std::string id = r.body["id"];
+  std::vector<wire::WorkOrder> orders;
+  FakeAgent* holder = nullptr;
+  ASSERT_TRUE(WaitFor([&] {
+    for (FakeAgent* x : {&a, &b}) {
+      if (!(orders = x->Work(50)).empty()) {
+        holder = x;
+        return true;
+      }
+    }
+    return false;
+  }));
+  FakeAgent* other = holder == &a ? &b : &a;
+  holder->AcceptAndStart(orders[0]);
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(id) == "running"; }));
+  const std::string launch = orders[0].id;
+  const std::string forged_launch = id + ".a1.launch." + other->node();
+  const std::string record = SqlValue(db, "SELECT doc FROM jobs WHERE id = '" + id + "'");
+  const std::string rows = SqlValue(db, "SELECT count(*) FROM job_progress");
+  for (const auto& [order, kind] : std::vector<std::pair<std::string, wire::ReportKind>>{
+           {forged_launch, wire::ReportKind::kRejected},
+           {launch, wire::ReportKind::kRejected},  // the holder's order, from the other node
+           {launch, wire::ReportKind::kExited},
+           {id + ".a1.stop." + other->node(), wire::ReportKind::kStopped},
+           {forged_launch, wire::ReportKind::kCheckpointed}}) {
+    EXPECT_EQ(other
+                  ->Report({{.order_id = order,
+                             .kind = kind,
+                             .job_id = id,
+                             .rank = 0,
+                             .exit_code = 1,
+                             .step = 1000,
+                             .path = "/attacker/ckpt"}})
+                  .status,
+              200);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto j = f.Get("/v1/jobs/" + id).body;
+  EXPECT_EQ(j["state"], "running") << j.dump();
+  EXPECT_EQ(j.value("last_checkpoint", ""), "") << j.dump();
+  EXPECT_EQ(SqlValue(db, "SELECT doc FROM jobs WHERE id = '" + id + "'"), record);
+  EXPECT_EQ(SqlValue(db, "SELECT count(*) FROM job_progress"), rows);
+  // The holder's own checkpoint report counts.
+  EXPECT_EQ(holder
+                ->Report({{.order_id = launch,
+                           .kind = wire::ReportKind::kCheckpointed,
+                           .job_id = id,
+                           .rank = 0,
+                           .step = 10,
+                           .path = "/ckpt/10"}})
+                .status,
+            200);
+  EXPECT_EQ(f.Get("/v1/jobs/" + id).body.value("last_checkpoint", ""), "/ckpt/10");
 }
 
 }  // namespace

@@ -162,11 +162,13 @@ Runner RegisterJobs(CLI::App& app) {
                              "NODES / MESSAGE");
     for (const auto& j : r->body["jobs"]) {
       std::string where = j["nodes"].empty() ? S(j, "message") : JoinArray(j["nodes"]);
+      // A task of an array shows its index, as sacct shows JOBID_INDEX.
+      const std::string index = j.contains("array") ? "[" + S(j["array"], "index") + "]" : "";
+      const std::string name = S(j, "name").substr(0, 24 - index.size()) + index;
       std::cout << fmt::format("{:<10} {:<24} {:<10} {:<10} {:<10} {:>5} {:>4} {:>7}  {}\n",
-                               S(j, "id"), S(j, "name").substr(0, 24), S(j, "owner").substr(0, 10),
-                               S(j, "queue"), j.value("held", false) ? "held" : S(j, "state"),
-                               S(j, "gpus"), S(j, "attempt"),
-                               Age(j.value("submitted_ms", int64_t{0})), where);
+                               S(j, "id"), name, S(j, "owner").substr(0, 10), S(j, "queue"),
+                               j.value("held", false) ? "held" : S(j, "state"), S(j, "gpus"),
+                               S(j, "attempt"), Age(j.value("submitted_ms", int64_t{0})), where);
     }
     return kExitOk;
   };
@@ -196,6 +198,10 @@ Runner RegisterJob(CLI::App& app) {
               << S(j, "queue") << ", priority " << S(j, "priority") << ", " << S(j, "gpus")
               << " GPUs)\n";
     std::cout << "owner:    " << S(j, "owner") << "\n";
+    if (j.contains("array")) {
+      std::cout << "array:    " << S(j["array"], "id") << ", task " << S(j["array"], "index")
+                << " (" << S(j["array"], "count") << " tasks)\n";
+    }
     std::cout << "state:    " << S(j, "state") << (j.value("held", false) ? " (held)" : "")
               << "  attempt " << S(j, "attempt") << ", retries " << S(j, "retries") << "/"
               << S(j, "max_retries") << "\n";

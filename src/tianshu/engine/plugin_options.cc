@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "tianshu/base/strings.h"
+#include "tianshu/base/units.h"
 
 namespace tianshu::engine {
 
@@ -19,6 +20,15 @@ model::Diagnostic At(const model::EngineConfig::SourcePos& at, std::string path,
           .column = at.column,
           .path = std::move(path),
           .message = std::move(message)};
+}
+
+// A value as the message shows it: at most 40 characters, control characters as '?'.
+std::string Shown(const std::string& v) {
+  std::string s = v.size() > 40 ? v.substr(0, 37) + "..." : v;
+  for (char& ch : s) {
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
+  }
+  return "\"" + s + "\"";
 }
 
 std::string Number(double v) {
@@ -61,7 +71,7 @@ void PluginOptionReader::Double(const std::string& key, double* out, double min,
   if (!o) return;
   double v = 0;
   if (!ParseDouble(o->value, &v) || !std::isfinite(v)) {
-    Problem(key, *o, "expected a number, got \"" + o->value + "\"");
+    Problem(key, *o, "expected a number, got " + Shown(o->value));
   } else if (v < min || v > max) {
     Problem(key, *o,
             "must be between " + Number(min) + " and " + Number(max) + ", got " + o->value);
@@ -75,13 +85,31 @@ void PluginOptionReader::Int(const std::string& key, int* out, int min, int max)
   if (!o) return;
   int64_t v = 0;
   if (!ParseInt64(o->value, &v)) {
-    Problem(key, *o, "expected a whole number, got \"" + o->value + "\"");
+    Problem(key, *o, "expected a whole number, got " + Shown(o->value));
   } else if (v < min || v > max) {
     Problem(key, *o,
             "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " +
-                o->value);
+                Shown(o->value));
   } else {
     *out = static_cast<int>(v);
+  }
+}
+
+void PluginOptionReader::Seconds(const std::string& key, double* out, double min_s, double max_s) {
+  const auto* o = Find(key);
+  if (!o) return;
+  auto ns = ParseDurationNs(o->value);
+  if (!ns) {
+    Problem(key, *o, "expected a duration (90, 30s, 10m, 1h), got " + Shown(o->value));
+    return;
+  }
+  const double s = static_cast<double>(*ns) / 1e9;
+  if (s < min_s || s > max_s) {
+    Problem(key, *o,
+            "must be between " + Number(min_s) + " and " + Number(max_s) + " seconds, got " +
+                Shown(o->value));
+  } else {
+    *out = s;
   }
 }
 

@@ -31,6 +31,8 @@ class PluginOptionReader {
   void Double(const std::string& key, double* out, double min, double max);
   void Int(const std::string& key, int* out, int min, int max);
   void String(const std::string& key, std::string* out);
+  // A duration (plain seconds or with a unit: "90", "30s", "10m", "1h"), in seconds.
+  void Seconds(const std::string& key, double* out, double min_s, double max_s);
 
   // The first problem: a bad value, or else an option no read asked for (with the nearest
   // known name). nullopt when every given option was read and valid.

@@ -65,7 +65,7 @@ namespace {
 std::optional<model::Diagnostic> ReadElastic(const model::EngineConfig& c, ElasticOptions* out) {
   engine::PluginOptionReader r("elastic", c);
   r.Double("min_throughput_gain", &out->min_throughput_gain, 0, 1e6);
-  r.Double("restart_s", &out->restart_s, 0, 1e7);
+  r.Seconds("restart_s", &out->restart_s, 0, 1e7);
   return r.Finish();
 }
 
@@ -73,8 +73,8 @@ std::optional<model::Diagnostic> ReadMigration(const model::EngineConfig& c,
                                                MigrationOptions* out) {
   engine::PluginOptionReader r("defrag", c);
   r.String("strategy", &out->strategy);
-  r.Double("restart_s", &out->restart_s, 0, 1e7);
-  r.Double("unknown_wait_s", &out->unknown_wait_s, 0, 1e9);
+  r.Seconds("restart_s", &out->restart_s, 0, 1e7);
+  r.Seconds("unknown_wait_s", &out->unknown_wait_s, 0, 1e9);
   r.Int("max_moves", &out->max_moves, 1, 100000);
   r.Int("max_wait_steps", &out->max_wait_steps, 1, 100000);
   if (auto d = r.Finish()) return d;

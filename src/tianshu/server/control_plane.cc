@@ -161,7 +161,10 @@ std::string ControlPlane::JobDoc(const Job& j) const {
             {"master_port", j.master_port},
             {"fence_nodes", j.fence_nodes},
             {"fence_until_ms", j.fence_until_ms},
-            {"held", j.held}};
+            {"held", j.held},
+            {"array_id", j.array_id},
+            {"array_index", j.array_index},
+            {"array_count", j.array_count}};
   return wire::Dump(d);
 }
 

@@ -113,6 +113,13 @@ struct Job {
   // Held (pending, but not scheduled until released): submitted with hold, or held by its
   // owner or an admin while pending (sbatch -H, scontrol hold/release).
   bool held = false;
+  // A task of a job array (submitted with ?array=, sbatch --array): the array's id (its first
+  // task's job id), this task's index and the number of tasks; array_index -1 for a plain job.
+  // The tasks of an array have consecutive seqs. Its ranks get TIANSHU_ARRAY_JOB_ID,
+  // TIANSHU_ARRAY_TASK_ID and TIANSHU_ARRAY_TASK_COUNT.
+  std::string array_id;
+  int array_index = -1;
+  int array_count = 0;
   // Fencing: ranks of an ended attempt may still run on these nodes (node -> attempt), which
   // were lost or failed under it; no new attempt starts before fence_until_ms, when their
   // agents' leases have run out, unless each node's agent says those ranks are gone.
@@ -331,6 +338,10 @@ class ControlPlane {
                     const std::vector<placement::RankSlot>& target,
                     const placement::Outcome& holding, model::ClusterState* state, int64_t now_ms);
   std::string JobDoc(const Job& j) const;
+  // An array's task indexes (of its first task's job; empty for a plain job), and the answer to
+  // its submission: {"id", "array_id", "count", "ids", "name", "state", "held"}.
+  std::vector<int> ArrayIndexesOf(const Job& first) const;
+  nlohmann::json ArrayJson(const Job& first) const;
 
   std::unique_ptr<Store> store_;
   ControlPlaneOptions options_;

@@ -42,6 +42,24 @@ inline int AttemptOf(const std::string& order_id) {
   return static_cast<int>(v);
 }
 
+// Whether `order_id` is an order OrderId made for job `job`'s attempt `attempt` on `node`:
+// "launch", "stop" or "ckpt.N" with 1 <= N <= max_ckpt. Node names may hold dots, so the node is
+// matched whole, not as a suffix of another.
+inline bool IsOrderOf(const std::string& order_id, const std::string& job, int attempt,
+                      const std::string& node, int max_ckpt) {
+  const std::string prefix = job + ".a" + std::to_string(attempt) + ".";
+  const std::string tail = "." + node;
+  if (!order_id.starts_with(prefix) || !order_id.ends_with(tail) ||
+      order_id.size() < prefix.size() + tail.size()) {
+    return false;
+  }
+  std::string_view what = std::string_view(order_id).substr(
+      prefix.size(), order_id.size() - prefix.size() - tail.size());
+  if (what == "launch" || what == "stop") return true;
+  int64_t n = 0;
+  return what.starts_with("ckpt.") && ParseInt64(what.substr(5), &n) && n >= 1 && n <= max_ckpt;
+}
+
 inline std::string HeldMessage(const std::string& id) {
   return "held: not scheduled until released (tianshu release " + id + ")";
 }

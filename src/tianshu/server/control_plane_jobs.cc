@@ -175,6 +175,11 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
       e["TIANSHU_JOB_ID"] = j.id;
       e["TIANSHU_JOB_NAME"] = j.spec.name;
       e["TIANSHU_ATTEMPT"] = std::to_string(j.attempt);
+      if (j.array_index >= 0) {
+        e["TIANSHU_ARRAY_JOB_ID"] = j.array_id;
+        e["TIANSHU_ARRAY_TASK_ID"] = std::to_string(j.array_index);
+        e["TIANSHU_ARRAY_TASK_COUNT"] = std::to_string(j.array_count);
+      }
       e["TIANSHU_TP"] = std::to_string(layout.tp);
       e["TIANSHU_PP"] = std::to_string(layout.pp);
       e["TIANSHU_DP"] = std::to_string(layout.dp);
@@ -405,10 +410,24 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
   if (it == jobs_.end()) return;
   Job& j = it->second;
   if (AttemptOf(r.order_id) != j.attempt) return;  // about an attempt that is over
+  // Only about an order this node got for this attempt, and a rank of its own: a node cannot
+  // fail, stop or re-point another node's job with a forged report.
+  if (!IsOrderOf(r.order_id, j.id, j.attempt, node, j.checkpoint_orders)) return;
+  if (std::none_of(j.placement.begin(), j.placement.end(),
+                   [&](const RankPlace& p) { return p.node == node; })) {
+    return;  // the attempt's orders went to its placement's nodes only
+  }
+  auto on_node = [&](int rank) {
+    for (const auto& p : j.placement) {
+      if (p.rank == rank) return p.node == node;
+    }
+    return false;
+  };
+  if (r.rank != -1 && !on_node(r.rank)) return;  // -1: about the whole order
   // A duplicate changes nothing. The per-rank kinds are recorded by what they set (a rank in
   // started or exited, a node in launch_accepted: the job's record stays small for a gang of
-  // a thousand ranks); the rest by key, with the reporting node in it, so that a node cannot
-  // pre-empt another node's report with a forged one about the same order and rank.
+  // a thousand ranks); a checkpoint by its step (only a newer one counts); stopped and rejected
+  // by key, with the reporting node in it.
   bool duplicate = false;
   switch (r.kind) {
     case wire::ReportKind::kAccepted:
@@ -419,6 +438,8 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
       break;
     case wire::ReportKind::kExited:
       duplicate = j.exited.contains(r.rank);
+      break;
+    case wire::ReportKind::kCheckpointed:
       break;
     default: {
       std::string key = r.order_id + "|" + node + "|" + std::string(wire::ReportKindName(r.kind)) +
@@ -434,12 +455,6 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
   // Below, a fact about one rank or node is a progress row; the job's record is rewritten
   // (t.jobs) only when the job itself changes (SetState does that on its own).
   const bool active = j.state == JobState::kStarting || j.state == JobState::kRunning;
-  auto on_node = [&](int rank) {
-    for (const auto& p : j.placement) {
-      if (p.rank == rank) return p.node == node;
-    }
-    return false;
-  };
   switch (r.kind) {
     case wire::ReportKind::kAccepted:
       j.launch_accepted.insert(node);

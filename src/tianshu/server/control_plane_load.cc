@@ -12,6 +12,10 @@ bool ApplyProgress(Job& j, const std::string& key, const std::string& value) {
   if (key.size() < 3 || key[1] != '/') return false;
   const std::string rest = key.substr(2);
   int64_t rank = 0;
+  // The highest rank the attempt has (a job that lost its placement to a retry keeps its rows
+  // until its next attempt starts, which deletes them).
+  const int64_t ranks =
+      j.placement.empty() ? INT32_MAX : static_cast<int64_t>(j.placement.size()) - 1;
   switch (key[0]) {
     case 'a':
       j.launch_accepted.insert(rest);
@@ -20,13 +24,15 @@ bool ApplyProgress(Job& j, const std::string& key, const std::string& value) {
       j.seen_reports.insert(rest);
       return true;
     case 's':
-      if (!ParseInt64(rest, &rank) || rank < 0 || rank > INT32_MAX) return false;
+      if (!ParseInt64(rest, &rank) || rank < 0 || rank > ranks) {
+        return false;  // a rank the attempt does not have
+      }
       j.started.insert(static_cast<int>(rank));
       return true;
     case 'x': {
       const size_t space = value.find(' ');
       int64_t code = 0, signal = 0;
-      if (!ParseInt64(rest, &rank) || rank < 0 || rank > INT32_MAX || space == std::string::npos ||
+      if (!ParseInt64(rest, &rank) || rank < 0 || rank > ranks || space == std::string::npos ||
           !ParseInt64(value.substr(0, space), &code) ||
           !ParseInt64(value.substr(space + 1), &signal) || code < INT32_MIN || code > INT32_MAX ||
           signal < 0 || signal > INT32_MAX) {
@@ -48,6 +54,7 @@ Status ControlPlane::Load(int64_t now_ms) {
   // Per-rank progress stored inside job documents (schema v2) moves to progress rows, written
   // once below; the documents lose it on their next write.
   Change legacy;
+  std::vector<int64_t> legacy_seqs;  // their records are rewritten without it, once
   for (const JobRow& row : st->jobs) {
     // A record that cannot be read back is quarantined, never fatal: the job is failed with
     // the reason (after Open, in one transaction) and the control plane starts.
@@ -104,6 +111,9 @@ Status ControlPlane::Load(int64_t now_ms) {
     j.after_stop = d.value("after_stop", "");
     j.cancel_requested = d.value("cancel_requested", false);
     j.seen_reports = d.value("seen_reports", std::set<std::string>{});
+    const bool legacy_record = d.contains("started") || d.contains("exited") ||
+                               d.contains("launch_accepted") || d.contains("seen_reports");
+    if (legacy_record) legacy_seqs.push_back(j.seq);
     for (int rank : j.started)
       legacy.progress.push_back({j.id, j.attempt, "s/" + std::to_string(rank), ""});
     for (const auto& [rank, e] : j.exited) {
@@ -126,6 +136,9 @@ Status ControlPlane::Load(int64_t now_ms) {
     j.fence_nodes = d.value("fence_nodes", std::map<std::string, int>{});
     j.fence_until_ms = d.value("fence_until_ms", int64_t{0});
     j.held = d.value("held", false);
+    j.array_id = d.value("array_id", "");
+    j.array_index = d.value("array_index", -1);
+    j.array_count = d.value("array_count", 0);
     j.idempotency_key = d.value("idempotency_key", "");
     j.owner = d.value("owner", "admin");  // jobs from before identities: the admin's
     j.run_as = d.value("run_as", "");
@@ -218,7 +231,11 @@ Status ControlPlane::Load(int64_t now_ms) {
       if (auto s = store_->Write({&c}); !s) return s;
     }
   }
-  if (!legacy.progress.empty()) {
+  for (int64_t seq : legacy_seqs) {
+    const Job& j = jobs_.at(seq);
+    legacy.jobs.push_back({j.id, j.seq, std::string(JobStateName(j.state)), JobDoc(j)});
+  }
+  if (!legacy.jobs.empty() || !legacy.progress.empty()) {
     if (auto s = store_->Write({&legacy}); !s) return s;
   }
   // The learned runtime estimates start from the succeeded jobs, in completion order.

@@ -103,7 +103,38 @@ ApiResult<json> ControlPlane::ForgetNode(const std::string& name) {
 
 // ---- users ----
 
+std::vector<int> ControlPlane::ArrayIndexesOf(const Job& first) const {
+  std::vector<int> out;
+  if (first.array_index < 0) return out;
+  for (int i = 0; i < first.array_count; ++i) {
+    auto it = jobs_.find(first.seq + i);
+    if (it != jobs_.end() && it->second.array_id == first.id) {
+      out.push_back(it->second.array_index);
+    }
+  }
+  return out;
+}
+
+json ControlPlane::ArrayJson(const Job& first) const {
+  json ids = json::array();
+  for (int i = 0; i < first.array_count; ++i) {
+    auto it = jobs_.find(first.seq + i);
+    if (it != jobs_.end() && it->second.array_id == first.id) ids.push_back(it->second.id);
+  }
+  return {{"id", first.id},    {"array_id", first.id},    {"count", first.array_count},
+          {"ids", ids},        {"name", first.spec.name}, {"state", JobStateName(first.state)},
+          {"held", first.held}};
+}
+
 ApiResult<Submitted> ControlPlane::Submit(SubmitRequest request, int64_t now_ms) {
+  // Each task keeps a copy of the body: an array's bodies are bounded together.
+  constexpr size_t kMaxArrayBytes = size_t{16} << 20;
+  if (request.array.size() * request.text.size() > kMaxArrayBytes) {
+    metrics_.submissions_rejected++;
+    return Refuse(413, "array of " + std::to_string(request.array.size()) + " tasks of a " +
+                           std::to_string(request.text.size()) +
+                           "-byte body: at most 16 MiB of bodies in one array");
+  }
   auto r = Mutate<Submitted>([&](Txn& t) -> ApiResult<Submitted> {
     // Keys are per user: another user's equal key is another submission.
     const std::string key = request.owner + "/" + request.idempotency_key;
@@ -114,31 +145,47 @@ ApiResult<Submitted> ControlPlane::Submit(SubmitRequest request, int64_t now_ms)
           return Refuse(422, "Idempotency-Key " + request.idempotency_key + " was used for job " +
                                  before.id + " with a different body: use a new key");
         }
+        const std::vector<int> indexes = ArrayIndexesOf(before);
+        if (indexes != request.array) {
+          return Refuse(422, "Idempotency-Key " + request.idempotency_key + " was used for job " +
+                                 before.id + " with another array: use a new key");
+        }
         metrics_.idempotent_replays++;
         t.wait_for = before.created_ticket;  // acknowledged only once the first try is durable
-        return Submitted{JobJson(before, true), true};
+        return Submitted{before.array_index >= 0 ? ArrayJson(before) : JobJson(before, true), true};
       }
     }
-    Job j;
-    j.seq = next_job_seq_++;
-    j.id = FormatJobId(j.seq);
-    j.text = std::move(request.text);
-    j.format = std::move(request.format);
-    j.spec = std::move(request.spec);
-    j.run = std::move(request.run);
-    j.idempotency_key = std::move(request.idempotency_key);
-    j.owner = std::move(request.owner);
-    j.run_as = std::move(request.run_as);
-    j.max_retries = j.spec.max_retries >= 0 ? j.spec.max_retries : options_.config.max_retries;
-    j.submitted_ms = now_ms;
-    j.held = request.hold;
-    if (!j.idempotency_key.empty()) idempotency_keys_[key] = j.seq;
-    auto [it, inserted] = jobs_.emplace(j.seq, std::move(j));
-    SetState(t, it->second, JobState::kPending,
-             request.hold ? HeldMessage(it->second.id) : "submitted", now_ms);
-    t.created.push_back(it->first);
+    // One job, or one per task of an array, all in this change (all or none).
+    const std::vector<int> tasks = request.array.empty() ? std::vector<int>{-1} : request.array;
+    const int64_t first = next_job_seq_;
+    for (int index : tasks) {
+      Job j;
+      j.seq = next_job_seq_++;
+      j.id = FormatJobId(j.seq);
+      j.text = request.text;
+      j.format = request.format;
+      j.spec = request.spec;
+      j.run = request.run;
+      j.idempotency_key = j.seq == first ? request.idempotency_key : "";
+      j.owner = request.owner;
+      j.run_as = request.run_as;
+      j.max_retries = j.spec.max_retries >= 0 ? j.spec.max_retries : options_.config.max_retries;
+      j.submitted_ms = now_ms;
+      j.held = request.hold;
+      if (index >= 0) {
+        j.array_id = FormatJobId(first);
+        j.array_index = index;
+        j.array_count = static_cast<int>(tasks.size());
+      }
+      if (!j.idempotency_key.empty()) idempotency_keys_[key] = j.seq;
+      auto [it, inserted] = jobs_.emplace(j.seq, std::move(j));
+      SetState(t, it->second, JobState::kPending,
+               request.hold ? HeldMessage(it->second.id) : "submitted", now_ms);
+      t.created.push_back(it->first);
+    }
     schedule_dirty_ = true;
-    return Submitted{JobJson(it->second, true), false};
+    const Job& made = jobs_.at(first);
+    return Submitted{request.array.empty() ? JobJson(made, true) : ArrayJson(made), false};
   });
   if (r && !r->replayed) {
     metrics_.submissions_accepted++;

@@ -35,6 +35,9 @@ json ControlPlane::JobJson(const Job& j, bool full) const {
               {"colocated", j.colocated},
               {"held", j.held},
               {"owner", j.owner}};
+  if (j.array_index >= 0) {
+    out["array"] = {{"id", j.array_id}, {"index", j.array_index}, {"count", j.array_count}};
+  }
   // The run time the scheduler assumes (backfill, SRTF): the user's `duration`, else learned
   // from succeeded jobs like it, else unknown.
   const double learned = runtimes_.Predict(j.spec, j.spec.TotalGpus());

@@ -452,6 +452,14 @@ void Server::Routes() {
           }
           parsed->hold = hold == "true";
         }
+        if (req.has_param("array")) {
+          auto tasks = ParseArraySpec(req.get_param_value("array"));
+          if (!tasks) {
+            cp->CountRejected();
+            return RespondError(res, tasks.error());
+          }
+          parsed->array = std::move(*tasks);
+        }
         auto made = cp->Submit(std::move(*parsed), now());
         if (!made) return RespondError(res, made.error());
         res.set_header("Location", "/v1/jobs/" + made->job["id"].get<std::string>());

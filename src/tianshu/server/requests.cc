@@ -246,6 +246,47 @@ ApiResult<std::vector<std::string>> ParseJobIds(std::string_view body) {
   return out;
 }
 
+ApiResult<std::vector<int>> ParseArraySpec(std::string_view spec) {
+  constexpr int64_t kMaxIndex = 999'999;
+  constexpr size_t kMaxTasks = 10'000;
+  const std::string shown(spec.substr(0, 64));
+  auto bad = [&](const std::string& why) {
+    return Refuse(400, "array '" + shown + "': " + why +
+                           " (expected indexes or ranges like 0-99, 1,3,5 or 0-15:4)");
+  };
+  if (spec.empty() || spec.size() > 1024) return bad("1-1,024 characters");
+  if (spec.find('%') != std::string_view::npos) {
+    return bad("a throttle (%N) is not supported: the scheduler orders every task");
+  }
+  std::set<int> out;
+  for (const std::string& whole : SplitString(spec, ',')) {
+    std::string_view part = whole;
+    int64_t from = 0, to = 0, step = 1;
+    const size_t colon = part.find(':');
+    if (colon != std::string_view::npos) {
+      if (!ParseInt64(part.substr(colon + 1), &step) || step < 1 || step > kMaxIndex) {
+        return bad("a step is a whole number 1-999,999");
+      }
+      part = part.substr(0, colon);
+    }
+    const size_t dash = part.find('-');
+    if (dash == std::string_view::npos) {
+      if (colon != std::string_view::npos) return bad("a step needs a range");
+      if (!ParseInt64(part, &from)) return bad("'" + std::string(part.substr(0, 16)) + "'");
+      to = from;
+    } else if (!ParseInt64(part.substr(0, dash), &from) ||
+               !ParseInt64(part.substr(dash + 1), &to)) {
+      return bad("'" + std::string(part.substr(0, 24)) + "'");
+    }
+    if (from < 0 || to > kMaxIndex || from > to) return bad("indexes are 0-999,999, low to high");
+    for (int64_t i = from; i <= to; i += step) {
+      out.insert(static_cast<int>(i));
+      if (out.size() > kMaxTasks) return bad("more than 10,000 tasks");
+    }
+  }
+  return std::vector<int>(out.begin(), out.end());
+}
+
 ApiResult<bool> CheckParams(const std::map<std::string, std::string>& params,
                             std::initializer_list<const char*> known) {
   for (const auto& [k, v] : params) {

@@ -49,7 +49,14 @@ struct SubmitRequest {
   std::string owner;   // who submits it (set by the server from the caller's identity)
   std::string run_as;  // the Unix user its ranks run as ("" = the agent's own)
   bool hold = false;   // submitted held: pending, not scheduled until released
+  // A job array (sbatch --array): one job per task index, made in one change; empty: one job.
+  std::vector<int> array;
 };
+
+// An array's task indexes (`?array=`): comma-separated indexes or ranges "A-B" with an optional
+// step ":S" ("0-99", "1,3,5", "0-15:4,100"), each 0-999,999; at most 10,000 tasks, sorted, no
+// duplicates. A throttle ("%4") is refused: every task is a job the scheduler orders anyway.
+[[nodiscard]] ApiResult<std::vector<int>> ParseArraySpec(std::string_view spec);
 
 // The body of POST /v1/jobs/hold and /release: {"ids": [...]}, 1-10,000 job ids.
 [[nodiscard]] ApiResult<std::vector<std::string>> ParseJobIds(std::string_view body);

@@ -184,5 +184,22 @@ TEST(Query, ParsesAndRefuses) {
   EXPECT_EQ(FormatJobId(42), "j-000042");
 }
 
+TEST(ArraySpec, IndexesRangesAndStepsAreParsedAndBoundsRefused) {
+  EXPECT_EQ(*ParseArraySpec("0-3"), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(*ParseArraySpec("7,1,3"), (std::vector<int>{1, 3, 7}));
+  EXPECT_EQ(*ParseArraySpec("0-10:5,5,12"), (std::vector<int>{0, 5, 10, 12}));
+  EXPECT_EQ(ParseArraySpec("999999")->size(), 1u);
+  EXPECT_EQ(ParseArraySpec("0-9999")->size(), 10000u);
+  for (const char* bad : {"", "a", "3-1", "-1", "1-", "0-1000000", "0-10000", "1:2", "0-9:0",
+                          "0-9%2", "1,,2", "0x10", "1-2-3"}) {
+    auto r = ParseArraySpec(bad);
+    EXPECT_FALSE(r) << bad;
+    if (!r) {
+      EXPECT_EQ(r.error().status, 400) << bad;
+    }
+  }
+  EXPECT_FALSE(ParseArraySpec(std::string(2000, '1')));
+}
+
 }  // namespace
 }  // namespace tianshu::server

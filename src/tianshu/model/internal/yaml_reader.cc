@@ -279,15 +279,15 @@ void YamlReader::PluginOptions(const YAML::Node& plugins, EngineConfig* c) {
   for (const auto& entry : plugins) {
     std::string name;
     if (!ScalarOf(entry.first, "plugins", &name)) continue;
-    const std::string p = Child("plugins", name);
     if (!IsPluginWord(ToLower(name))) {
-      Error(entry.first, p,
+      Error(entry.first, Child("plugins", name),
             "expected a plugin name (1-64 letters, digits, '-', '.' or '_', "
             "starting with a letter), got " +
                 Quote(name));
       continue;
     }
     name = ToLower(name);
+    const std::string p = Child("plugins", name);
     if (c->plugins.contains(name)) {
       Error(entry.first, p, "duplicate key " + Quote(name));
       continue;
