@@ -151,6 +151,15 @@ TEST_F(CliSubmit, AnArrayIsOneJobPerTaskIndex) {
   EXPECT_EQ(two.exit_code, 1);
   EXPECT_NE(two.err.find("exactly one job file"), std::string::npos) << two.err;
   EXPECT_EQ(Jobs()["total"], before);
+
+  auto cancelled = Cli("cancel --array " + array_id);
+  EXPECT_EQ(cancelled.exit_code, 0) << cancelled.err;
+  EXPECT_NE(cancelled.out.find("cancelled 5 task(s), 0 already finished"), std::string::npos)
+      << cancelled.out;
+  for (const auto& id : out["ids"]) {
+    EXPECT_EQ(json::parse(Cli("job " + id.get<std::string>() + " -o json").out)["state"],
+              "cancelled");
+  }
 }
 
 }  // namespace

@@ -396,6 +396,17 @@ TEST(Arrays, EachTaskIsAJobThatKnowsItsIndex) {
     EXPECT_EQ(task_of[id], std::to_string(2 * i)) << id;
     EXPECT_EQ(f.Get("/v1/jobs/" + id).body["array"]["index"], 2 * i);
   }
+
+  // scancel ARRAYID: every unfinished task at once; a task's id is not an array's.
+  const std::string second = r.body["ids"][1];
+  EXPECT_EQ(f.Post("/v1/jobs/" + second + "/cancel?array=true", "").status, 400);
+  EXPECT_EQ(f.Post("/v1/jobs/" + second + "/cancel", "").status, 200);  // one task alone
+  auto all = f.Post("/v1/jobs/" + array_id + "/cancel?array=true", "");
+  ASSERT_EQ(all.status, 200) << all.text;
+  EXPECT_EQ(all.body["cancelled"].size(), 3u) << all.text;  // the stopping one included
+  for (const auto& id : r.body["ids"]) {
+    EXPECT_NE(f.JobState(id), "running") << id;
+  }
 }
 
 // A node reports only about its own orders of a job it runs: a forged report from another node

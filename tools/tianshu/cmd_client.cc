@@ -251,20 +251,27 @@ Runner RegisterJob(CLI::App& app) {
 Runner RegisterCancel(CLI::App& app) {
   struct Args : Common {
     std::string id;
+    bool array = false;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = Command(app, "cancel", "Cancel a job (its ranks are stopped)", a.get());
   cmd->add_option("id", a->id, "Job id")->required();
+  cmd->add_flag("--array", a->array,
+                "ID is a job array's: cancel every unfinished task of it (scancel ARRAYID)");
   return [a] {
     auto client = MakeClient(a->client);
     if (!client) {
       std::cerr << "tianshu cancel: " << client.error().message << "\n";
       return kExitInvalid;
     }
-    auto r = (*client)->Post("/v1/jobs/" + a->id + "/cancel", "", "application/json");
+    auto r = (*client)->Post("/v1/jobs/" + a->id + "/cancel" + (a->array ? "?array=true" : ""), "",
+                             "application/json");
     if (auto code = Failed(r, "cancel")) return *code;
     if (a->out.Json()) {
       std::cout << r->body.dump(2) << "\n";
+    } else if (a->array) {
+      std::cout << a->id << ": cancelled " << r->body["cancelled"].size() << " task(s), "
+                << S(r->body, "already_finished") << " already finished\n";
     } else {
       std::string state = S(r->body, "state");
       std::cout << a->id << ": "

@@ -224,7 +224,11 @@ class ControlPlane {
                                     const Identity& who, int64_t now_ms);
   // pending -> cancelled; starting/running -> stopping (then cancelled); 409 when terminal.
   // Only its owner or an admin may cancel a job (403 otherwise).
-  ApiResult<nlohmann::json> Cancel(const std::string& id, const Identity& who, int64_t now_ms);
+  // Cancels job `id`; with whole_array, every unfinished task of the array whose id it is
+  // (scancel ARRAYID), all in one change, or none when any belongs to someone `who` does not act
+  // for: {"array_id", "cancelled": [ids], "already_finished": N}.
+  ApiResult<nlohmann::json> Cancel(const std::string& id, const Identity& who, int64_t now_ms,
+                                   bool whole_array = false);
   // The full view; `run` and `spec` (which hold env values) only for its owner or an admin.
   ApiResult<nlohmann::json> GetJob(const std::string& id, const Identity& who) const;
   // Where to read a rank's log: the registered host:port of the agent holding `rank` of the
@@ -341,6 +345,8 @@ class ControlPlane {
   // An array's task indexes (of its first task's job; empty for a plain job), and the answer to
   // its submission: {"id", "array_id", "count", "ids", "name", "state", "held"}.
   std::vector<int> ArrayIndexesOf(const Job& first) const;
+  // Cancels one job in `t` (stops its ranks when it holds a placement); false if it has ended.
+  bool CancelOne(Txn& t, Job& j, int64_t now_ms);
   nlohmann::json ArrayJson(const Job& first) const;
 
   std::unique_ptr<Store> store_;

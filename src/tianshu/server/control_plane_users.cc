@@ -243,36 +243,68 @@ ApiResult<json> ControlPlane::SetHeld(const std::vector<std::string>& ids, bool 
   });
 }
 
-ApiResult<json> ControlPlane::Cancel(const std::string& id, const Identity& who, int64_t now_ms) {
+bool ControlPlane::CancelOne(Txn& t, Job& j, int64_t now_ms) {
+  switch (j.state) {
+    case JobState::kPending:
+      SetState(t, j, JobState::kCancelled, "cancelled by user", now_ms);
+      return true;
+    case JobState::kStarting:
+    case JobState::kRunning:
+      j.cancel_requested = true;
+      BeginStop(t, j, "cancelled", "cancelled by user", "", false, now_ms);
+      return true;
+    case JobState::kStopping:
+      if (!j.cancel_requested) {
+        j.cancel_requested = true;
+        j.after_stop = "cancelled";
+        t.jobs.insert(j.seq);
+      }
+      return true;
+    default:
+      return false;
+  }
+}
+
+ApiResult<json> ControlPlane::Cancel(const std::string& id, const Identity& who, int64_t now_ms,
+                                     bool whole_array) {
   return Mutate<json>([&](Txn& t) -> ApiResult<json> {
     auto seq = ParseJobId(id);
     auto it = seq ? jobs_.find(*seq) : jobs_.end();
     if (it == jobs_.end() || !Visible(it->second)) return Refuse(404, "no job " + id);
     Job& j = it->second;
+    if (whole_array) {
+      if (j.array_index < 0 || j.array_id != j.id) {
+        return Refuse(400, "job " + id + " is not the id of a job array (its first task's)");
+      }
+      std::vector<Job*> tasks;
+      for (int i = 0; i < j.array_count; ++i) {
+        auto task = jobs_.find(j.seq + i);
+        if (task == jobs_.end() || task->second.array_id != id) continue;
+        if (!who.ActsFor(task->second.owner)) {  // all or none
+          return Refuse(403, "task " + task->second.id + " of array " + id + " belongs to " +
+                                 task->second.owner + ": nothing cancelled");
+        }
+        tasks.push_back(&task->second);
+      }
+      json cancelled = json::array();
+      int finished = 0;
+      for (Job* task : tasks) {
+        if (CancelOne(t, *task, now_ms)) {
+          cancelled.push_back(task->id);
+        } else {
+          ++finished;
+        }
+      }
+      return json{{"array_id", id}, {"cancelled", cancelled}, {"already_finished", finished}};
+    }
     if (!who.ActsFor(j.owner)) {
       return Refuse(403, "job " + id + " belongs to " + j.owner +
                              ": only its owner or an admin may cancel it");
     }
-    switch (j.state) {
-      case JobState::kPending:
-        SetState(t, j, JobState::kCancelled, "cancelled by user", now_ms);
-        break;
-      case JobState::kStarting:
-      case JobState::kRunning:
-        j.cancel_requested = true;
-        BeginStop(t, j, "cancelled", "cancelled by user", "", false, now_ms);
-        break;
-      case JobState::kStopping:
-        if (!j.cancel_requested) {
-          j.cancel_requested = true;
-          j.after_stop = "cancelled";
-          t.jobs.insert(j.seq);
-        }
-        break;
-      default:
-        return Refuse(409, "job " + id + " is already " + std::string(JobStateName(j.state)) +
-                               ": only pending, starting, running or stopping jobs can be "
-                               "cancelled");
+    if (!CancelOne(t, j, now_ms)) {
+      return Refuse(409, "job " + id + " is already " + std::string(JobStateName(j.state)) +
+                             ": only pending, starting, running or stopping jobs can be "
+                             "cancelled");
     }
     return JobJson(j, true);
   });

@@ -484,7 +484,7 @@ void Server::Routes() {
   auto cancel = [cp, now, allowed, people](const httplib::Request& req, httplib::Response& res) {
     auto who = allowed(req, res, people, "cancel jobs");
     if (!who) return;
-    auto j = cp->Cancel(req.matches[1], *who, now());
+    auto j = cp->Cancel(req.matches[1], *who, now(), req.get_param_value("array") == "true");
     if (!j) return RespondError(res, j.error());
     Respond(res, 200, *j);
   };
