@@ -123,6 +123,20 @@ void PluginOptionReader::String(const std::string& key, std::string* out) {
   }
 }
 
+void PluginOptionReader::Choice(const std::string& key, std::string* out,
+                                const std::vector<std::string>& known, const std::string& what) {
+  String(key, out);
+  if (problem_ || std::find(known.begin(), known.end(), *out) != known.end()) return;
+  const auto* o = Find(key);
+  const std::string message =
+      "unknown " + what + " '" + *out + "'; registered: " + Join(known, ", ");
+  if (o) {
+    Problem(key, *o, message);
+  } else {
+    problem_ = model::Diagnostic{.path = "plugins." + plugin_ + "." + key, .message = message};
+  }
+}
+
 std::optional<model::Diagnostic> PluginOptionReader::Finish() const {
   if (problem_) return problem_;
   if (!options_) return std::nullopt;

@@ -31,6 +31,10 @@ class PluginOptionReader {
   void Double(const std::string& key, double* out, double min, double max);
   void Int(const std::string& key, int* out, int min, int max);
   void String(const std::string& key, std::string* out);
+  // One of `known` (named `what` in the message: "unknown placement strategy 'x'; registered:
+  // ..."), given or not: a default outside `known` is a problem too.
+  void Choice(const std::string& key, std::string* out, const std::vector<std::string>& known,
+              const std::string& what);
   // A duration (plain seconds or with a unit: "90", "30s", "10m", "1h"), in seconds.
   void Seconds(const std::string& key, double* out, double min_s, double max_s);
 

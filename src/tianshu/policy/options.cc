@@ -1,10 +1,8 @@
 #include "tianshu/policy/options.h"
 
-#include <algorithm>
 #include <map>
 #include <set>
 
-#include "tianshu/base/strings.h"
 #include "tianshu/engine/plugin_options.h"
 #include "tianshu/placement/strategy.h"
 
@@ -72,26 +70,12 @@ std::optional<model::Diagnostic> ReadElastic(const model::EngineConfig& c, Elast
 std::optional<model::Diagnostic> ReadMigration(const model::EngineConfig& c,
                                                MigrationOptions* out) {
   engine::PluginOptionReader r("defrag", c);
-  r.String("strategy", &out->strategy);
+  r.Choice("strategy", &out->strategy, placement::StrategyNames(), "placement strategy");
   r.Seconds("restart_s", &out->restart_s, 0, 1e7);
   r.Seconds("unknown_wait_s", &out->unknown_wait_s, 0, 1e9);
   r.Int("max_moves", &out->max_moves, 1, 100000);
   r.Int("max_wait_steps", &out->max_wait_steps, 1, 100000);
-  if (auto d = r.Finish()) return d;
-  const std::vector<std::string> known = placement::StrategyNames();
-  if (std::find(known.begin(), known.end(), out->strategy) == known.end()) {
-    model::Diagnostic d{.path = "plugins.defrag.strategy",
-                        .message = "unknown placement strategy '" + out->strategy +
-                                   "'; registered: " + Join(known, ", ")};
-    const auto& options = c.plugins.at("defrag");
-    if (auto it = options.find("strategy"); it != options.end()) {
-      d.file = it->second.at.file;
-      d.line = it->second.at.line;
-      d.column = it->second.at.column;
-    }
-    return d;
-  }
-  return std::nullopt;
+  return r.Finish();
 }
 
 Status AsStatus(const model::Diagnostic& d) {

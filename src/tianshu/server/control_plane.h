@@ -345,6 +345,8 @@ class ControlPlane {
   // An array's task indexes (of its first task's job; empty for a plain job), and the answer to
   // its submission: {"id", "array_id", "count", "ids", "name", "state", "held"}.
   std::vector<int> ArrayIndexesOf(const Job& first) const;
+  // The seqs of the array whose first task is `first` (empty when it is not an array's first).
+  std::vector<int64_t> ArrayTasks(const Job& first) const;
   // Cancels one job in `t` (stops its ranks when it holds a placement); false if it has ended.
   bool CancelOne(Txn& t, Job& j, int64_t now_ms);
   nlohmann::json ArrayJson(const Job& first) const;

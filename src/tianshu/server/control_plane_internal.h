@@ -60,6 +60,16 @@ inline bool IsOrderOf(const std::string& order_id, const std::string& job, int a
   return what.starts_with("ckpt.") && ParseInt64(what.substr(5), &n) && n >= 1 && n <= max_ckpt;
 }
 
+// The keys and values of a job's progress rows (store.h ProgressRow), written by ApplyReport
+// (and by Load for a v2 record) and read back by Load.
+inline std::string AcceptedKey(const std::string& node) { return "a/" + node; }
+inline std::string StartedKey(int rank) { return "s/" + std::to_string(rank); }
+inline std::string ExitedKey(int rank) { return "x/" + std::to_string(rank); }
+inline std::string ExitedValue(int code, int signal) {
+  return std::to_string(code) + " " + std::to_string(signal);
+}
+inline std::string SeenKey(const std::string& report) { return "r/" + report; }
+
 inline std::string HeldMessage(const std::string& id) {
   return "held: not scheduled until released (tianshu release " + id + ")";
 }

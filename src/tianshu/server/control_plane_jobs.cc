@@ -447,7 +447,7 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
       duplicate = j.seen_reports.contains(key);
       if (!duplicate) {
         j.seen_reports.insert(key);
-        Progress(t, j, "r/" + key);
+        Progress(t, j, SeenKey(key));
       }
     }
   }
@@ -458,12 +458,12 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
   switch (r.kind) {
     case wire::ReportKind::kAccepted:
       j.launch_accepted.insert(node);
-      Progress(t, j, "a/" + node);
+      Progress(t, j, AcceptedKey(node));
       break;
     case wire::ReportKind::kStarted:
       if (!on_node(r.rank)) return;
       j.started.insert(r.rank);
-      Progress(t, j, "s/" + std::to_string(r.rank));
+      Progress(t, j, StartedKey(r.rank));
       if (active && j.run_started_ms == 0) {
         j.run_started_ms = now_ms;
         t.jobs.insert(j.seq);
@@ -476,8 +476,7 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
     case wire::ReportKind::kExited: {
       if (!on_node(r.rank)) return;
       j.exited[r.rank] = {r.exit_code, r.signal};
-      Progress(t, j, "x/" + std::to_string(r.rank),
-               std::to_string(r.exit_code) + " " + std::to_string(r.signal));
+      Progress(t, j, ExitedKey(r.rank), ExitedValue(r.exit_code, r.signal));
       if (!active) break;
       if (r.exit_code != 0 || r.signal != 0) {
         // The agent's word on how, when it has one ("killed by SIGKILL (the job's memory limit:

@@ -114,16 +114,16 @@ Status ControlPlane::Load(int64_t now_ms) {
     const bool legacy_record = d.contains("started") || d.contains("exited") ||
                                d.contains("launch_accepted") || d.contains("seen_reports");
     if (legacy_record) legacy_seqs.push_back(j.seq);
-    for (int rank : j.started)
-      legacy.progress.push_back({j.id, j.attempt, "s/" + std::to_string(rank), ""});
+    for (int rank : j.started) legacy.progress.push_back({j.id, j.attempt, StartedKey(rank), ""});
     for (const auto& [rank, e] : j.exited) {
-      legacy.progress.push_back({j.id, j.attempt, "x/" + std::to_string(rank),
-                                 std::to_string(e.first) + " " + std::to_string(e.second)});
+      legacy.progress.push_back({j.id, j.attempt, ExitedKey(rank), ExitedValue(e.first, e.second)});
     }
-    for (const auto& node : j.launch_accepted)
-      legacy.progress.push_back({j.id, j.attempt, "a/" + node, ""});
-    for (const auto& key : j.seen_reports)
-      legacy.progress.push_back({j.id, j.attempt, "r/" + key, ""});
+    for (const auto& node : j.launch_accepted) {
+      legacy.progress.push_back({j.id, j.attempt, AcceptedKey(node), ""});
+    }
+    for (const auto& key : j.seen_reports) {
+      legacy.progress.push_back({j.id, j.attempt, SeenKey(key), ""});
+    }
     j.target = PlacesFromJson(d.value("target", json::array()));
     j.reshape = d.value("reshape", "");
     j.resizes = d.value("resizes", 0);

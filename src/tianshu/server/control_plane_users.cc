@@ -103,24 +103,25 @@ ApiResult<json> ControlPlane::ForgetNode(const std::string& name) {
 
 // ---- users ----
 
+std::vector<int64_t> ControlPlane::ArrayTasks(const Job& first) const {
+  std::vector<int64_t> out;
+  if (first.array_index < 0 || first.array_id != first.id) return out;
+  for (int i = 0; i < first.array_count; ++i) {  // made together: consecutive seqs
+    auto it = jobs_.find(first.seq + i);
+    if (it != jobs_.end() && it->second.array_id == first.id) out.push_back(it->first);
+  }
+  return out;
+}
+
 std::vector<int> ControlPlane::ArrayIndexesOf(const Job& first) const {
   std::vector<int> out;
-  if (first.array_index < 0) return out;
-  for (int i = 0; i < first.array_count; ++i) {
-    auto it = jobs_.find(first.seq + i);
-    if (it != jobs_.end() && it->second.array_id == first.id) {
-      out.push_back(it->second.array_index);
-    }
-  }
+  for (int64_t seq : ArrayTasks(first)) out.push_back(jobs_.at(seq).array_index);
   return out;
 }
 
 json ControlPlane::ArrayJson(const Job& first) const {
   json ids = json::array();
-  for (int i = 0; i < first.array_count; ++i) {
-    auto it = jobs_.find(first.seq + i);
-    if (it != jobs_.end() && it->second.array_id == first.id) ids.push_back(it->second.id);
-  }
+  for (int64_t seq : ArrayTasks(first)) ids.push_back(jobs_.at(seq).id);
   return {{"id", first.id},    {"array_id", first.id},    {"count", first.array_count},
           {"ids", ids},        {"name", first.spec.name}, {"state", JobStateName(first.state)},
           {"held", first.held}};
@@ -273,22 +274,21 @@ ApiResult<json> ControlPlane::Cancel(const std::string& id, const Identity& who,
     if (it == jobs_.end() || !Visible(it->second)) return Refuse(404, "no job " + id);
     Job& j = it->second;
     if (whole_array) {
-      if (j.array_index < 0 || j.array_id != j.id) {
+      const std::vector<int64_t> tasks = ArrayTasks(j);
+      if (tasks.empty()) {
         return Refuse(400, "job " + id + " is not the id of a job array (its first task's)");
       }
-      std::vector<Job*> tasks;
-      for (int i = 0; i < j.array_count; ++i) {
-        auto task = jobs_.find(j.seq + i);
-        if (task == jobs_.end() || task->second.array_id != id) continue;
-        if (!who.ActsFor(task->second.owner)) {  // all or none
-          return Refuse(403, "task " + task->second.id + " of array " + id + " belongs to " +
-                                 task->second.owner + ": nothing cancelled");
+      for (int64_t task : tasks) {
+        const Job& k = jobs_.at(task);
+        if (!who.ActsFor(k.owner)) {  // all or none
+          return Refuse(403, "task " + k.id + " of array " + id + " belongs to " + k.owner +
+                                 ": nothing cancelled");
         }
-        tasks.push_back(&task->second);
       }
       json cancelled = json::array();
       int finished = 0;
-      for (Job* task : tasks) {
+      for (int64_t task_seq : tasks) {
+        Job* task = &jobs_.at(task_seq);
         if (CancelOne(t, *task, now_ms)) {
           cancelled.push_back(task->id);
         } else {
