@@ -39,6 +39,21 @@ double ProtoBw(Protocol p, Algorithm a) {
 }
 int P(Protocol p) { return static_cast<int>(p); }
 
+// The bandwidth a ring or tree runs at: its slowest link, inside a node (when a node holds
+// more than one rank) or between nodes; *c records which one it was.
+double SlowestLink(const Shape& sh, Candidate* c) {
+  double bw = kInf;
+  if (sh.max_ppn > 1) {
+    bw = sh.intra_eff;
+    c->bottleneck = sh.intra.cls;
+  }
+  if (sh.nodes > 1 && sh.inter_eff < bw) {
+    bw = sh.inter_eff;
+    c->bottleneck = sh.inter_bottleneck;
+  }
+  return bw;
+}
+
 }  // namespace
 
 // Ring over the whole group (NCCL builds its rings node by node, so the group crosses each
@@ -46,15 +61,7 @@ int P(Protocol p) { return static_cast<int>(p); }
 Candidate Ring(const Shape& sh, Collective op, double bytes, Protocol p) {
   Candidate c;
   const int n = sh.ranks, m = sh.nodes;
-  double bw = kInf;
-  if (sh.max_ppn > 1) {
-    bw = sh.intra_eff;
-    c.bottleneck = sh.intra.cls;
-  }
-  if (m > 1 && sh.inter_eff < bw) {
-    bw = sh.inter_eff;
-    c.bottleneck = sh.inter_bottleneck;
-  }
+  double bw = SlowestLink(sh, &c);
   bw *= ProtoBw(p, Algorithm::kRing);
   // AllReduce runs the ring twice (reduce-scatter then all-gather); the rest once.
   const int rounds = op == Collective::kAllReduce ? 2 : 1;
@@ -72,15 +79,7 @@ Candidate Ring(const Shape& sh, Collective op, double bytes, Protocol p) {
 Candidate Tree(const Shape& sh, double bytes, Protocol p) {
   Candidate c;
   const int n = sh.ranks, m = sh.nodes;
-  double bw = kInf;
-  if (sh.max_ppn > 1) {
-    bw = sh.intra_eff;
-    c.bottleneck = sh.intra.cls;
-  }
-  if (m > 1 && sh.inter_eff < bw) {
-    bw = sh.inter_eff;
-    c.bottleneck = sh.inter_bottleneck;
-  }
+  double bw = SlowestLink(sh, &c);
   bw *= K().tree_efficiency * ProtoBw(p, Algorithm::kTree);
   double intra_hop = sh.intra.hop_latency_s + Us(K().intra_proto_us[P(p)]);
   double net_hop = sh.net_hop_s + Us(K().net_proto_us[P(p)]) +
