@@ -476,5 +476,37 @@ TEST(Reports, AForgedReportAboutAnotherNodesJobChangesNothing) {
   EXPECT_EQ(f.Get("/v1/jobs/" + id).body.value("last_checkpoint", ""), "/ckpt/10");
 }
 
+// A second user can neither cancel another's array nor reuse its Idempotency-Key to get it;
+// the owner can cancel it.
+TEST(Arrays, OnlyTheOwnerOrAnAdminCancelsAnArray) {
+  ServerFixture f;
+  f.Start();
+  std::map<std::string, std::string> tokens;
+  for (const std::string name : {"alice", "bob"}) {
+    auto u = f.Post("/v1/users", json{{"name", name}}.dump(), "application/json");
+    ASSERT_EQ(u.status, 201) << u.text;
+    tokens[name] = u.body["token"];
+  }
+  auto alice = f.NewClient(tokens["alice"]);
+  auto bob = f.NewClient(tokens["bob"]);
+  auto made = alice->Post("/v1/jobs?hold=true&array=0-3", JobYaml("mine", 1), "application/yaml",
+                          {{"Idempotency-Key", "k1"}});
+  ASSERT_TRUE(made && made->status == 201) << (made ? made->text : made.error().message);
+  const std::string id = made->body["array_id"];
+  auto stolen = bob->Post("/v1/jobs/" + id + "/cancel?array=true", "", "application/json");
+  ASSERT_TRUE(stolen);
+  EXPECT_EQ(stolen->status, 403) << stolen->text;
+  for (const auto& task : made->body["ids"]) EXPECT_EQ(f.JobState(task), "pending");
+  // Keys are per user: bob's equal key makes bob's own array, not alice's.
+  auto bobs = bob->Post("/v1/jobs?hold=true&array=0-3", JobYaml("mine", 1), "application/yaml",
+                        {{"Idempotency-Key", "k1"}});
+  ASSERT_TRUE(bobs && bobs->status == 201) << (bobs ? bobs->text : bobs.error().message);
+  EXPECT_NE(bobs->body["array_id"], id);
+  auto own = alice->Post("/v1/jobs/" + id + "/cancel?array=true", "", "application/json");
+  ASSERT_TRUE(own && own->status == 200) << (own ? own->text : own.error().message);
+  EXPECT_EQ(own->body["cancelled"].size(), 4u);
+  for (const auto& task : made->body["ids"]) EXPECT_EQ(f.JobState(task), "cancelled");
+}
+
 }  // namespace
 }  // namespace tianshu::testing
