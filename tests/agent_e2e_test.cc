@@ -56,6 +56,7 @@ class Cluster : public ::testing::Test {
       std::ofstream(dir_ + "/engine.yaml") << config;
       serve.insert(serve.end(), {"--config", dir_ + "/engine.yaml"});
     }
+    ::setenv("TIANSHU_VERIFY_LEDGER", "1", 1);  // every cycle checks the ledger (TearDown)
     server_ = Spawn(serve, dir_ + "/server.log");
     ASSERT_TRUE(WaitFor([&] { return fs::exists(dir_ + "/server/token"); }, 30));
     token_ = Slurp(dir_ + "/server/token");
@@ -74,6 +75,8 @@ class Cluster : public ::testing::Test {
     if (server_ > 0) {
       ::kill(server_, SIGTERM);
       ::waitpid(server_, nullptr, 0);
+      const std::string log = Slurp(dir_ + "/server.log");
+      EXPECT_EQ(log.find("the ledger differs"), std::string::npos) << log;
     }
     if (!dir_.empty() && !HasFailure()) fs::remove_all(dir_);
     if (HasFailure()) std::cout << "kept " << dir_ << " for inspection\n";

@@ -76,7 +76,8 @@ class ServerFixture {
     o.control.heartbeat_interval_ms = 100;
     o.control.commit_batch = commit_batch;
     o.control.placement = "topology";
-    o.control.node_lease_ms = 0;  // no fencing unless a test asks for it (adjust)
+    o.control.node_lease_ms = 0;     // no fencing unless a test asks for it (adjust)
+    o.control.verify_ledger = true;  // every cycle checks the ledger against the records
     if (adjust) adjust(o);
     auto s = server::Server::Start(o);
     ASSERT_TRUE(s) << s.error().message;
@@ -92,7 +93,12 @@ class ServerFixture {
 
   void Stop() {
     client_.reset();
-    if (server_) server_->Stop();
+    if (server_) {
+      const auto ledger = server_->control_plane().Ledger();
+      EXPECT_EQ(ledger.mismatches, 0)
+          << "the ledger differed from the records: " << ledger.last_mismatch;
+      server_->Stop();
+    }
     server_.reset();
   }
 

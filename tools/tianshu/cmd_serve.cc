@@ -149,6 +149,10 @@ Result<server::ServerOptions> BuildOptions(const ServeArgs& a) {
   }
   o.control.heartbeat_interval_ms = std::max<int64_t>(1, *hb / 1'000'000);
   o.control.placement = a.placement;
+  // For tests: every cycle replays the records into a fresh engine and compares the ledger.
+  if (const char* v = std::getenv("TIANSHU_VERIFY_LEDGER"); v && std::string(v) == "1") {
+    o.control.verify_ledger = true;
+  }
   o.control.commit_batch = static_cast<size_t>(std::max(1, a.commit_batch));
   o.http_threads = a.http_threads;
   o.tls_cert = a.tls_cert;

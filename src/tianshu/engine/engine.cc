@@ -340,6 +340,31 @@ Status Engine::Restore(JobId id, const std::vector<placement::RankSlot>& ranks, 
   return Ok();
 }
 
+Status Engine::Withdraw(JobId id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Fail("withdraw: no job ", std::to_string(id));
+  JobRecord& r = it->second;
+  if (r.state == JobState::kRunning) {
+    Vacate(r);
+    RemoveFrom(running_, id);
+  } else if (r.state == JobState::kPending) {
+    pending_.Remove(id);
+  }
+  never_fits_.erase(id);
+  RemoveFrom(order_of_submission_, id);
+  jobs_.erase(it);
+  return Ok();
+}
+
+Status Engine::SetPendingSince(JobId id, double since_s) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.state != JobState::kPending) {
+    return Fail("pending since: job ", std::to_string(id), " is not pending");
+  }
+  it->second.pending_since_s = since_s;
+  return Ok();
+}
+
 Status Engine::SetAttainedService(JobId id, double gpu_s) {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return Fail("attained service: no job ", std::to_string(id));

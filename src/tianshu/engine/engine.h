@@ -329,10 +329,19 @@ class Engine {
   // not fit what is free (the overlay budget, for a co-located service).
   [[nodiscard]] Status Restore(JobId id, const std::vector<placement::RankSlot>& ranks,
                                double start_s, bool colocated = false);
+  // Forgets a job entirely, as if it had never been submitted: what it holds is given back and
+  // it leaves the queue. For a caller that keeps the engine as a long-lived ledger of its own
+  // records (the server) and hands it a job again, as it now is, after the job changed there.
+  // Error when there is no such job.
+  [[nodiscard]] Status Withdraw(JobId id);
   // Sets the GPU-seconds of service a submitted job received before its current run (what
   // 2D-LAS orders by), for a caller that keeps its own records across engines. Error when
   // there is no such job or the value is negative.
   [[nodiscard]] Status SetAttainedService(JobId id, double gpu_s);
+  // Sets when a pending job last became pending (its submission, or its last requeue): the
+  // consolidation wait counts from it. For a caller that keeps its own records across engines.
+  // Error when the job is not pending.
+  [[nodiscard]] Status SetPendingSince(JobId id, double since_s);
   // The completed runs the learned estimates come from, for a caller that keeps its own
   // records across engines (the server); the engine adds the completions it sees.
   void SetRuntimeHistory(RuntimeHistory history) { runtimes_ = std::move(history); }

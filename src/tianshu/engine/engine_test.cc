@@ -185,6 +185,40 @@ TEST(Engine, CanNeverFitIsRejected) {
   EXPECT_EQ((*e)->Find(1)->state, JobState::kFailed);
 }
 
+// A caller that keeps the engine as a long-lived ledger hands a changed job in again: Withdraw
+// gives back what it holds and takes it out of the queue and out of never-fits, so the same id
+// can be submitted anew.
+TEST(Engine, WithdrawForgetsAJobAndFreesWhatItHeld) {
+  auto topo = Tree(2);  // 16 GPUs
+  auto e = Engine::Create(topo, *PresetOptions("mainstream"));
+  ASSERT_TRUE(e) << e.error().message;
+  ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(16)}, 0));
+  ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(8)}, 0));
+  ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(64)}, 0));  // can never fit
+  ASSERT_EQ(Starts((*e)->Cycle(0)), 1);                // 2 waits behind 1 (FIFO), 3 unseen
+  ASSERT_EQ((*e)->Find(1)->state, JobState::kRunning);
+  EXPECT_EQ((*e)->State().AllocatedGpuMilli(), 16000);
+  ASSERT_TRUE((*e)->Withdraw(1));
+  EXPECT_EQ((*e)->Find(1), nullptr);
+  EXPECT_EQ((*e)->State().AllocatedGpuMilli(), 0);
+  EXPECT_FALSE((*e)->Withdraw(1));  // gone
+  ASSERT_TRUE((*e)->Withdraw(2));   // pending: leaves the queue
+  ASSERT_EQ((*e)->Pending().size(), 1u);
+  EXPECT_EQ((*e)->Pending()[0], 3);
+  ASSERT_TRUE((*e)->Withdraw(3));  // and its never-fits verdict with it
+  ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(8)}, 5));
+  ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(8)}, 5));  // the same id again
+  ASSERT_TRUE(
+      (*e)->Restore(2, {{0, 0}, {0, 1}, {0, 2}, {0, 3}, {0, 4}, {0, 5}, {0, 6}, {0, 7}}, 5));
+  EXPECT_EQ((*e)->State().AllocatedGpuMilli(), 8000);
+  EXPECT_EQ((*e)->Running().size(), 1u);
+  EXPECT_EQ((*e)->NumJobs(), 2u);
+  CycleResult r = (*e)->Cycle(5);  // the new 3 fits now: no verdict of the old one is left
+  EXPECT_EQ(r.stats.rejected, 0);
+  EXPECT_EQ(Starts(r), 1);
+  EXPECT_EQ((*e)->State().AllocatedGpuMilli(), 16000);
+}
+
 // scheduler.colocation: an inference service overlays the GPUs a training job holds whole
 // (an overlay budget of one GPU's worth per GPU, least-loaded GPUs first), takes no free
 // share, is never a preemption victim, and gives its overlay back when it ends. With

@@ -113,7 +113,10 @@ void ControlPlane::LearnRuntime(const Job& j) {
   // accounted; a loaded job has 0 and uses its request).
   const int gpus = j.run_gpus > 0 ? j.run_gpus : j.spec.TotalGpus();
   const double share = gpus * j.spec.gpu_milli / static_cast<double>(model::kMilliPerGpu);
-  if (share > 0) runtimes_.Add(j.spec, gpus, j.attained_gpu_s / share);
+  if (share > 0) {
+    runtimes_.Add(j.spec, gpus, j.attained_gpu_s / share);
+    ++runtimes_added_;
+  }
 }
 
 // ---- writing ----

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -192,6 +193,11 @@ struct ControlPlaneOptions {
   // those that have not are listed as `waiting`. Empty: dynamic, any node may join.
   std::vector<std::string> static_nodes;
   std::string static_source;  // the cluster file they came from, for messages
+  // Before every scheduling cycle, replay the records into a fresh engine and compare it with
+  // the long-lived ledger (capacity, queue, placements, service); a difference is counted
+  // (tianshu_ledger_mismatches_total), written to stderr, and the fresh engine replaces the
+  // ledger. Costs a full replay a cycle: for tests (TIANSHU_VERIFY_LEDGER=1 for serve).
+  bool verify_ledger = false;
 };
 
 class ControlPlane {
@@ -285,6 +291,13 @@ class ControlPlane {
   // records, one line each.
   std::vector<std::string> StartupWarnings() const;
   CommitStats StoreStats() const { return committer_->Stats(); }
+  // How often the ledger was rebuilt from the records, and how often verify_ledger found it
+  // different from them (with the last difference); for tests and benchmarks.
+  struct LedgerStats {
+    int64_t rebuilds = 0, synced_jobs = 0, mismatches = 0;
+    std::string last_mismatch;
+  };
+  LedgerStats Ledger() const;
 
  private:
   struct Txn;
@@ -332,6 +345,35 @@ class ControlPlane {
   // or exited, a node accepted the launch, a report applied): the job's record is not rewritten.
   void Progress(Txn& t, const Job& j, std::string key, std::string value = "");
   void Schedule(Txn& t, int64_t now_ms);
+  // ---- the ledger (control_plane_ledger.cc) ----
+  // What the ledger should hold for a job, from its record: nothing (ended, held, fenced, or
+  // waiting to relaunch on a reserved target), a place in the queue, or the slots it holds.
+  struct LedgerEntry {
+    enum Kind { kNone, kQueued, kHolding } kind = kNone;
+    std::vector<placement::RankSlot> ranks;  // kHolding: held slots (a reshape's target too)
+    int64_t run_start_ms = 0;                // kHolding: service accrues from here
+    int64_t queued_since_ms = 0;             // kQueued: its last (re)queueing
+    double attained_gpu_s = 0;
+    bool colocated = false;
+    bool operator==(const LedgerEntry&) const = default;
+  };
+  LedgerEntry EntryOf(const Job& j, int64_t now_ms) const;
+  // Remembers what `t` changed: its jobs are handed to the ledger again before the next cycle;
+  // a change of a node rebuilds the view and the ledger.
+  void NoteLedgerChanges(const Txn& t);
+  // Makes the ledger match the records before a cycle: rebuilt when the nodes changed (or there
+  // is none), else the changed jobs (and those still launching) handed in again; verified when
+  // verify_ledger is set. False (and every pending job told why) when no view can be built.
+  bool PrepareLedger(int64_t now_ms, const std::vector<Job*>& pending);
+  // A fresh engine over view_ holding every job's entry, as the records say now.
+  Result<std::unique_ptr<engine::Engine>> ReplayLedger(int64_t now_ms);
+  // Hands jobs to `e` again as their records say: all withdrawn first, then re-entered (holding
+  // ones before queued ones), so a slot one gave up is free for another.
+  void SyncLedger(engine::Engine& e, const std::vector<int64_t>& seqs, int64_t now_ms,
+                  bool remember);
+  // The first difference between two ledgers at `now_ms` ("" when none).
+  std::string CompareLedgers(const engine::Engine& a, const engine::Engine& b,
+                             int64_t now_ms) const;
   // Whether a cycle is due for elastic growth (nothing else asks for one when no job waits).
   bool ReshapeDue(int64_t now_ms) const;
   // Adds a succeeded job's run time (its attained service per GPU) to runtimes_.
@@ -354,8 +396,21 @@ class ControlPlane {
   std::unique_ptr<Store> store_;
   ControlPlaneOptions options_;
   std::unique_ptr<Committer> committer_;
-  engine::EngineOptions engine_options_;  // from the config; a fresh engine every cycle
-  std::unique_ptr<ClusterView> view_;     // of the last cycle that placed something
+  engine::EngineOptions engine_options_;  // from the config
+  // The scheduling ledger: one long-lived engine over view_'s topology (the live nodes), the
+  // owner of the queue's order, the placements and the free capacity the cycles decide on.
+  // Rebuilt from the records when the store is loaded or a node changes; otherwise every
+  // change of a job's record hands that job in again (ledger_dirty_), and nothing else.
+  std::unique_ptr<ClusterView> view_;
+  std::unique_ptr<engine::Engine> ledger_;
+  std::unordered_map<int64_t, LedgerEntry> ledger_entries_;  // what each job was handed in as
+  std::set<int64_t> ledger_dirty_;                           // changed since the last cycle
+  bool ledger_nodes_changed_ = true;
+  int64_t runtimes_added_ = 0, runtimes_in_ledger_ = -1;  // completions learned, handed in
+  // Per GPU: the share of training lost to the services overlaid on it (serving model), read
+  // by the ledger's co-location check; refreshed every cycle.
+  std::shared_ptr<std::map<int, double>> overlay_taken_ = std::make_shared<std::map<int, double>>();
+  LedgerStats ledger_stats_;
 
   mutable std::mutex mu_;
   std::condition_variable events_cv_, tick_cv_;

@@ -205,6 +205,7 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
   }
   Txn txn;
   ApiResult<T> r = f(txn);
+  NoteLedgerChanges(txn);
   const bool wake_tick = schedule_dirty_;
   if (txn.Empty()) {
     lock.unlock();

@@ -173,65 +173,46 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
   }
   if (pending.empty() && !reshape_due) return;
   auto start = std::chrono::steady_clock::now();
-  std::vector<NodeHardware> hw;
-  for (const auto& [name, n] : nodes_) {
-    if (n.state == NodeState::kReady || n.state == NodeState::kDegraded) {
-      hw.push_back({name, &n.hardware});
-    }
-  }
-  auto view = BuildClusterView(hw);
-  if (!view) {
-    for (Job* j : pending) j->message = "cluster view: " + view.error().message;
-    return;
-  }
-  view_ = std::move(*view);
+  NoteLedgerChanges(t);  // this tick's changes so far
+  if (!PrepareLedger(now_ms, pending)) return;
   const model::Topology& topo = view_->topology;
   metrics_.cycles++;
   if (topo.NumNodes() == 0) {
     return;
   }
-  model::ClusterState state(topo);
-  for (int i = 0; i < topo.NumNodes(); ++i) {
-    const NodeEntry& n = nodes_.at(view_->node_names[static_cast<size_t>(i)]);
-    for (const auto& [k, v] : n.hardware.labels) state.SetLabel(i, k, v);
-    if (n.state != NodeState::kReady) state.SetHealthy(i, false);
-  }
-  // What running jobs hold (kept for preemption: what stopping each would free). A job
-  // stopping for a resize or a move also holds its target, reserved for its relaunch.
-  struct Held {
-    Job* job;
-    placement::PlacementRequest request;
-    placement::Outcome outcome;
-    bool colocated = false;  // an overlaid service: in the engine's overlay budget only
-  };
-  std::vector<Held> holding;
+  // What the server knows is held (the ledger, equal to the records): each decision is carried
+  // out only if it still fits this, updated as they are (a preemptor waits until its victims
+  // have stopped; they still hold their GPUs).
+  model::ClusterState state = ledger_->State();
   bool preemption_in_flight = false;
   bool reshape_in_flight = false;
+  overlay_taken_->clear();
+  std::map<int64_t, OverlayLoss> kept;  // priced once per attempt, not every cycle
+  const estimate::Colocation mode = estimate::ColocationFrom(options_.config.colocation);
   for (int64_t seq : active_seqs_) {  // no state changes in this loop
     Job& j = jobs_.at(seq);
     if (j.state == JobState::kStopping && j.after_stop == "preempted") preemption_in_flight = true;
     if (!j.target.empty()) reshape_in_flight = true;
-    if (!HoldsPlacement(j.state)) {
+    const engine::JobRecord* held = ledger_->Find(seq);
+    if (options_.config.colocation == "none" || !j.colocated || !held || held->placement.empty()) {
       continue;
     }
-    placement::PlacementRequest req = placement::RequestFromJob(j.spec);
-    auto ranks = SlotsOf(*view_, j.placement);
-    if (!ranks) continue;
-    if (j.state == JobState::kStopping && !j.target.empty()) {
-      if (auto target = SlotsOf(*view_, j.target)) {
-        for (const auto& slot : AddedSlots(*ranks, *target)) ranks->push_back(slot);
-      }
+    // The share of training each overlaid service takes (the serving model, as in the
+    // simulator), for the ledger's co-location check (estimate::OverlayAdmits).
+    std::vector<int> gpus;
+    for (const auto& slot : held->placement) gpus.push_back(slot.gpu);
+    OverlayLoss known = overlay_loss_[seq];
+    if (known.attempt != j.attempt) {
+      auto cost = estimate::CostOfService(topo, j.spec, gpus);
+      known = {j.attempt, cost ? estimate::ForecastOverlay(*cost, mode).training_loss : 0.0};
     }
-    placement::Outcome held = placement::PlacedOutcome(*ranks);
-    req.ranks = static_cast<int>(held.ranks.size());
-    if (j.colocated && !held.ranks.empty()) {
-      holding.push_back({&j, req, std::move(held), true});
-    } else if (!held.ranks.empty() && placement::Apply(&state, req, held)) {
-      holding.push_back({&j, req, std::move(held)});
-    }
+    kept[seq] = known;
+    for (int g : gpus) (*overlay_taken_)[g] += known.loss;
   }
+  overlay_loss_ = std::move(kept);
   // Jobs stopped for a resize or a move relaunch on their reserved target first; where it is
-  // gone (a node left), the engine places them like any waiting job.
+  // gone (a node left), the ledger places them like any waiting job.
+  std::vector<int64_t> relaunched;
   std::erase_if(pending, [&](Job* j) {
     if (j->target.empty()) return false;
     auto target = SlotsOf(*view_, j->target);
@@ -240,92 +221,30 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
     placement::Outcome o = target ? placement::PlacedOutcome(*target) : placement::Outcome{};
     if (target && placement::Apply(&state, req, o)) {
       StartJob(t, *j, o, topo, now_ms);
-      holding.push_back({j, req, std::move(o)});
+      relaunched.push_back(j->seq);
       return true;
     }
     j->message = "the " + j->reshape + "'s target is gone; waiting to be placed again";
     j->target.clear();
     j->reshape.clear();
     t.jobs.insert(j->seq);
+    relaunched.push_back(j->seq);
     return false;
   });
-  // The engine decides (issue 5's cycle: order, admit, place, backfill, preempt, resize,
-  // move) on a fresh copy of the state: what runs is restored into it, what waits is
-  // submitted. Jobs stopping still hold their GPUs. Each decision is then carried out here,
-  // and only if it still fits what the server knows (a preemptor waits until its victims have
-  // stopped).
-  engine::EngineOptions cycle_options = engine_options_;
-  if (options_.config.colocation != "none") {
-    // An overlay is taken only where the serving model (estimate/serving.h, as in the
-    // simulator) admits it: estimate::OverlayAdmits.
-    const estimate::Colocation mode = estimate::ColocationFrom(options_.config.colocation);
-    auto gpus_of = [](std::span<const placement::RankSlot> ranks) {
-      std::vector<int> g;
-      for (const auto& s : ranks) g.push_back(s.gpu);
-      return g;
-    };
-    auto taken = std::make_shared<std::map<int, double>>();  // GPU -> training share lost
-    std::map<int64_t, OverlayLoss> kept;  // priced once per attempt, not every cycle
-    for (const Held& h : holding) {
-      if (!h.colocated) continue;
-      const std::vector<int> gpus = gpus_of(h.outcome.ranks);
-      OverlayLoss known = overlay_loss_[h.job->seq];
-      if (known.attempt != h.job->attempt) {
-        auto cost = estimate::CostOfService(topo, h.job->spec, gpus);
-        known = {h.job->attempt, cost ? estimate::ForecastOverlay(*cost, mode).training_loss : 0.0};
-      }
-      kept[h.job->seq] = known;
-      for (int g : gpus) (*taken)[g] += known.loss;
-    }
-    overlay_loss_ = std::move(kept);
-    cycle_options.colocation_fits = [&topo, mode, taken, gpus_of](
-                                        const model::JobSpec& spec,
-                                        std::span<const placement::RankSlot> ranks) {
-      const std::vector<int> gpus = gpus_of(ranks);
-      auto cost = estimate::CostOfService(topo, spec, gpus);
-      if (!cost) return true;  // nothing to price (no model or rate): the budget decides
-      return estimate::OverlayAdmits(estimate::ForecastOverlay(*cost, mode), gpus, [&](int g) {
-        auto it = taken->find(g);
-        return it == taken->end() ? 0.0 : it->second;
-      });
-    };
+  SyncLedger(*ledger_, relaunched, now_ms, /*remember=*/true);
+  // The ledger decides (issue 5's cycle: order, admit, place, backfill, preempt, resize, move)
+  // and applies its decisions to itself; every job a decision names is handed in again from
+  // its record before the next cycle, as the server carried the decision out (or not).
+  engine::CycleResult cycle = ledger_->Cycle(static_cast<double>(now_ms) / 1000.0);
+  for (const engine::Decision& d : cycle.decisions) {
+    ledger_dirty_.insert(engine::DecisionJob(d));
+    ledger_entries_.erase(engine::DecisionJob(d));
   }
-  auto engine = engine::Engine::Create(topo, cycle_options);
-  if (!engine) {
-    for (Job* j : pending) j->message = "engine: " + engine.error().message;
-    return;
-  }
-  auto seconds = [](int64_t ms) { return static_cast<double>(ms) / 1000.0; };
-  (*engine)->SetRuntimeHistory(runtimes_);
-  for (int i = 0; i < topo.NumNodes(); ++i) {  // degraded nodes keep their work, get nothing new
-    if (nodes_.at(view_->node_names[static_cast<size_t>(i)]).state != NodeState::kReady) {
-      (void)(*engine)->Apply(engine::NodeFailed{.node = i, .reason = "degraded"}, seconds(now_ms));
-    }
-  }
-  std::map<int64_t, const Held*> held_by;
-  for (const Held& h : holding) {
-    if (!(*engine)->Apply(engine::SubmitJob{.id = h.job->seq, .spec = h.job->spec},
-                          seconds(h.job->submitted_ms))) {
-      continue;
-    }
-    // The current run accrues from its start (the elastic interval counts from it too).
-    // (from now while no rank has started: the engine charges nothing for the launch).
-    const int64_t run_start = h.job->run_started_ms > 0 ? h.job->run_started_ms : now_ms;
-    (void)(*engine)->Restore(h.job->seq, h.outcome.ranks, seconds(run_start), h.colocated);
-    (void)(*engine)->SetAttainedService(h.job->seq, h.job->attained_gpu_s);
-    held_by[h.job->seq] = &h;
-  }
-  std::map<int64_t, Job*> waiting;
+  std::unordered_map<int64_t, Job*> waiting;
   for (Job* j : pending) {
-    if ((*engine)->Apply(engine::SubmitJob{.id = j->seq, .spec = j->spec},
-                         seconds(j->submitted_ms))) {
-      (void)(*engine)->SetAttainedService(j->seq, j->attained_gpu_s);
-      waiting[j->seq] = j;
-    } else {
-      j->message = "the engine refused the job";
-    }
+    const engine::JobRecord* r = ledger_->Find(j->seq);
+    if (r) waiting[j->seq] = j;
   }
-  engine::CycleResult cycle = (*engine)->Cycle(seconds(now_ms));
   std::map<int64_t, std::string> why;
   std::vector<Job*> victims;
   bool reshaped = false;
@@ -365,10 +284,11 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
       const auto* resize = std::get_if<engine::ResizeJob>(&d);
       const auto& ranks = resize ? resize->ranks : std::get<engine::MigrateJob>(d).ranks;
       auto it = jobs_.find(engine::DecisionJob(d));
-      auto h = held_by.find(engine::DecisionJob(d));
-      if (it == jobs_.end() || h == held_by.end()) continue;
+      if (it == jobs_.end() || it->second.colocated) continue;
+      auto held = SlotsOf(*view_, it->second.placement);
+      if (!held || held->empty()) continue;
       reshaped |= BeginReshape(t, it->second, resize ? "resize" : "migrate", ranks,
-                               h->second->outcome, &state, now_ms);
+                               placement::PlacedOutcome(*held), &state, now_ms);
     } else if (const auto* reject = std::get_if<engine::RejectJob>(&d)) {
       // Nodes may still join: the job waits, saying why.
       metrics_.placement_outcomes["can-never-fit"]++;
@@ -387,7 +307,7 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
     if (auto it = why.find(seq); it != why.end()) {
       w = it->second;
     } else {
-      const engine::JobRecord* r = (*engine)->Find(seq);
+      const engine::JobRecord* r = ledger_->Find(seq);
       metrics_.placement_outcomes["does-not-fit-now"]++;
       w = "waiting for capacity" + (r && !r->reason.empty() ? ": " + r->reason : std::string());
       if (!victims.empty()) w = "waiting while lower-priority jobs checkpoint and stop";

@@ -322,6 +322,17 @@ std::string ControlPlane::Metrics() const {
          std::to_string(metrics_.submissions_rejected.load()) + "\n";
   out += MetricHeader("tianshu_cycles_total", "counter", "Scheduling cycles run.");
   out += "tianshu_cycles_total " + std::to_string(metrics_.cycles) + "\n";
+  out += MetricHeader("tianshu_ledger_rebuilds_total", "counter",
+                      "Times the scheduling ledger was rebuilt from the records (a node changed, "
+                      "the store was loaded).");
+  out += "tianshu_ledger_rebuilds_total " + std::to_string(ledger_stats_.rebuilds) + "\n";
+  out += MetricHeader("tianshu_ledger_synced_jobs_total", "counter",
+                      "Jobs handed to the scheduling ledger again after their record changed.");
+  out += "tianshu_ledger_synced_jobs_total " + std::to_string(ledger_stats_.synced_jobs) + "\n";
+  out += MetricHeader("tianshu_ledger_mismatches_total", "counter",
+                      "Cycles at which the ledger differed from a replay of the records "
+                      "(checked only with TIANSHU_VERIFY_LEDGER=1).");
+  out += "tianshu_ledger_mismatches_total " + std::to_string(ledger_stats_.mismatches) + "\n";
   out +=
       MetricHeader("tianshu_job_retries_total", "counter", "Attempts restarted after a failure.");
   out += "tianshu_job_retries_total " + std::to_string(metrics_.retries) + "\n";

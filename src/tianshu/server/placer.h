@@ -1,6 +1,7 @@
 // The server's view of its cluster: the topology of the registered agents (a two-tier tree,
 // leaves from each node's `leaf` label; one server type per distinct hardware and label set),
-// on which a fresh engine::Engine decides every scheduling cycle (control_plane.cc).
+// over which the scheduling ledger (one long-lived engine::Engine) decides
+// (control_plane_ledger.cc).
 //   auto view = BuildClusterView({{"node-0", &hw0}, {"node-1", &hw1}});
 //   int node = (*view)->index.at("node-1");
 #pragma once

@@ -1,0 +1,276 @@
+// The scheduling ledger: one long-lived engine::Engine over the live nodes, kept equal to the
+// job records by handing in again only the jobs a change touched (control_plane.h says when it
+// is rebuilt instead). A cycle then costs what changed, not the size of the queue.
+#include <cmath>
+#include <cstdio>
+
+#include "tianshu/server/control_plane_internal.h"
+
+namespace tianshu::server {
+
+using namespace detail;
+
+namespace {
+
+double Seconds(int64_t ms) { return static_cast<double>(ms) / 1000.0; }
+
+// A record's GPU-seconds of service at `now_s` (the current run accrued up to then).
+double ServiceAt(const engine::JobRecord& r, double now_s) {
+  double s = r.attained_gpu_s;
+  if (r.state == engine::JobState::kRunning && now_s > r.accrued_to_s) {
+    s += (now_s - r.accrued_to_s) * r.Gpus() * r.request.gpu_milli /
+         static_cast<double>(model::kMilliPerGpu);
+  }
+  return s;
+}
+
+bool Near(double a, double b) { return std::abs(a - b) <= 1e-6 * std::max(1.0, std::abs(b)); }
+
+std::vector<engine::JobId> Sorted(std::span<const engine::JobId> ids) {
+  std::vector<engine::JobId> out(ids.begin(), ids.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+ControlPlane::LedgerStats ControlPlane::Ledger() const {
+  std::lock_guard l(mu_);
+  return ledger_stats_;
+}
+
+void ControlPlane::NoteLedgerChanges(const Txn& t) {
+  ledger_dirty_.insert(t.jobs.begin(), t.jobs.end());
+  if (!t.nodes.empty()) ledger_nodes_changed_ = true;
+}
+
+ControlPlane::LedgerEntry ControlPlane::EntryOf(const Job& j, int64_t now_ms) const {
+  LedgerEntry e;
+  if (IsTerminal(j.state) || j.held || !view_) return e;
+  e.attained_gpu_s = j.attained_gpu_s;
+  if (j.state == JobState::kPending) {
+    // Fenced jobs wait for their lease; one stopped for a resize or a move relaunches on its
+    // reserved target (Schedule), and is handed in only where that target is gone.
+    if (!j.fence_nodes.empty() || !j.target.empty()) return e;
+    e.kind = LedgerEntry::kQueued;
+    // The consolidation wait counts from here, as the simulator counts it: a requeued job
+    // (preempted, retried) waits from its requeue, not from its submission.
+    e.queued_since_ms = j.submitted_ms;
+    for (auto h = j.history.rbegin(); h != j.history.rend(); ++h) {
+      if (h->to == JobStateName(JobState::kPending)) {
+        e.queued_since_ms = std::max(e.queued_since_ms, h->time_ms);
+        break;
+      }
+    }
+    return e;
+  }
+  auto ranks = SlotsOf(*view_, j.placement);
+  if (!ranks) return e;  // a node of its placement left the view
+  if (j.state == JobState::kStopping && !j.target.empty()) {
+    // Stopping for a resize or a move: it holds its target too, reserved for the relaunch.
+    if (auto target = SlotsOf(*view_, j.target)) {
+      for (const auto& slot : AddedSlots(*ranks, *target)) ranks->push_back(slot);
+    }
+  }
+  if (ranks->empty()) return e;
+  e.kind = LedgerEntry::kHolding;
+  e.ranks = std::move(*ranks);
+  // The current run accrues from its start (the elastic interval counts from it too); from
+  // now while no rank has started, so the wait for the launch is never charged as service.
+  e.run_start_ms = j.run_started_ms > 0 ? j.run_started_ms : now_ms;
+  e.colocated = j.colocated;
+  return e;
+}
+
+void ControlPlane::SyncLedger(engine::Engine& e, const std::vector<int64_t>& seqs, int64_t now_ms,
+                              bool remember) {
+  std::vector<std::pair<Job*, LedgerEntry>> enter;
+  for (int64_t seq : seqs) {
+    auto it = jobs_.find(seq);
+    LedgerEntry want = it == jobs_.end() ? LedgerEntry{} : EntryOf(it->second, now_ms);
+    if (remember) {
+      auto known = ledger_entries_.find(seq);
+      if (known != ledger_entries_.end() ? known->second == want
+                                         : want.kind == LedgerEntry::kNone && !e.Find(seq)) {
+        continue;  // handed in as it is now (the change was elsewhere in the record)
+      }
+      ledger_entries_.erase(seq);
+    }
+    if (e.Find(seq)) (void)e.Withdraw(seq);
+    if (want.kind != LedgerEntry::kNone) enter.emplace_back(&it->second, std::move(want));
+  }
+  // What jobs hold first, in job order (as a replay enters them), then the queue.
+  std::stable_sort(enter.begin(), enter.end(), [](const auto& a, const auto& b) {
+    return a.second.kind == LedgerEntry::kHolding && b.second.kind != LedgerEntry::kHolding;
+  });
+  for (auto& [j, want] : enter) {
+    if (!e.Apply(engine::SubmitJob{.id = j->seq, .spec = j->spec}, Seconds(j->submitted_ms))) {
+      if (want.kind == LedgerEntry::kQueued) j->message = "the engine refused the job";
+      continue;
+    }
+    if (want.kind == LedgerEntry::kHolding &&
+        !e.Restore(j->seq, want.ranks, Seconds(want.run_start_ms), want.colocated)) {
+      // What it holds does not fit what the ledger knows (an overlay without room): it is left
+      // out, and tried again at the next cycle.
+      (void)e.Withdraw(j->seq);
+      if (remember) ledger_dirty_.insert(j->seq);
+      continue;
+    }
+    (void)e.SetAttainedService(j->seq, want.attained_gpu_s);
+    if (want.kind == LedgerEntry::kQueued) {
+      (void)e.SetPendingSince(j->seq, Seconds(want.queued_since_ms));
+    }
+    if (remember) {
+      ledger_entries_[j->seq] = std::move(want);
+      ++ledger_stats_.synced_jobs;
+    }
+  }
+}
+
+Result<std::unique_ptr<engine::Engine>> ControlPlane::ReplayLedger(int64_t now_ms) {
+  const model::Topology& topo = view_->topology;
+  engine::EngineOptions options = engine_options_;
+  if (options_.config.colocation != "none") {
+    // An overlay is taken only where the serving model (estimate/serving.h, as in the
+    // simulator) admits it next to the services already there (overlay_taken_).
+    const estimate::Colocation mode = estimate::ColocationFrom(options_.config.colocation);
+    options.colocation_fits = [&topo, mode, taken = overlay_taken_](
+                                  const model::JobSpec& spec,
+                                  std::span<const placement::RankSlot> ranks) {
+      std::vector<int> gpus;
+      for (const auto& s : ranks) gpus.push_back(s.gpu);
+      auto cost = estimate::CostOfService(topo, spec, gpus);
+      if (!cost) return true;  // nothing to price (no model or rate): the budget decides
+      return estimate::OverlayAdmits(estimate::ForecastOverlay(*cost, mode), gpus, [&](int g) {
+        auto it = taken->find(g);
+        return it == taken->end() ? 0.0 : it->second;
+      });
+    };
+  }
+  auto e = engine::Engine::Create(topo, options);
+  if (!e) return std::unexpected(e.error());
+  for (int i = 0; i < topo.NumNodes(); ++i) {  // degraded nodes keep their work, get nothing new
+    if (nodes_.at(view_->node_names[static_cast<size_t>(i)]).state != NodeState::kReady) {
+      (void)(*e)->Apply(engine::NodeFailed{.node = i, .reason = "degraded"}, Seconds(now_ms));
+    }
+  }
+  (*e)->SetRuntimeHistory(runtimes_);
+  std::vector<int64_t> seqs(active_seqs_.begin(), active_seqs_.end());
+  seqs.insert(seqs.end(), pending_seqs_.begin(), pending_seqs_.end());
+  std::sort(seqs.begin(), seqs.end());
+  SyncLedger(**e, seqs, now_ms, /*remember=*/false);
+  return e;
+}
+
+bool ControlPlane::PrepareLedger(int64_t now_ms, const std::vector<Job*>& pending) {
+  auto tell = [&](const std::string& why) {
+    for (Job* j : pending) j->message = why;
+  };
+  auto rebuild = [&]() -> bool {
+    auto e = ReplayLedger(now_ms);
+    if (!e) {
+      ledger_.reset();
+      tell("engine: " + e.error().message);
+      return false;
+    }
+    ledger_ = std::move(*e);
+    ledger_entries_.clear();
+    for (const engine::JobRecord* r : ledger_->AllJobs()) {
+      ledger_entries_[r->id] = EntryOf(jobs_.at(r->id), now_ms);
+    }
+    ledger_dirty_.clear();
+    runtimes_in_ledger_ = runtimes_added_;
+    ++ledger_stats_.rebuilds;
+    return true;
+  };
+  if (ledger_nodes_changed_ || !ledger_ || !view_) {
+    std::vector<NodeHardware> hw;
+    for (const auto& [name, n] : nodes_) {
+      if (n.state == NodeState::kReady || n.state == NodeState::kDegraded) {
+        hw.push_back({name, &n.hardware});
+      }
+    }
+    auto view = BuildClusterView(hw);
+    if (!view) {
+      tell("cluster view: " + view.error().message);
+      return false;
+    }
+    ledger_.reset();  // its options point into the old view
+    view_ = std::move(*view);
+    ledger_nodes_changed_ = false;
+    if (!rebuild()) return false;
+  } else {
+    // Jobs still launching: their run (and its service) starts when their first rank does.
+    for (int64_t seq : active_seqs_) {
+      const Job& j = jobs_.at(seq);
+      if (j.run_started_ms == 0 && HoldsPlacement(j.state)) ledger_dirty_.insert(seq);
+    }
+    const std::vector<int64_t> seqs(ledger_dirty_.begin(), ledger_dirty_.end());
+    ledger_dirty_.clear();
+    SyncLedger(*ledger_, seqs, now_ms, /*remember=*/true);
+  }
+  if (runtimes_in_ledger_ != runtimes_added_) {
+    ledger_->SetRuntimeHistory(runtimes_);
+    runtimes_in_ledger_ = runtimes_added_;
+  }
+  if (options_.verify_ledger) {
+    auto fresh = ReplayLedger(now_ms);
+    const std::string diff = fresh ? CompareLedgers(*ledger_, **fresh, now_ms) : "";
+    if (!diff.empty()) {
+      ++ledger_stats_.mismatches;
+      ledger_stats_.last_mismatch = diff;
+      std::fprintf(stderr, "tianshu serve: the ledger differs from the records (%s); rebuilt\n",
+                   diff.c_str());
+      return rebuild();
+    }
+  }
+  return true;
+}
+
+std::string ControlPlane::CompareLedgers(const engine::Engine& a, const engine::Engine& b,
+                                         int64_t now_ms) const {
+  const double now_s = Seconds(now_ms);
+  const model::Topology& topo = a.Topology();
+  for (int g = 0; g < topo.NumGpus(); ++g) {
+    if (a.State().GpuFreeMilli(g) != b.State().GpuFreeMilli(g)) {
+      return "GPU " + std::to_string(g) + " free " + std::to_string(a.State().GpuFreeMilli(g)) +
+             " vs " + std::to_string(b.State().GpuFreeMilli(g));
+    }
+    if (a.OverlayMilli(g) != b.OverlayMilli(g)) return "GPU " + std::to_string(g) + " overlay";
+  }
+  for (int n = 0; n < topo.NumNodes(); ++n) {
+    if (a.State().Healthy(n) != b.State().Healthy(n))
+      return "node " + std::to_string(n) + " health";
+  }
+  auto ids = [](const std::vector<engine::JobId>& v) {
+    std::string s;
+    for (engine::JobId id : v) s += (s.empty() ? "" : ",") + std::to_string(id);
+    return s;
+  };
+  const auto pa = Sorted(a.Pending()), pb = Sorted(b.Pending());
+  if (pa != pb) return "queue [" + ids(pa) + "] vs [" + ids(pb) + "]";
+  const auto ra = Sorted(a.Running()), rb = Sorted(b.Running());
+  if (ra != rb) return "holding [" + ids(ra) + "] vs [" + ids(rb) + "]";
+  for (const std::vector<engine::JobId>* list : {&pa, &ra}) {
+    for (engine::JobId id : *list) {
+      const engine::JobRecord& x = *a.Find(id);
+      const engine::JobRecord& y = *b.Find(id);
+      const std::string job = "job " + jobs_.at(id).id + ": ";
+      if (x.placement != y.placement) return job + "placement";
+      if (x.colocated != y.colocated) return job + "co-location";
+      if (x.request.ranks != y.request.ranks) return job + "ranks";
+      if (!Near(x.submit_s, y.submit_s)) return job + "submit time";
+      if (!Near(x.start_s, y.start_s)) return job + "run start";
+      if (x.state == engine::JobState::kPending && !Near(x.pending_since_s, y.pending_since_s)) {
+        return job + "queued since";
+      }
+      if (!Near(ServiceAt(x, now_s), ServiceAt(y, now_s))) {
+        return job + "service " + std::to_string(ServiceAt(x, now_s)) + " vs " +
+               std::to_string(ServiceAt(y, now_s));
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace tianshu::server
