@@ -374,8 +374,6 @@ class ControlPlane {
   // The first difference between two ledgers at `now_ms` ("" when none).
   std::string CompareLedgers(const engine::Engine& a, const engine::Engine& b,
                              int64_t now_ms) const;
-  // Whether a cycle is due for elastic growth (nothing else asks for one when no job waits).
-  bool ReshapeDue(int64_t now_ms) const;
   // Adds a succeeded job's run time (its attained service per GPU) to runtimes_.
   void LearnRuntime(const Job& j);
   // Carries out an engine's ResizeJob or MigrateJob on `state` (the cycle's view of what is
@@ -433,7 +431,7 @@ class ControlPlane {
   };
   std::deque<EventEntry> events_;
   bool schedule_dirty_ = true;
-  int64_t next_reshape_check_ms_ = 0;
+  int64_t ledger_wake_ms_ = 0;     // the ledger's next wake-up (NextWakeup; 0: none)
   int64_t fence_wake_ms_ = 0;      // the earliest fence of a pending job to run out (0: none)
   std::set<int64_t> fenced_seqs_;  // jobs with fence_nodes (heartbeats look at these alone)
   // Indexes over jobs_ by state, kept by SetState (and rebuilt by Load): the jobs that hold a

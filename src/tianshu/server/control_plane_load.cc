@@ -225,7 +225,10 @@ Status ControlPlane::Load(int64_t now_ms) {
     if (auto it = st->meta.find("server_id"); it != st->meta.end()) {
       options_.server_id = it->second;
     } else {
-      options_.server_id = "s-" + std::to_string(now_ms);
+      // Unique even for two servers started in the same millisecond on one host: jobs'
+      // rendezvous ports are drawn from it (RendezvousPort), and two servers with one id drew
+      // the same port for their first job.
+      options_.server_id = "s-" + std::to_string(now_ms) + "-" + NewToken().substr(0, 8);
       Change c;
       c.meta["server_id"] = options_.server_id;
       if (auto s = store_->Write({&c}); !s) return s;

@@ -1,5 +1,7 @@
 // The ticker: failure detection, periodic checkpoints, and the scheduling cycle through the
 // engine (placements, preemptions, resizes and moves turned into orders).
+#include <cmath>
+
 #include "tianshu/server/control_plane_internal.h"
 
 namespace tianshu::server {
@@ -85,14 +87,6 @@ void ControlPlane::Tick(int64_t now_ms) {
   });
 }
 
-bool ControlPlane::ReshapeDue(int64_t now_ms) const {
-  if (engine_options_.policies.elastic == "none" || now_ms < next_reshape_check_ms_) return false;
-  return std::any_of(active_seqs_.begin(), active_seqs_.end(), [&](int64_t seq) {
-    const Job& j = jobs_.at(seq);
-    return j.state == JobState::kRunning && j.spec.elastic.enabled;
-  });
-}
-
 bool ControlPlane::BeginReshape(Txn& t, Job& j, const std::string& kind,
                                 const std::vector<placement::RankSlot>& target,
                                 const placement::Outcome& holding, model::ClusterState* state,
@@ -137,16 +131,15 @@ bool ControlPlane::BeginReshape(Txn& t, Job& j, const std::string& kind,
 }
 
 void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
-  const bool reshape_due = ReshapeDue(now_ms);
+  // The ledger's own wake-up (engine::Engine::NextWakeup, as the simulator's): a running job
+  // crossing a 2D-LAS threshold while others wait, the next scaling interval of an elastic job.
+  const bool woke = ledger_wake_ms_ > 0 && now_ms >= ledger_wake_ms_;
+  if (woke) ledger_wake_ms_ = 0;
   if (fence_wake_ms_ > 0 && now_ms >= fence_wake_ms_) schedule_dirty_ = true;
-  if (!schedule_dirty_ && !reshape_due) return;
+  if (!schedule_dirty_ && !woke) return;
   schedule_dirty_ = false;
-  if (reshape_due) {
-    // Elastic growth needs a cycle even when nothing waits; a job becomes eligible one
-    // scaling_interval after its last (re)start, so a quarter of that bounds the delay.
-    next_reshape_check_ms_ =
-        now_ms + std::max<int64_t>(1000, options_.config.scaling_interval_s * 1000 / 4);
-  }
+  // Elastic growth and moves need a cycle even when nothing waits.
+  const bool reshape_due = woke && ledger_ && ledger_->Reshapes();
   std::vector<Job*> pending;
   fence_wake_ms_ = 0;
   for (int64_t seq : pending_seqs_) {  // no state changes in this loop
@@ -236,6 +229,10 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
   // and applies its decisions to itself; every job a decision names is handed in again from
   // its record before the next cycle, as the server carried the decision out (or not).
   engine::CycleResult cycle = ledger_->Cycle(static_cast<double>(now_ms) / 1000.0);
+  if (auto wake = ledger_->NextWakeup(static_cast<double>(now_ms) / 1000.0)) {
+    const auto wake_ms = static_cast<int64_t>(std::ceil(*wake * 1000.0));
+    if (ledger_wake_ms_ == 0 || wake_ms < ledger_wake_ms_) ledger_wake_ms_ = wake_ms;
+  }
   for (const engine::Decision& d : cycle.decisions) {
     ledger_dirty_.insert(engine::DecisionJob(d));
     ledger_entries_.erase(engine::DecisionJob(d));
@@ -246,7 +243,27 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
     if (r) waiting[j->seq] = j;
   }
   std::map<int64_t, std::string> why;
+  // This cycle's victims (one round of preemptions at a time): what stopping them frees is
+  // reserved for the starts the engine planned on it, which launch once the victims stopped,
+  // on the planned slots (Job::target, kind "preemption"), as the simulator starts them at once.
   std::vector<Job*> victims;
+  for (const engine::Decision& d : cycle.decisions) {
+    const auto* stop = std::get_if<engine::StopJob>(&d);
+    if (!stop || stop->reason != engine::StopReason::kPreempted || preemption_in_flight) continue;
+    auto it = jobs_.find(stop->id);
+    if (it == jobs_.end()) continue;
+    Job& v = it->second;
+    if (v.state == JobState::kRunning || v.state == JobState::kStarting) victims.push_back(&v);
+  }
+  model::ClusterState after_victims = state;
+  for (Job* v : victims) {
+    const engine::JobRecord* held = ledger_->Find(v->seq);  // before the cycle: as the record
+    auto ranks = SlotsOf(*view_, v->placement);
+    if (!held || !ranks || v->colocated) continue;
+    placement::PlacementRequest req = placement::RequestFromJob(v->spec);
+    req.ranks = static_cast<int>(ranks->size());
+    (void)placement::Release(&after_victims, req, placement::PlacedOutcome(*ranks));
+  }
   bool reshaped = false;
   for (const engine::Decision& d : cycle.decisions) {
     if (const auto* go = std::get_if<engine::StartJob>(&d)) {
@@ -265,18 +282,20 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
                             })
               : static_cast<bool>(placement::Apply(&state, req, o));
       if (fits) {
+        if (!go->colocated) (void)placement::Apply(&after_victims, req, o);
         StartJob(t, *j, o, topo, now_ms, go->colocated);
         waiting.erase(it);
+      } else if (!go->colocated && !victims.empty() && placement::Apply(&after_victims, req, o)) {
+        j->target = PlacesOf(*view_, go->ranks);
+        j->reshape = "preemption";
+        t.jobs.insert(j->seq);
+        why[j->seq] =
+            "placed where lower-priority jobs are being preempted: starts once they "
+            "have checkpointed and stopped";
       } else {
         why[j->seq] =
             "placed where jobs being preempted or moved still hold GPUs: waiting for them to stop";
       }
-    } else if (const auto* stop = std::get_if<engine::StopJob>(&d)) {
-      if (stop->reason != engine::StopReason::kPreempted || preemption_in_flight) continue;
-      auto it = jobs_.find(stop->id);
-      if (it == jobs_.end()) continue;
-      Job& v = it->second;
-      if (v.state == JobState::kRunning || v.state == JobState::kStarting) victims.push_back(&v);
     } else if (std::holds_alternative<engine::ResizeJob>(d) ||
                std::holds_alternative<engine::MigrateJob>(d)) {
       // One round of resizes and moves at a time: the next waits for this one's relaunches.

@@ -320,59 +320,56 @@ std::string ControlPlane::Metrics() const {
          std::to_string(metrics_.submissions_accepted.load()) + "\n";
   out += "tianshu_submissions_total{result=\"rejected\"} " +
          std::to_string(metrics_.submissions_rejected.load()) + "\n";
-  out += MetricHeader("tianshu_cycles_total", "counter", "Scheduling cycles run.");
-  out += "tianshu_cycles_total " + std::to_string(metrics_.cycles) + "\n";
-  out += MetricHeader("tianshu_ledger_rebuilds_total", "counter",
-                      "Times the scheduling ledger was rebuilt from the records (a node changed, "
-                      "the store was loaded).");
-  out += "tianshu_ledger_rebuilds_total " + std::to_string(ledger_stats_.rebuilds) + "\n";
-  out += MetricHeader("tianshu_ledger_synced_jobs_total", "counter",
-                      "Jobs handed to the scheduling ledger again after their record changed.");
-  out += "tianshu_ledger_synced_jobs_total " + std::to_string(ledger_stats_.synced_jobs) + "\n";
-  out += MetricHeader("tianshu_ledger_mismatches_total", "counter",
-                      "Cycles at which the ledger differed from a replay of the records "
-                      "(checked only with TIANSHU_VERIFY_LEDGER=1).");
-  out += "tianshu_ledger_mismatches_total " + std::to_string(ledger_stats_.mismatches) + "\n";
-  out +=
-      MetricHeader("tianshu_job_retries_total", "counter", "Attempts restarted after a failure.");
-  out += "tianshu_job_retries_total " + std::to_string(metrics_.retries) + "\n";
-  out += MetricHeader("tianshu_gang_timeouts_total", "counter",
-                      "Gangs released because not every rank started within "
-                      "scheduler.gang_timeout.");
-  out += "tianshu_gang_timeouts_total " + std::to_string(metrics_.gang_timeouts) + "\n";
-  out += MetricHeader("tianshu_job_preemptions_total", "counter",
-                      "Running jobs stopped (with a checkpoint) for a higher-priority job.");
-  out += "tianshu_job_preemptions_total " + std::to_string(metrics_.preemptions) + "\n";
-  out += MetricHeader("tianshu_job_resizes_total", "counter",
-                      "Elastic resizes begun (checkpoint, relaunch at the new size).");
-  out += "tianshu_job_resizes_total " + std::to_string(metrics_.resizes) + "\n";
-  out += MetricHeader("tianshu_job_migrations_total", "counter",
-                      "Moves begun (checkpoint, relaunch on another placement).");
-  out += "tianshu_job_migrations_total " + std::to_string(metrics_.migrations) + "\n";
-  out += MetricHeader("tianshu_nodes_lost_total", "counter", "Nodes declared lost or failed.");
-  out += "tianshu_nodes_lost_total " + std::to_string(metrics_.nodes_lost) + "\n";
-  out += MetricHeader("tianshu_jobs_quarantined_total", "counter",
-                      "Jobs failed at start because their stored record could not be read back.");
-  out += "tianshu_jobs_quarantined_total " + std::to_string(metrics_.quarantined) + "\n";
-  out += MetricHeader("tianshu_mass_silences_total", "counter",
-                      "Times more than half of the live nodes went silent at once (no node is "
-                      "declared lost while it lasts).");
-  out += "tianshu_mass_silences_total " + std::to_string(metrics_.mass_silences) + "\n";
-  out += MetricHeader("tianshu_idempotent_replays_total", "counter",
-                      "Submissions answered with the job their Idempotency-Key made before.");
-  out += "tianshu_idempotent_replays_total " + std::to_string(metrics_.idempotent_replays) + "\n";
-  CommitStats cs = committer_->Stats();
-  out += MetricHeader("tianshu_store_commits_total", "counter", "Durable store transactions.");
-  out += "tianshu_store_commits_total " + std::to_string(cs.commits) + "\n";
-  out += MetricHeader("tianshu_store_changes_total", "counter", "State changes written.");
-  out += "tianshu_store_changes_total " + std::to_string(cs.changes) + "\n";
+  const CommitStats cs = committer_->Stats();
+  // Counters: name, help, value.
+  const std::pair<const char*, std::pair<const char*, int64_t>> counters[] = {
+      {"tianshu_cycles_total", {"Scheduling cycles run.", metrics_.cycles}},
+      {"tianshu_ledger_rebuilds_total",
+       {"Times the scheduling ledger was rebuilt from the records (a node changed, the store was "
+        "loaded).",
+        ledger_stats_.rebuilds}},
+      {"tianshu_ledger_synced_jobs_total",
+       {"Jobs handed to the scheduling ledger again after their record changed.",
+        ledger_stats_.synced_jobs}},
+      {"tianshu_ledger_mismatches_total",
+       {"Cycles at which the ledger differed from a replay of the records (checked only with "
+        "TIANSHU_VERIFY_LEDGER=1).",
+        ledger_stats_.mismatches}},
+      {"tianshu_job_retries_total", {"Attempts restarted after a failure.", metrics_.retries}},
+      {"tianshu_gang_timeouts_total",
+       {"Gangs released because not every rank started within scheduler.gang_timeout.",
+        metrics_.gang_timeouts}},
+      {"tianshu_job_preemptions_total",
+       {"Running jobs stopped (with a checkpoint) for a higher-priority job.",
+        metrics_.preemptions}},
+      {"tianshu_job_resizes_total",
+       {"Elastic resizes begun (checkpoint, relaunch at the new size).", metrics_.resizes}},
+      {"tianshu_job_migrations_total",
+       {"Moves begun (checkpoint, relaunch on another placement).", metrics_.migrations}},
+      {"tianshu_nodes_lost_total", {"Nodes declared lost or failed.", metrics_.nodes_lost}},
+      {"tianshu_jobs_quarantined_total",
+       {"Jobs failed at start because their stored record could not be read back.",
+        metrics_.quarantined}},
+      {"tianshu_mass_silences_total",
+       {"Times more than half of the live nodes went silent at once (no node is declared lost "
+        "while it lasts).",
+        metrics_.mass_silences}},
+      {"tianshu_idempotent_replays_total",
+       {"Submissions answered with the job their Idempotency-Key made before.",
+        metrics_.idempotent_replays}},
+      {"tianshu_store_commits_total", {"Durable store transactions.", cs.commits}},
+      {"tianshu_store_changes_total", {"State changes written.", cs.changes}},
+      {"tianshu_store_written_bytes_total",
+       {"Bytes of keys and documents handed to the store.", cs.bytes}},
+  };
+  for (const auto& [name, rest] : counters) {
+    out += MetricHeader(name, "counter", rest.first);
+    out += std::string(name) + " " + std::to_string(rest.second) + "\n";
+  }
   out += MetricHeader("tianshu_store_commit_seconds_total", "counter",
                       "Time spent writing to the store.");
   std::snprintf(buf, sizeof buf, "%.6f", cs.commit_seconds);
   out += std::string("tianshu_store_commit_seconds_total ") + buf + "\n";
-  out += MetricHeader("tianshu_store_written_bytes_total", "counter",
-                      "Bytes of keys and documents handed to the store.");
-  out += "tianshu_store_written_bytes_total " + std::to_string(cs.bytes) + "\n";
   return out;
 }
 

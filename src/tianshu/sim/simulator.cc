@@ -282,6 +282,9 @@ void Sim::Move(int j, const std::vector<placement::RankSlot>& ranks, double t) {
 }
 
 void Sim::Handle(const std::vector<Decision>& ds, double t) {
+  if (so_.on_decision) {
+    for (const Decision& d : ds) so_.on_decision(t, d);
+  }
   // Stops first: the starts were planned on the capacity they free.
   for (const Decision& d : ds) {
     if (const auto* s = std::get_if<engine::StopJob>(&d)) {
@@ -428,7 +431,9 @@ Status Sim::HandleEvent(const Ev& ev, double t, bool* changed) {
       auto d = engine_->Apply(engine::NodeHealthy{ev.job}, t);
       if (!d) return std::unexpected(d.error());
       meter_.AddBaseWatts(topo_.TypeOf(ev.job).accelerator.idle_watts * topo_.GpusOn(ev.job));
-      events_.Push(t + failures_.NextGap(so_.node_mtbf_s), EvKind::kNodeFail, ev.job);
+      if (so_.node_mtbf_s > 0) {
+        events_.Push(t + failures_.NextGap(so_.node_mtbf_s), EvKind::kNodeFail, ev.job);
+      }
       *changed = true;
       break;
     }
@@ -499,6 +504,11 @@ Result<SimResult> Sim::Run() {
     for (const auto& node : topo_.nodes) {
       events_.Push(failures_.NextGap(so_.node_mtbf_s), EvKind::kNodeFail, node.id);
     }
+  }
+  for (const auto& [t, node] : so_.node_failures) {
+    if (node < 0 || node >= topo_.NumNodes())
+      return Fail("node failure: no node ", std::to_string(node));
+    events_.Push(t, EvKind::kNodeFail, node);
   }
   int next_arrival = 0;
   int last_report = -1;

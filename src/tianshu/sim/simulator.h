@@ -34,7 +34,13 @@ struct SimOptions {
   double restart_overhead_s = 60;  // re-launch and checkpoint load after a resumed start
   double node_mtbf_s = 0;          // >0: node failures, exponential with this mean per node
   double repair_s = 4 * 3600;      // a failed node comes back after this long
-  uint64_t seed = 42;              // failures (and the engine's searches, via its options)
+  // Node failures at given times (seconds, topology node), besides the random ones of
+  // node_mtbf_s; each node comes back after repair_s.
+  std::vector<std::pair<double, int>> node_failures;
+  uint64_t seed = 42;  // failures (and the engine's searches, via its options)
+  // Called with every decision the simulator carries out, at its time, in the order carried
+  // out: a record of the run (the recorded-sequence test compares it with the server's).
+  std::function<void(double t, const engine::Decision& d)> on_decision;
   std::function<void(double done_fraction)> progress;  // called now and then; may be empty
 };
 
