@@ -119,7 +119,6 @@ model::EngineConfig Config() {
   model::EngineConfig c;
   c.preemption = true;
   c.algorithm = "topology";
-  c.compact_wait_s = 0;  // the server has no speed model to judge a spread placement with
   c.checkpoint_interval_s = 0;
   c.gang_timeout_s = 0;
   c.colocation = "none";
@@ -457,6 +456,31 @@ TEST(RecordedSequence, LasThresholdsAnElasticResizeAndARestart) {
   ASSERT_FALSE(HasFatalFailure());
   ASSERT_GE(Count(rec.simulated, "resize"), 1) << Show(rec.simulated);
   ASSERT_GE(Count(rec.simulated, "stop"), 1) << Show(rec.simulated);
+  EXPECT_EQ(rec.served, rec.simulated) << "server:\n"
+                                       << Show(rec.served) << "simulator:\n"
+                                       << Show(rec.simulated);
+  EXPECT_EQ(rec.ledger.mismatches, 0) << rec.ledger.last_mismatch;
+}
+
+// The consolidation wait, judged by the speed model in both drivers: n1 fails under u, and
+// when w ends, u (the head of the queue again) can only be placed across both leaves (n0 and
+// n3). The model predicts how much slower that runs than a compact placement, and both drivers
+// start it there at once. Without the model (as the server was) any placement over more leaves
+// than needed counted as too slow and u waited: this test then fails.
+TEST(RecordedSequence, ASpreadPlacementIsJudgedByTheSpeedModel) {
+  Sequence seq;
+  seq.config.order = "priority";
+  seq.arrivals = {
+      {0, "u", 16, 100, 0},
+      {0, "v", 8, 500, 0},
+      {0, "w", 8, 50, 0},
+      {10, "q", 16, 1000, 0},
+  };
+  seq.failures = {{20, 1}};
+  Recorded rec;
+  RunSequence(seq, &rec);
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_GE(rec.simulated.size(), 5u) << Show(rec.simulated);
   EXPECT_EQ(rec.served, rec.simulated) << "server:\n"
                                        << Show(rec.served) << "simulator:\n"
                                        << Show(rec.simulated);

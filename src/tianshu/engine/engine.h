@@ -229,7 +229,8 @@ struct EngineOptions {
   double compact_max_wait_s = 0;
   double compact_slowdown_tolerance = 0.1;
   // Predicted step time of `job` on `ranks` over its step time on the most compact placement
-  // (>= 1); empty: unknown.
+  // (>= 1); empty, or a value <= 0 for a job it cannot price: unknown (then a placement on more
+  // nodes or leaves than needed counts as too slow to start on, and a running job is not moved).
   std::function<double(const model::JobSpec& job, std::span<const placement::RankSlot> ranks)>
       placement_slowdown;
   // With the consolidation wait on and placement_slowdown set: a running job whose placement

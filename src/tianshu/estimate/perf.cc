@@ -301,4 +301,12 @@ double PerfModel::IdealStepSeconds(const model::JobSpec& spec) {
   return s;
 }
 
+std::optional<double> PredictedSlowdown(PerfModel& model, const model::JobSpec& spec,
+                                        std::span<const placement::RankSlot> ranks) {
+  const JobPerf p = model.Evaluate(spec, ranks);
+  const double ideal = model.IdealStepSeconds(spec);
+  if (p.opaque || ideal <= 0) return std::nullopt;
+  return p.StepSeconds(model.AloneFraction(p), 1) / ideal;
+}
+
 }  // namespace tianshu::estimate

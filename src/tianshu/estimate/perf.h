@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -94,5 +95,12 @@ class PerfModel {
   std::unordered_map<std::string, JobPerf> single_node_cache_;
   std::unordered_map<std::string, double> ideal_cache_;
 };
+
+// The predicted step time of `spec` on `ranks` (alone on its links) over its ideal step time:
+// what the engine's consolidation wait and topology upgrades judge a placement by
+// (engine::EngineOptions::placement_slowdown), in the simulator and the server alike. nullopt
+// when the model cannot price the job (no model, an opaque job).
+std::optional<double> PredictedSlowdown(PerfModel& model, const model::JobSpec& spec,
+                                        std::span<const placement::RankSlot> ranks);
 
 }  // namespace tianshu::estimate

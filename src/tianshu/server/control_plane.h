@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tianshu/engine/engine.h"
+#include "tianshu/estimate/perf.h"
 #include "tianshu/model/engine_config.h"
 #include "tianshu/model/topology.h"
 #include "tianshu/server/committer.h"
@@ -400,6 +401,9 @@ class ControlPlane {
   // Rebuilt from the records when the store is loaded or a node changes; otherwise every
   // change of a job's record hands that job in again (ledger_dirty_), and nothing else.
   std::unique_ptr<ClusterView> view_;
+  // The training speed model over view_'s topology (estimate/perf.h, the simulator's): what the
+  // ledger's consolidation wait and topology upgrades judge a spread placement by.
+  std::unique_ptr<estimate::PerfModel> perf_;
   std::unique_ptr<engine::Engine> ledger_;
   std::unordered_map<int64_t, LedgerEntry> ledger_entries_;  // what each job was handed in as
   std::set<int64_t> ledger_dirty_;                           // changed since the last cycle

@@ -130,6 +130,12 @@ void ControlPlane::SyncLedger(engine::Engine& e, const std::vector<int64_t>& seq
 Result<std::unique_ptr<engine::Engine>> ControlPlane::ReplayLedger(int64_t now_ms) {
   const model::Topology& topo = view_->topology;
   engine::EngineOptions options = engine_options_;
+  // As in the simulator: the speed model predicts how much slower a spread placement runs; a
+  // job it cannot price (no model) is judged by its shape (0: unknown to the engine).
+  options.placement_slowdown = [perf = perf_.get()](const model::JobSpec& spec,
+                                                    std::span<const placement::RankSlot> ranks) {
+    return estimate::PredictedSlowdown(*perf, spec, ranks).value_or(0.0);
+  };
   if (options_.config.colocation != "none") {
     // An overlay is taken only where the serving model (estimate/serving.h, as in the
     // simulator) admits it next to the services already there (overlay_taken_).
@@ -195,8 +201,9 @@ bool ControlPlane::PrepareLedger(int64_t now_ms, const std::vector<Job*>& pendin
       tell("cluster view: " + view.error().message);
       return false;
     }
-    ledger_.reset();  // its options point into the old view
+    ledger_.reset();  // its options point into the old view and speed model
     view_ = std::move(*view);
+    perf_ = std::make_unique<estimate::PerfModel>(view_->topology, options_.config);
     ledger_nodes_changed_ = false;
     if (!rebuild()) return false;
   } else {

@@ -336,10 +336,7 @@ void Sim::InstallModelHooks() {
   if (!eo_.placement_slowdown) {
     eo_.placement_slowdown = [this](const model::JobSpec& spec,
                                     std::span<const placement::RankSlot> ranks) {
-      JobPerf p = pm_.Evaluate(spec, ranks);
-      double ideal = pm_.IdealStepSeconds(spec);
-      if (p.opaque || ideal <= 0) return 1.0;
-      return p.StepSeconds(pm_.AloneFraction(p), 1) / ideal;
+      return estimate::PredictedSlowdown(pm_, spec, ranks).value_or(1.0);
     };
   }
   gpus_.Configure(ColocationFrom(eo_.config.colocation), static_cast<size_t>(topo_.NumGpus()));

@@ -57,14 +57,16 @@ bool Consolidation::TooSlowToStart(const JobRecord& job,
                                    const std::vector<placement::RankSlot>& ranks) const {
   if (Compact(*topology_, ranks, int64_t{job.request.ranks} * job.request.gpu_milli)) return false;
   if (!options_->placement_slowdown) return true;
-  return options_->placement_slowdown(job.spec, ranks) > 1 + options_->compact_slowdown_tolerance;
+  const double slowdown = options_->placement_slowdown(job.spec, ranks);
+  if (slowdown <= 0) return true;  // cannot be priced: judged by its shape alone
+  return slowdown > 1 + options_->compact_slowdown_tolerance;
 }
 
 double Consolidation::RunSlowdown(const JobRecord& job,
                                   const std::vector<placement::RankSlot>& ranks) const {
   if (!options_->placement_slowdown || job.colocated || ranks.empty()) return 1;
   if (Compact(*topology_, ranks, int64_t{job.request.ranks} * job.request.gpu_milli)) return 1;
-  return std::max(1.0, options_->placement_slowdown(job.spec, ranks));
+  return std::max(1.0, options_->placement_slowdown(job.spec, ranks));  // unknown (<= 0): 1
 }
 
 bool Consolidation::InCompactWait(const JobRecord& job, double now_s) const {
