@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "server_fixture.h"
+#include "tianshu/wire/rank_env.h"
 
 namespace tianshu::testing {
 namespace {
@@ -212,7 +213,8 @@ TEST(ServerApi, NodeRegistrationPlacementLossAndRetry) {
   ASSERT_TRUE(launch.launch);
   ASSERT_EQ(launch.launch->ranks.size(), 2u);
   EXPECT_EQ(launch.launch->world_size, 2);
-  const auto& env = launch.launch->ranks[1].env;
+  // What rank 1 runs with, as its agent builds it from the order.
+  const auto env = wire::RankEnvironment(launch, launch.launch->ranks[1]);
   EXPECT_EQ(env.at("RANK"), "1");
   EXPECT_EQ(env.at("WORLD_SIZE"), "2");
   EXPECT_EQ(env.at("TIANSHU_JOB_ID"), id);
@@ -569,7 +571,7 @@ TEST(ServerApi, LaunchOrdersCarryTheCommunicatorEnvironment) {
     EXPECT_FALSE(r.env.at("NCCL_ALGO").empty());
     EXPECT_EQ(r.env.at("NCCL_BUFFSIZE"), std::to_string(4 << 20));  // NETWORK_BUFFER_SIZE
     EXPECT_EQ(r.env.at("NCCL_PROTO"), "Simple");                    // the job's own value
-    EXPECT_EQ(r.env.at("WORLD_SIZE"), "4");
+    EXPECT_EQ(wire::RankEnvironment(o[0], r).at("WORLD_SIZE"), "4");
   }
 }
 
@@ -601,7 +603,8 @@ TEST(ServerApi, JobsSharingAMasterNodeGetDistinctRendezvousPortsFromTheRange) {
     EXPECT_GE(o.launch->master_port, 21000);
     EXPECT_LE(o.launch->master_port, 21002);
     ports.insert(std::to_string(o.launch->master_port));
-    EXPECT_EQ(o.launch->ranks[0].env.at("MASTER_PORT"), std::to_string(o.launch->master_port));
+    EXPECT_EQ(wire::RankEnvironment(o, o.launch->ranks[0]).at("MASTER_PORT"),
+              std::to_string(o.launch->master_port));
   }
   EXPECT_EQ(ports.size(), 3u);
 }

@@ -4,6 +4,7 @@
 
 #include "tianshu/agent/cgroup.h"
 #include "tianshu/base/strings.h"
+#include "tianshu/wire/rank_env.h"
 
 namespace tianshu::agent {
 namespace {
@@ -12,13 +13,6 @@ namespace {
 std::string SafeComponent(const std::string& id) {
   std::string name = CgroupNameFor(id, 0);  // "job-<safe>-a0"
   return name.substr(4, name.size() - 4 - 3);
-}
-
-std::string VisibleDevicesVar(const std::string& backend) {
-  if (backend == "ascend") return "ASCEND_RT_VISIBLE_DEVICES";
-  if (backend == "rocm") return "HIP_VISIBLE_DEVICES";
-  if (backend == "musa") return "MUSA_VISIBLE_DEVICES";
-  return "CUDA_VISIBLE_DEVICES";
 }
 
 }  // namespace
@@ -52,24 +46,9 @@ RankPaths RankPathsFor(const JobPaths& job, int rank) {
 std::map<std::string, std::string> RankEnvironment(const wire::WorkOrder& order,
                                                    const wire::RankLaunch& rank,
                                                    const std::string& checkpoint_dir) {
-  const wire::LaunchOrder& l = *order.launch;
-  std::map<std::string, std::string> env;
-  std::vector<std::string> devs;
-  for (int d : rank.devices) devs.push_back(std::to_string(d));
-  env[VisibleDevicesVar(l.backend)] = Join(devs, ",");
-  env["MASTER_ADDR"] = l.master_addr.empty() ? "127.0.0.1" : l.master_addr;
-  env["MASTER_PORT"] = std::to_string(l.master_port);
-  env["WORLD_SIZE"] = std::to_string(l.world_size);
-  env["RANK"] = std::to_string(rank.rank);
-  env["LOCAL_RANK"] = std::to_string(rank.local_rank);
-  env["NODE_RANK"] = std::to_string(rank.node_rank);
-  env["LOCAL_WORLD_SIZE"] = std::to_string(l.ranks.size());
-  env["TIANSHU_JOB_ID"] = order.job_id;
-  env["TIANSHU_JOB_NAME"] = l.job_name;
-  env["TIANSHU_ATTEMPT"] = std::to_string(order.attempt);
-  for (const auto& [k, v] : rank.env) env[k] = v;  // the communicator plan's variables win
-  // ...but not over the attempt's own checkpoint directory (a server from before attempts
-  // directories sent the job's).
+  std::map<std::string, std::string> env = wire::RankEnvironment(order, rank);
+  // The attempt's own checkpoint directory wins (a server from before attempts directories
+  // sent the job's).
   env["TIANSHU_CHECKPOINT_DIR"] = checkpoint_dir;
   return env;
 }

@@ -74,13 +74,6 @@ inline std::string HeldMessage(const std::string& id) {
   return "held: not scheduled until released (tianshu release " + id + ")";
 }
 
-inline std::string VisibleDevicesVar(const std::string& backend) {
-  if (backend == "ascend") return "ASCEND_RT_VISIBLE_DEVICES";
-  if (backend == "rocm") return "HIP_VISIBLE_DEVICES";
-  if (backend == "musa") return "MUSA_VISIBLE_DEVICES";
-  return "CUDA_VISIBLE_DEVICES";
-}
-
 inline std::string HostOf(const std::string& address) {
   if (address.empty()) return "127.0.0.1";
   if (address.front() == '[') return address.substr(0, address.find(']') + 1);

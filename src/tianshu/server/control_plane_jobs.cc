@@ -162,19 +162,10 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
       rl.gpu_milli = j.spec.gpu_milli;
       rl.command = j.run.command;
       rl.env = j.run.env;
+      // The rendezvous, the visible devices and the job's identity follow from the order's
+      // fields (wire::RankEnvironment, where the agent builds them); only the rest is sent.
       auto& e = rl.env;
-      e["RANK"] = std::to_string(p.rank);
-      e["WORLD_SIZE"] = std::to_string(world);
-      e["LOCAL_RANK"] = std::to_string(rl.local_rank);
-      e["LOCAL_WORLD_SIZE"] = std::to_string(local_world);
-      e["NODE_RANK"] = std::to_string(ni);
       e["NNODES"] = std::to_string(nodes.size());
-      e["MASTER_ADDR"] = l.master_addr;
-      e["MASTER_PORT"] = std::to_string(port);
-      e[VisibleDevicesVar(backend)] = p.device >= 0 ? std::to_string(p.device) : "";
-      e["TIANSHU_JOB_ID"] = j.id;
-      e["TIANSHU_JOB_NAME"] = j.spec.name;
-      e["TIANSHU_ATTEMPT"] = std::to_string(j.attempt);
       if (j.array_index >= 0) {
         e["TIANSHU_ARRAY_JOB_ID"] = j.array_id;
         e["TIANSHU_ARRAY_TASK_ID"] = std::to_string(j.array_index);
