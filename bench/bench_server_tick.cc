@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "testing/direct_node.h"
 #include "tianshu/server/control_plane.h"
 
 namespace {
@@ -116,14 +117,8 @@ int main(int argc, char** argv) {
   };
   auto t_setup = Clock::now();
   for (int n = 0; n < nodes; ++n) {
-    wire::RegisterRequest r{.node = "n" + std::to_string(n), .agent_id = "a" + std::to_string(n)};
-    for (int d = 0; d < 8; ++d) {
-      r.hardware.devices.push_back(
-          {.index = d, .model = "A100-80GB", .vendor = "nvidia", .numa = 0, .declared = true});
-    }
-    r.hardware.cpu_milli = 64000;
-    r.hardware.memory_bytes = int64_t{512} << 30;
-    r.hardware.labels["leaf"] = "leaf-" + std::to_string(n / 16);
+    const wire::RegisterRequest r = testing::A100Node(
+        "n" + std::to_string(n), "a" + std::to_string(n), "leaf-" + std::to_string(n / 16));
     if (auto a = cp.Register(r, admin, t0); !a) {
       std::fprintf(stderr, "register: %s\n", a.error().message.c_str());
       return 1;
@@ -160,16 +155,7 @@ int main(int argc, char** argv) {
     if (!work) continue;
     wire::ReportBatch b{.agent_id = "a" + std::to_string(n)};
     for (const auto& order : work->orders) {
-      b.reports.push_back(
-          {.order_id = order.id, .kind = wire::ReportKind::kAccepted, .job_id = order.job_id});
-      if (!order.launch) continue;
-      for (const auto& rank : order.launch->ranks) {
-        b.reports.push_back({.order_id = order.id,
-                             .kind = wire::ReportKind::kStarted,
-                             .job_id = order.job_id,
-                             .rank = rank.rank,
-                             .pid = 1000 + rank.rank});
-      }
+      for (auto& r : testing::AcceptedAndStarted(order)) b.reports.push_back(std::move(r));
     }
     (void)cp.Reports(node, b, t0 + 2);
     progress("launches", n + 1, nodes);

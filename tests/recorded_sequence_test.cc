@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "testing/direct_node.h"
 #include "tianshu/engine/engine.h"
 #include "tianshu/policy/builtin.h"
 #include "tianshu/server/control_plane.h"
@@ -101,16 +102,10 @@ std::vector<server::RankPlace> PlacesOn(const server::ClusterView& view,
 constexpr int kNodes = 4;
 const std::string kAgent = "agent-";
 
+// Node n of two leaves of two nodes.
 wire::RegisterRequest Registration(int n) {
-  wire::RegisterRequest r{.node = "n" + std::to_string(n), .agent_id = kAgent + std::to_string(n)};
-  for (int d = 0; d < 8; ++d) {
-    r.hardware.devices.push_back(
-        {.index = d, .model = "A100-80GB", .vendor = "nvidia", .numa = 0, .declared = true});
-  }
-  r.hardware.cpu_milli = 64000;
-  r.hardware.memory_bytes = int64_t{512} << 30;
-  r.hardware.labels["leaf"] = "leaf-" + std::to_string(n / 2);
-  return r;
+  return testing::A100Node("n" + std::to_string(n), kAgent + std::to_string(n),
+                           "leaf-" + std::to_string(n / 2));
 }
 
 // What both drivers run with: the defaults (2D-LAS with preemption, time backfill) where the
@@ -206,19 +201,11 @@ class FakeCluster {
         for (const auto& order : work->orders) {
           if (!answered_.insert(order.id).second) continue;
           any = true;
-          b.reports.push_back(
-              {.order_id = order.id, .kind = wire::ReportKind::kAccepted, .job_id = order.job_id});
+          for (auto& r : testing::AcceptedAndStarted(order)) b.reports.push_back(std::move(r));
           if (order.launch) {
             auto& mine = launches_[order.job_id];
             if (mine.empty() || mine.begin()->second.attempt != order.attempt) mine.clear();
             mine[node] = order;
-            for (const auto& rank : order.launch->ranks) {
-              b.reports.push_back({.order_id = order.id,
-                                   .kind = wire::ReportKind::kStarted,
-                                   .job_id = order.job_id,
-                                   .rank = rank.rank,
-                                   .pid = 1000 + rank.rank});
-            }
           } else if (order.kind == wire::OrderKind::kStop) {
             b.reports.push_back(
                 {.order_id = order.id, .kind = wire::ReportKind::kStopped, .job_id = order.job_id});

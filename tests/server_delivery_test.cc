@@ -177,14 +177,10 @@ TEST(Holds, HeldJobsWaitUntilReleasedTogetherAndAllOrNoneChanges) {
 TEST(Holds, OnlyTheOwnerOrAnAdminHoldsOrReleasesAJob) {
   ServerFixture f;
   f.Start();
-  std::map<std::string, std::string> tokens;
-  for (const std::string name : {"alice", "bob"}) {
-    auto u = f.Post("/v1/users", json{{"name", name}}.dump(), "application/json");
-    ASSERT_EQ(u.status, 201) << u.text;
-    tokens[name] = u.body["token"];
-  }
-  auto alice = f.NewClient(tokens["alice"]);
-  auto bob = f.NewClient(tokens["bob"]);
+  const std::string alice_token = f.AddUser("alice"), bob_token = f.AddUser("bob");
+  ASSERT_FALSE(alice_token.empty() || bob_token.empty());
+  auto alice = f.NewClient(alice_token);
+  auto bob = f.NewClient(bob_token);
   auto made = alice->Post("/v1/jobs?hold=true", JobYaml("mine", 1), "application/yaml");
   ASSERT_TRUE(made && made->status == 201);
   const std::string id = made->body["id"];
@@ -481,14 +477,10 @@ TEST(Reports, AForgedReportAboutAnotherNodesJobChangesNothing) {
 TEST(Arrays, OnlyTheOwnerOrAnAdminCancelsAnArray) {
   ServerFixture f;
   f.Start();
-  std::map<std::string, std::string> tokens;
-  for (const std::string name : {"alice", "bob"}) {
-    auto u = f.Post("/v1/users", json{{"name", name}}.dump(), "application/json");
-    ASSERT_EQ(u.status, 201) << u.text;
-    tokens[name] = u.body["token"];
-  }
-  auto alice = f.NewClient(tokens["alice"]);
-  auto bob = f.NewClient(tokens["bob"]);
+  const std::string alice_token = f.AddUser("alice"), bob_token = f.AddUser("bob");
+  ASSERT_FALSE(alice_token.empty() || bob_token.empty());
+  auto alice = f.NewClient(alice_token);
+  auto bob = f.NewClient(bob_token);
   auto made = alice->Post("/v1/jobs?hold=true&array=0-3", JobYaml("mine", 1), "application/yaml",
                           {{"Idempotency-Key", "k1"}});
   ASSERT_TRUE(made && made->status == 201) << (made ? made->text : made.error().message);

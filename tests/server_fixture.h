@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "testing/direct_node.h"
 #include "tianshu/server/client.h"
 #include "tianshu/server/http_server.h"
 #include "tianshu/wire/wire.h"
@@ -122,6 +123,12 @@ class ServerFixture {
     EXPECT_TRUE(r) << r.error().message;
     return r ? *r : server::ApiResponse{};
   }
+  // Creates user `name` (admin token) and returns its token ("" and a failure when refused).
+  std::string AddUser(const std::string& name) {
+    auto u = Post("/v1/users", nlohmann::json{{"name", name}}.dump(), "application/json");
+    EXPECT_EQ(u.status, 201) << u.text;
+    return u.status == 201 ? u.body.value("token", "") : "";
+  }
   std::string JobState(const std::string& id) {
     auto r = Get("/v1/jobs/" + id);
     return r.ok() ? r.body.value("state", "") : "";
@@ -186,16 +193,7 @@ class FakeAgent {
   }
   // Accepts and starts every rank of a launch order.
   void AcceptAndStart(const wire::WorkOrder& o) {
-    std::vector<wire::Report> rs = {
-        {.order_id = o.id, .kind = wire::ReportKind::kAccepted, .job_id = o.job_id}};
-    for (const auto& r : o.launch->ranks) {
-      rs.push_back({.order_id = o.id,
-                    .kind = wire::ReportKind::kStarted,
-                    .job_id = o.job_id,
-                    .rank = r.rank,
-                    .pid = 1000 + r.rank});
-    }
-    EXPECT_EQ(Report(rs).status, 200);
+    EXPECT_EQ(Report(AcceptedAndStarted(o)).status, 200);
   }
   // Every rank of a launch order exits with `code`.
   void ExitAll(const wire::WorkOrder& o, int code = 0) {

@@ -366,12 +366,16 @@ class ControlPlane {
   // is none), else the changed jobs (and those still launching) handed in again; verified when
   // verify_ledger is set. False (and every pending job told why) when no view can be built.
   bool PrepareLedger(int64_t now_ms, const std::vector<Job*>& pending);
-  // A fresh engine over view_ holding every job's entry, as the records say now.
-  Result<std::unique_ptr<engine::Engine>> ReplayLedger(int64_t now_ms);
+  // A fresh engine over view_ holding every job's entry, as the records say now; with
+  // `remember`, the entries are noted as the ledger's (SyncLedger).
+  Result<std::unique_ptr<engine::Engine>> ReplayLedger(int64_t now_ms, bool remember);
   // Hands jobs to `e` again as their records say: all withdrawn first, then re-entered (holding
-  // ones before queued ones), so a slot one gave up is free for another.
-  void SyncLedger(engine::Engine& e, const std::vector<int64_t>& seqs, int64_t now_ms,
-                  bool remember);
+  // ones before queued ones), so a slot one gave up is free for another. With `remember`, a
+  // job whose entry is unchanged is skipped, the entries entered are noted in
+  // ledger_entries_, and one that does not fit is tried again at the next cycle. Returns the
+  // number of jobs entered.
+  int SyncLedger(engine::Engine& e, const std::vector<int64_t>& seqs, int64_t now_ms,
+                 bool remember);
   // The first difference between two ledgers at `now_ms` ("" when none).
   std::string CompareLedgers(const engine::Engine& a, const engine::Engine& b,
                              int64_t now_ms) const;

@@ -82,8 +82,9 @@ ControlPlane::LedgerEntry ControlPlane::EntryOf(const Job& j, int64_t now_ms) co
   return e;
 }
 
-void ControlPlane::SyncLedger(engine::Engine& e, const std::vector<int64_t>& seqs, int64_t now_ms,
-                              bool remember) {
+int ControlPlane::SyncLedger(engine::Engine& e, const std::vector<int64_t>& seqs, int64_t now_ms,
+                             bool remember) {
+  int entered = 0;
   std::vector<std::pair<Job*, LedgerEntry>> enter;
   for (int64_t seq : seqs) {
     auto it = jobs_.find(seq);
@@ -120,14 +121,13 @@ void ControlPlane::SyncLedger(engine::Engine& e, const std::vector<int64_t>& seq
     if (want.kind == LedgerEntry::kQueued) {
       (void)e.SetPendingSince(j->seq, Seconds(want.queued_since_ms));
     }
-    if (remember) {
-      ledger_entries_[j->seq] = std::move(want);
-      ++ledger_stats_.synced_jobs;
-    }
+    if (remember) ledger_entries_[j->seq] = std::move(want);
+    ++entered;
   }
+  return entered;
 }
 
-Result<std::unique_ptr<engine::Engine>> ControlPlane::ReplayLedger(int64_t now_ms) {
+Result<std::unique_ptr<engine::Engine>> ControlPlane::ReplayLedger(int64_t now_ms, bool remember) {
   const model::Topology& topo = view_->topology;
   engine::EngineOptions options = engine_options_;
   // As in the simulator: the speed model predicts how much slower a spread placement runs; a
@@ -164,7 +164,7 @@ Result<std::unique_ptr<engine::Engine>> ControlPlane::ReplayLedger(int64_t now_m
   std::vector<int64_t> seqs(active_seqs_.begin(), active_seqs_.end());
   seqs.insert(seqs.end(), pending_seqs_.begin(), pending_seqs_.end());
   std::sort(seqs.begin(), seqs.end());
-  SyncLedger(**e, seqs, now_ms, /*remember=*/false);
+  SyncLedger(**e, seqs, now_ms, remember);
   return e;
 }
 
@@ -173,18 +173,16 @@ bool ControlPlane::PrepareLedger(int64_t now_ms, const std::vector<Job*>& pendin
     for (Job* j : pending) j->message = why;
   };
   auto rebuild = [&]() -> bool {
-    auto e = ReplayLedger(now_ms);
+    // The replay remembers each job's entry (and which to try again at the next cycle).
+    ledger_entries_.clear();
+    ledger_dirty_.clear();
+    auto e = ReplayLedger(now_ms, /*remember=*/true);
     if (!e) {
       ledger_.reset();
       tell("engine: " + e.error().message);
       return false;
     }
     ledger_ = std::move(*e);
-    ledger_entries_.clear();
-    for (const engine::JobRecord* r : ledger_->AllJobs()) {
-      ledger_entries_[r->id] = EntryOf(jobs_.at(r->id), now_ms);
-    }
-    ledger_dirty_.clear();
     runtimes_in_ledger_ = runtimes_added_;
     ++ledger_stats_.rebuilds;
     return true;
@@ -214,14 +212,14 @@ bool ControlPlane::PrepareLedger(int64_t now_ms, const std::vector<Job*>& pendin
     }
     const std::vector<int64_t> seqs(ledger_dirty_.begin(), ledger_dirty_.end());
     ledger_dirty_.clear();
-    SyncLedger(*ledger_, seqs, now_ms, /*remember=*/true);
+    ledger_stats_.synced_jobs += SyncLedger(*ledger_, seqs, now_ms, /*remember=*/true);
   }
   if (runtimes_in_ledger_ != runtimes_added_) {
     ledger_->SetRuntimeHistory(runtimes_);
     runtimes_in_ledger_ = runtimes_added_;
   }
   if (options_.verify_ledger) {
-    auto fresh = ReplayLedger(now_ms);
+    auto fresh = ReplayLedger(now_ms, /*remember=*/false);
     const std::string diff = fresh ? CompareLedgers(*ledger_, **fresh, now_ms) : "";
     if (!diff.empty()) {
       ++ledger_stats_.mismatches;

@@ -224,12 +224,13 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
     relaunched.push_back(j->seq);
     return false;
   });
-  SyncLedger(*ledger_, relaunched, now_ms, /*remember=*/true);
+  ledger_stats_.synced_jobs += SyncLedger(*ledger_, relaunched, now_ms, /*remember=*/true);
   // The ledger decides (issue 5's cycle: order, admit, place, backfill, preempt, resize, move)
   // and applies its decisions to itself; every job a decision names is handed in again from
   // its record before the next cycle, as the server carried the decision out (or not).
-  engine::CycleResult cycle = ledger_->Cycle(static_cast<double>(now_ms) / 1000.0);
-  if (auto wake = ledger_->NextWakeup(static_cast<double>(now_ms) / 1000.0)) {
+  const double now_s = static_cast<double>(now_ms) / 1000.0;
+  engine::CycleResult cycle = ledger_->Cycle(now_s);
+  if (auto wake = ledger_->NextWakeup(now_s)) {
     const auto wake_ms = static_cast<int64_t>(std::ceil(*wake * 1000.0));
     if (ledger_wake_ms_ == 0 || wake_ms < ledger_wake_ms_) ledger_wake_ms_ = wake_ms;
   }
@@ -239,8 +240,7 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
   }
   std::unordered_map<int64_t, Job*> waiting;
   for (Job* j : pending) {
-    const engine::JobRecord* r = ledger_->Find(j->seq);
-    if (r) waiting[j->seq] = j;
+    if (ledger_->Find(j->seq)) waiting[j->seq] = j;  // not refused by the engine
   }
   std::map<int64_t, std::string> why;
   // This cycle's victims (one round of preemptions at a time): what stopping them frees is
@@ -257,9 +257,8 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
   }
   model::ClusterState after_victims = state;
   for (Job* v : victims) {
-    const engine::JobRecord* held = ledger_->Find(v->seq);  // before the cycle: as the record
     auto ranks = SlotsOf(*view_, v->placement);
-    if (!held || !ranks || v->colocated) continue;
+    if (!ranks || v->colocated) continue;
     placement::PlacementRequest req = placement::RequestFromJob(v->spec);
     req.ranks = static_cast<int>(ranks->size());
     (void)placement::Release(&after_victims, req, placement::PlacedOutcome(*ranks));
