@@ -339,7 +339,7 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
       for (const char* name :
            {"tianshu_cycle_seconds_sum", "tianshu_cycle_seconds_count", "tianshu_store_commit",
             "tianshu_store_changes", "tianshu_store_written_bytes", "tianshu_job_preemptions_total",
-            "tianshu_job_retries_total", "tianshu_gang_timeouts_total"}) {
+            "tianshu_job_retries_total", "tianshu_gang_timeouts_total", "tianshu_ledger_"}) {
         if (line.starts_with(name)) std::printf("  server: %s\n", line.c_str());
       }
     }

@@ -506,6 +506,54 @@ TEST(ServerApi, HigherPriorityJobPreemptsWithACheckpoint) {
   EXPECT_EQ(launch[0].attempt, 2);
 }
 
+// The preemptor waits on the victim's slots until the victim has stopped. When the victim's
+// node is lost before it reports the stop, the victim is requeued by the loss and the
+// preemptor, whose reserved slots went with the node, is placed again: on the next node that
+// joins, before the victim.
+TEST(ServerApi, APreemptorWhoseVictimsNodeIsLostIsPlacedAgain) {
+  ServerFixture f;
+  f.Start(/*lost_after_ms=*/600);
+  FakeAgent a(f, "node-a", 2);
+  ASSERT_EQ(a.Register().status, 200);
+  std::string low = f.Post("/v1/jobs", JobYaml("low", 2)).body["id"];
+  std::vector<wire::WorkOrder> o;
+  ASSERT_TRUE(WaitFor([&] {
+    a.Heartbeat();
+    return !(o = a.Work(50)).empty();
+  }));
+  a.AcceptAndStart(o[0]);
+  std::string high = f.Post("/v1/jobs", JobYaml("high", 2, "priority: 10\n")).body["id"];
+  ASSERT_TRUE(WaitFor([&] {
+    a.Heartbeat();
+    return f.JobState(low) == "stopping";
+  }));
+  EXPECT_EQ(f.JobState(high), "pending");
+  // node-a goes silent with the stop unanswered.
+  ASSERT_TRUE(WaitFor([&] { return f.Get("/v1/nodes/node-a").body["state"] == "lost"; }, 5000));
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(low) == "pending"; }, 5000)) << f.JobState(low);
+  EXPECT_EQ(f.JobState(high), "pending");
+
+  FakeAgent b(f, "node-b", 2);
+  ASSERT_EQ(b.Register().status, 200);
+  std::vector<wire::WorkOrder> launch;
+  ASSERT_TRUE(WaitFor([&] {
+    b.Heartbeat();
+    return !(launch = b.Work(50)).empty();
+  }));
+  ASSERT_TRUE(launch[0].launch.has_value());
+  EXPECT_EQ(launch[0].job_id, high);
+  EXPECT_EQ(launch[0].attempt, 1);
+  b.AcceptAndStart(launch[0]);
+  b.ExitAll(launch[0]);
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(high) == "succeeded"; }));
+  ASSERT_TRUE(WaitFor([&] {
+    b.Heartbeat();
+    return !(launch = b.Work(50)).empty();
+  }));
+  EXPECT_EQ(launch[0].job_id, low);
+  EXPECT_EQ(launch[0].attempt, 2);
+}
+
 TEST(ServerApi, PreemptionOffMeansTheHigherJobWaits) {
   ServerFixture f;
   f.Start(10000, 512, /*preemption=*/false);

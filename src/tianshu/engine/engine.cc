@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <limits>
 #include <numeric>
 #include <utility>
 
@@ -47,6 +48,9 @@ JobId DecisionJob(const Decision& d) {
 }
 
 namespace {
+
+// Marks a withdrawn job's place in order_of_submission_ (no job has this id).
+constexpr JobId kNoJob = std::numeric_limits<JobId>::min();
 
 void RemoveFrom(std::vector<JobId>& v, JobId id) {
   auto it = std::find(v.begin(), v.end(), id);
@@ -107,7 +111,9 @@ const JobRecord* Engine::Find(JobId id) const {
 std::vector<const JobRecord*> Engine::AllJobs() const {
   std::vector<const JobRecord*> out;
   out.reserve(order_of_submission_.size());
-  for (JobId id : order_of_submission_) out.push_back(&jobs_.at(id));
+  for (JobId id : order_of_submission_) {
+    if (id != kNoJob) out.push_back(&jobs_.at(id));
+  }
   return out;
 }
 
@@ -189,6 +195,7 @@ Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
     // "Can never fit" is judged once, on the idle, healthy cluster.
     if (auto never = placement::NeverFits(idle_, r.request)) never_fits_[e->id] = never->reason;
     jobs_.emplace(e->id, std::move(r));
+    submission_slot_[e->id] = order_of_submission_.size();
     order_of_submission_.push_back(e->id);
     AddPending(jobs_.at(e->id));
     return out;
@@ -351,8 +358,19 @@ Status Engine::Withdraw(JobId id) {
     pending_.Remove(id);
   }
   never_fits_.erase(id);
-  RemoveFrom(order_of_submission_, id);
   jobs_.erase(it);
+  // The entry is marked, not erased (a linear erase made each hand-in O(jobs)); the list is
+  // compacted once marks are half of it.
+  auto slot = submission_slot_.find(id);
+  order_of_submission_[slot->second] = kNoJob;
+  submission_slot_.erase(slot);
+  if (++withdrawn_slots_ * 2 > order_of_submission_.size()) {
+    std::erase(order_of_submission_, kNoJob);
+    for (size_t i = 0; i < order_of_submission_.size(); ++i) {
+      submission_slot_[order_of_submission_[i]] = i;
+    }
+    withdrawn_slots_ = 0;
+  }
   return Ok();
 }
 

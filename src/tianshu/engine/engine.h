@@ -405,7 +405,11 @@ class Engine {
   std::vector<int> overlay_;  // per GPU: milli of co-located inference
   model::ClusterState idle_;  // the empty, healthy cluster (for "can never fit")
   std::unordered_map<JobId, JobRecord> jobs_;
+  // Ids in submission order; a withdrawn job's entry stays until compaction (kNoJob marks it),
+  // so that a withdrawal costs O(1): submission_slot_ says where each job's entry is.
   std::vector<JobId> order_of_submission_;
+  std::unordered_map<JobId, size_t> submission_slot_;
+  size_t withdrawn_slots_ = 0;
   PendingQueue pending_;
   std::vector<JobId> running_;                         // start order
   std::unordered_map<JobId, std::string> never_fits_;  // rejected at the next cycle

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "tianshu/engine/policy.h"
 
 namespace tianshu::engine {
@@ -217,6 +219,19 @@ TEST(Engine, WithdrawForgetsAJobAndFreesWhatItHeld) {
   EXPECT_EQ(r.stats.rejected, 0);
   EXPECT_EQ(Starts(r), 1);
   EXPECT_EQ((*e)->State().AllocatedGpuMilli(), 16000);
+  // Every job once, in the order it was (last) submitted, across withdrawals and compactions.
+  auto ids = [&] {
+    std::vector<JobId> out;
+    for (const JobRecord* j : (*e)->AllJobs()) out.push_back(j->id);
+    return out;
+  };
+  EXPECT_EQ(ids(), (std::vector<JobId>{3, 2}));
+  for (JobId id = 10; id < 20; ++id) ASSERT_TRUE((*e)->Apply(SubmitJob{id, Job(8)}, 6));
+  for (JobId id : {3, 11, 12, 13, 14, 15, 16, 17}) ASSERT_TRUE((*e)->Withdraw(id));
+  ASSERT_TRUE((*e)->Apply(SubmitJob{11, Job(8)}, 7));
+  EXPECT_EQ(ids(), (std::vector<JobId>{2, 10, 18, 19, 11}));
+  ASSERT_TRUE((*e)->Withdraw(2));
+  EXPECT_EQ(ids(), (std::vector<JobId>{10, 18, 19, 11}));
 }
 
 // scheduler.colocation: an inference service overlays the GPUs a training job holds whole
@@ -423,6 +438,43 @@ TEST(Engine, WaitsForACompactPlacementUpToItsLimit) {
       EXPECT_EQ((*e)->Find(3)->state, JobState::kRunning);
     }
   }
+}
+
+// EASY backfill plans a blocked gang on the nodes it will get (as Slurm's backfill does), not
+// on a count: a long job behind it goes beside those nodes, so the gang starts on one leaf at
+// its shadow time. With a count reservation the long job took a node of that leaf and the gang
+// had to spread over both.
+TEST(Engine, BackfillKeepsOffTheNodesPlannedForABlockedGang) {
+  model::FatTreeOptions tree;
+  tree.nodes = 8;
+  tree.nodes_per_leaf = 4;  // leaf 0: nodes 0-3, leaf 1: nodes 4-7
+  auto topo = *model::GenerateFatTree(tree);
+  auto e = Engine::Create(topo, *PresetOptions("slurm"));
+  ASSERT_TRUE(e) << e.error().message;
+  auto restore = [&](JobId id, std::vector<int> nodes, double duration_s) {
+    ASSERT_TRUE((*e)->Apply(SubmitJob{id, Job(static_cast<int>(nodes.size()) * 8, duration_s)}, 0));
+    std::vector<placement::RankSlot> ranks;
+    for (int n : nodes) {
+      for (int g = 0; g < 8; ++g) ranks.push_back({.node = n, .gpu = n * 8 + g});
+    }
+    ASSERT_TRUE((*e)->Restore(id, ranks, 0));
+  };
+  restore(1, {0, 1, 2}, 100);  // leaf 0 frees at 100 but for node 3, free now
+  restore(2, {4}, 1000);
+  restore(3, {5}, 1000);
+  restore(4, {6}, 1000);                                     // free now: nodes 3 and 7
+  ASSERT_TRUE((*e)->Apply(SubmitJob{5, Job(32, 1000)}, 1));  // head: 4 nodes, blocked until 100
+  ASSERT_TRUE((*e)->Apply(SubmitJob{6, Job(8, 5000)}, 2));   // runs past 100: backfills beside
+  CycleResult r = (*e)->Cycle(2);
+  EXPECT_TRUE(r.stats.head_blocked);
+  ASSERT_EQ((*e)->Find(6)->state, JobState::kRunning);
+  EXPECT_EQ((*e)->Find(6)->placement.front().node, 7);
+  ASSERT_TRUE((*e)->Apply(JobFinished{1, true, ""}, 100));
+  (void)(*e)->Cycle(100);
+  ASSERT_EQ((*e)->Find(5)->state, JobState::kRunning);
+  std::set<int> leaves;
+  for (const auto& slot : (*e)->Find(5)->placement) leaves.insert(topo.nodes[slot.node].leaf);
+  EXPECT_EQ(leaves.size(), 1u);
 }
 
 // 2D-LAS honours priority classes: a pending job never evicts a running job of a higher class

@@ -131,19 +131,18 @@ class TimeBackfill final : public BackfillPolicy {
     std::vector<std::pair<double, int64_t>> ends;
     for (JobId id : v.running) {
       const JobRecord& j = v.Job(id);
-      double est = j.EstimatedDurationS();
-      double end = est > 0 ? j.start_s + est * std::max(0.0, 1.0 - j.progress) : 1e300;
-      ends.emplace_back(end, j.Gpus());
+      const double left = RemainingEstimateS(j);
+      ends.emplace_back(left >= 0 ? j.start_s + left : kNever, j.Gpus());
     }
     std::sort(ends.begin(), ends.end());
-    r.shadow_s = 1e300;
+    r.shadow_s = kNever;
     for (const auto& [end, gpus] : ends) {
       if (free >= head.Gpus()) break;
       free += gpus;
       r.shadow_s = end;
     }
     if (free >= head.Gpus()) {
-      if (ends.empty() || r.shadow_s == 1e300) r.shadow_s = std::min(r.shadow_s, v.now_s);
+      if (ends.empty() || r.shadow_s == kNever) r.shadow_s = std::min(r.shadow_s, v.now_s);
       r.spare_gpus = free - head.Gpus();
     } else {
       r.spare_gpus = 0;
@@ -152,8 +151,8 @@ class TimeBackfill final : public BackfillPolicy {
   }
   bool MayStart(const CycleView& v, const JobRecord& c, Reservation* r) const override {
     if (!r->active) return true;
-    double est = c.EstimatedDurationS();
-    if (est > 0 && v.now_s + est * std::max(0.0, 1.0 - c.progress) <= r->shadow_s) return true;
+    const double left = RemainingEstimateS(c);
+    if (left >= 0 && v.now_s + left <= r->shadow_s) return true;
     if (c.Gpus() <= r->spare_gpus) {
       r->spare_gpus -= c.Gpus();
       return true;

@@ -8,6 +8,7 @@
 //   order.value()->Order(view, &queue);                    // queue sorted, most urgent first
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -51,6 +52,15 @@ class OrderPolicy {
     return std::nullopt;
   }
 };
+
+// No time: a reservation's shadow when the head is not expected to fit.
+inline constexpr double kNever = 1e300;
+
+// A job's estimated run time still ahead (its estimate times the work left), -1 without one.
+inline double RemainingEstimateS(const JobRecord& j) {
+  const double est = j.EstimatedDurationS();
+  return est > 0 ? est * std::max(0.0, 1.0 - j.progress) : -1;
+}
 
 // What a backfill policy reserves for the blocked head of the queue.
 struct Reservation {

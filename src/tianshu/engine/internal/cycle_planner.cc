@@ -75,6 +75,9 @@ bool CyclePlanner::Decided(JobId id) const {
 bool CyclePlanner::Start(JobRecord& job, placement::Outcome& o, bool backfilled) {
   auto st = placement::Apply(&work_, job.request, o);
   if (!st) return false;
+  // The reserved view follows (taking GPUs ignores health, so a job ending before the head
+  // starts may use reserved nodes and the view stays exact).
+  if (nodes_reserved_) (void)placement::Apply(&reserved_work_, job.request, o);
   StartJob s{.id = job.id,
              .ranks = std::move(o.ranks),
              .resume_progress = job.progress,
@@ -138,11 +141,15 @@ bool CyclePlanner::HoldForCompact(const JobRecord& job, bool compact_wait) const
 
 CyclePlanner::Next CyclePlanner::AdmitOne(JobRecord& job) {
   const int64_t need_milli = int64_t{job.request.ranks} * job.request.gpu_milli;
-  const bool count_fits = WholeNeed(job.request) <= free_whole_ && need_milli <= free_milli_;
+  const model::ClusterState& state = StateFor(job);
+  const bool count_fits = WholeNeed(job.request) <= free_whole_ && need_milli <= free_milli_ &&
+                          WholeNeed(job.request) <= FreeWholeGpus(state);
   // Behind a blocked head, ask the backfill policy first (on a copy of the reservation, kept
-  // only if the job is placed): a job it refuses costs no placement search.
+  // only if the job is placed): a job it refuses costs no placement search. Where the head
+  // holds nodes, the nodes decide instead: what fits beside them cannot delay it.
   Reservation trial_reservation = reservation_;
-  if (blocked_ && count_fits && !policies_.backfill->MayStart(view_, job, &trial_reservation)) {
+  if (blocked_ && count_fits && !nodes_reserved_ &&
+      !policies_.backfill->MayStart(view_, job, &trial_reservation)) {
     return Next::kContinue;
   }
   placement::Outcome o;
@@ -154,7 +161,7 @@ CyclePlanner::Next CyclePlanner::AdmitOne(JobRecord& job) {
   }
   if (count_fits) {
     ++result_.stats.placement_calls;
-    o = use->Place(work_, job.request);
+    o = use->Place(state, job.request);
     if (o.kind == placement::OutcomeKind::kCanNeverFit) {
       result_.decisions.emplace_back(std::in_place_type<RejectJob>,
                                      RejectJob{.id = job.id, .reason = o.reason});
@@ -234,9 +241,42 @@ CyclePlanner::Next CyclePlanner::Block(const JobRecord& job) {
     result_.stats.head_blocked = true;
     if (policies_.backfill->StopAtBlockedHead()) return Next::kStop;
     reservation_ = policies_.backfill->Reserve(view_, job, work_);
+    ReserveNodes(job);
   }
   if (free_whole_ == 0 && free_milli_ == 0) return Next::kStop;
   return Next::kContinue;
+}
+
+void CyclePlanner::ReserveNodes(const JobRecord& head) {
+  // Gangs of one node keep the count reservation: measured on Philly at load 0.9, holding
+  // their nodes too lengthened the average JCT (slurm preset 19.2 h -> 25.5 h).
+  if (!reservation_.active || reservation_.shadow_s >= kNever ||
+      head.request.ranks <= options_.small_job_max_gpus) {
+    return;
+  }
+  // The working state once every running job expected to end by the shadow time has ended.
+  model::ClusterState then = work_;
+  for (JobId id : view_.running) {
+    const JobRecord& r = jobs_.at(id);
+    if (std::find(evicted_.begin(), evicted_.end(), id) != evicted_.end()) continue;
+    const double left = RemainingEstimateS(r);
+    if (left < 0 || r.start_s + left > reservation_.shadow_s) continue;
+    (void)placement::Release(&then, r.request, placement::PlacedOutcome(r.placement));
+  }
+  const placement::Strategy* use =
+      policies_.placement_large_queue ? policies_.placement_large_queue.get() : strategy_;
+  ++result_.stats.placement_calls;
+  const placement::Outcome o = StrategyFor(head, use)->Place(then, head.request);
+  if (!o.placed()) return;
+  reserved_work_ = work_;
+  for (const auto& slot : o.ranks) reserved_work_.SetHealthy(slot.node, false);
+  nodes_reserved_ = true;
+}
+
+const model::ClusterState& CyclePlanner::StateFor(const JobRecord& job) const {
+  if (!blocked_ || !nodes_reserved_) return work_;
+  const double left = RemainingEstimateS(job);
+  return left >= 0 && view_.now_s + left <= reservation_.shadow_s ? work_ : reserved_work_;
 }
 
 void CyclePlanner::UpgradeSpreadJobs() {

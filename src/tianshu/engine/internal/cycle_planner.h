@@ -64,6 +64,13 @@ class CyclePlanner {
   bool PreemptFor(JobRecord& job, const placement::Strategy* use, bool compact_wait);
   // The queue is blocked at `job`: reserve for it, or end the walk.
   Next Block(const JobRecord& job);
+  // Plans the blocked head on the nodes expected free at the reservation's shadow time and
+  // hides them from jobs that would still run then (as Slurm's backfill plans the head on
+  // nodes, not on a count), so that the head finds them whole.
+  void ReserveNodes(const JobRecord& head);
+  // The state `job` is placed on: the working state, or, behind a head holding nodes, the
+  // working state without them unless `job` is expected to end before the head starts.
+  const model::ClusterState& StateFor(const JobRecord& job) const;
   // Takes `o` in the working state and records the start.
   bool Start(JobRecord& job, placement::Outcome& o, bool backfilled);
   // GPUs held whole by a training job can carry overlaid services.
@@ -91,6 +98,9 @@ class CyclePlanner {
   model::ClusterState work_;             // the cycle's working copy; the view's is the snapshot
   std::vector<JobId> evicted_;           // victims of this cycle (not restarted in it)
   Reservation reservation_;
+  // work_ with the nodes planned for the blocked head marked unusable (when nodes_reserved_).
+  model::ClusterState reserved_work_;
+  bool nodes_reserved_ = false;
   bool blocked_ = false;
   int scanned_behind_ = 0;
   int64_t free_whole_ = 0;
