@@ -39,7 +39,8 @@ struct Arrival {
   int gpus;
   double duration_s;
   int priority;
-  std::string extra;  // more of its spec (an elastic job's shape)
+  std::string extra;  // more of its spec (an elastic job's shape), in place of `gpus`
+  std::string model = "model: {profile: llama2-7b}\nparallelism: {tp: 1, pp: 1}\n";
 };
 
 // One decision as both drivers name it: a start with its ranks (node:device in rank order), or
@@ -72,8 +73,7 @@ std::vector<Decision> Canonical(std::vector<Decision> ds) {
 }
 
 std::string JobYaml(const Arrival& a) {
-  return "kind: training\nname: " + a.name +
-         "\nmodel: {profile: llama2-7b}\nparallelism: {tp: 1, pp: 1}\n" +
+  return "kind: training\nname: " + a.name + "\n" + a.model +
          (a.extra.empty() ? "gpus: " + std::to_string(a.gpus) + "\n" : a.extra) +
          "duration: " + std::to_string(static_cast<int>(a.duration_s)) +
          "s\npriority: " + std::to_string(a.priority) + "\nmax_retries: 3\n";
@@ -468,6 +468,34 @@ TEST(RecordedSequence, ASpreadPlacementIsJudgedByTheSpeedModel) {
   RunSequence(seq, &rec);
   ASSERT_FALSE(HasFatalFailure());
   ASSERT_GE(rec.simulated.size(), 5u) << Show(rec.simulated);
+  EXPECT_EQ(rec.served, rec.simulated) << "server:\n"
+                                       << Show(rec.served) << "simulator:\n"
+                                       << Show(rec.simulated);
+  EXPECT_EQ(rec.ledger.mismatches, 0) << rec.ledger.last_mismatch;
+}
+
+// A topology upgrade in both drivers: u (one node's worth, tensor parallel over 8 GPUs) finds
+// no whole node free, waits for one as long as the consolidation wait allows (both drivers wake
+// when it ends, with no other event), then starts split over two half-free nodes; the server
+// restarts; when a whole node frees, the run u is predicted to save outweighs the restart, and
+// both drivers move it there at the same instant, though nothing is pending then.
+TEST(RecordedSequence, ASplitJobMovesToAWholeNodeWhenOneFrees) {
+  Sequence seq;
+  seq.config.order = "priority";
+  seq.arrivals = {
+      {0, "a", 4, 30000, 0},
+      {0, "b", 4, 100, 0},
+      {0, "c", 4, 30000, 0},
+      {0, "d", 4, 100, 0},
+      {0, "e", 8, 15000, 0},
+      {0, "f", 8, 30000, 0},
+      {100, "u", 8, 20000, 0, "", "model: {profile: llama2-13b}\nparallelism: {tp: 8, pp: 1}\n"},
+  };
+  seq.restart_at = 12000;  // with u running split
+  Recorded rec;
+  RunSequence(seq, &rec);
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_GE(Count(rec.simulated, "migrate"), 1) << Show(rec.simulated);
   EXPECT_EQ(rec.served, rec.simulated) << "server:\n"
                                        << Show(rec.served) << "simulator:\n"
                                        << Show(rec.simulated);

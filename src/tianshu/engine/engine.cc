@@ -472,6 +472,13 @@ std::optional<double> Engine::NextWakeup(double now_s) const {
     for (JobId id : running_) {
       if (auto t = policies_->order->NextChange(jobs_.at(id), now_s)) take(*t);
     }
+    // A job held for a compact placement takes what fits once its wait ends.
+    const internal::Consolidation consolidation(*topology_, options_);
+    for (JobId id : pending_.Ids()) {
+      const JobRecord& j = jobs_.at(id);
+      if (!j.spread_too_slow && options_.placement_slowdown) continue;  // not held
+      if (auto t = consolidation.CompactWaitEnd(j)) take(*t);
+    }
   }
   // Elastic jobs may grow into idle capacity every scaling interval, with nothing pending.
   if (ElasticOn()) {

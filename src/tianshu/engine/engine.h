@@ -176,6 +176,9 @@ struct ResizeJob {
 struct MigrateJob {
   JobId id = 0;
   std::vector<placement::RankSlot> ranks;
+  // Why, for people: "" for a move that makes room for waiting work (defragmentation), else
+  // what the move itself buys (a topology upgrade to a compact placement).
+  std::string reason;
 };
 // A job that can never run here (no state of this cluster could hold it); terminal.
 struct RejectJob {
@@ -354,8 +357,9 @@ class Engine {
   CycleResult Cycle(double now_s);
 
   // Earliest time after `now_s` at which a cycle could decide differently with no new event
-  // (a running job crossing a 2D-LAS threshold while jobs wait, the next scaling interval of a
-  // running elastic job), or nullopt. Lets a simulator skip idle time.
+  // (a running job crossing a 2D-LAS threshold while jobs wait, the end of a held job's wait for
+  // a compact placement, the next scaling interval of a running elastic job), or nullopt. Lets
+  // a simulator skip idle time, and the server sleep until then.
   std::optional<double> NextWakeup(double now_s) const;
 
   // Whether an elastic or migration policy is on: then a cycle is worth running with nothing

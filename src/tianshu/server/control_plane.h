@@ -382,10 +382,12 @@ class ControlPlane {
   // Adds a succeeded job's run time (its attained service per GPU) to runtimes_.
   void LearnRuntime(const Job& j);
   // Carries out an engine's ResizeJob or MigrateJob on `state` (the cycle's view of what is
-  // held); false when the job is no longer running or the target does not fit.
+  // held); false when the job is no longer running or the target does not fit. `reason`: the
+  // move's own (MigrateJob::reason; "" for one that makes room for waiting work).
   bool BeginReshape(Txn& t, Job& j, const std::string& kind,
                     const std::vector<placement::RankSlot>& target,
-                    const placement::Outcome& holding, model::ClusterState* state, int64_t now_ms);
+                    const placement::Outcome& holding, const std::string& reason,
+                    model::ClusterState* state, int64_t now_ms);
   std::string JobDoc(const Job& j) const;
   // An array's task indexes (of its first task's job; empty for a plain job), and the answer to
   // its submission: {"id", "array_id", "count", "ids", "name", "state", "held"}.

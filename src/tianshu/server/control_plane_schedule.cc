@@ -89,8 +89,8 @@ void ControlPlane::Tick(int64_t now_ms) {
 
 bool ControlPlane::BeginReshape(Txn& t, Job& j, const std::string& kind,
                                 const std::vector<placement::RankSlot>& target,
-                                const placement::Outcome& holding, model::ClusterState* state,
-                                int64_t now_ms) {
+                                const placement::Outcome& holding, const std::string& reason,
+                                model::ClusterState* state, int64_t now_ms) {
   if (j.state != JobState::kRunning || target.empty()) return false;
   // What the engine decided must still fit what the server knows: free the job's GPUs on a
   // copy, take the target.
@@ -123,8 +123,9 @@ bool ControlPlane::BeginReshape(Txn& t, Job& j, const std::string& kind,
     why = "migration: moving to ";
     std::set<std::string> nodes;
     for (const auto& p : j.target) nodes.insert(p.node);
-    why += Join(std::vector<std::string>(nodes.begin(), nodes.end()), ",") +
-           " to make room for waiting work (checkpoint, then relaunch)";
+    why += Join(std::vector<std::string>(nodes.begin(), nodes.end()), ",") + ": " +
+           (reason.empty() ? "to make room for waiting work" : reason) +
+           " (checkpoint, then relaunch)";
   }
   BeginStop(t, j, "reshape", why, "", /*checkpoint_first=*/true, now_ms);
   return true;
@@ -138,8 +139,11 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
   if (fence_wake_ms_ > 0 && now_ms >= fence_wake_ms_) schedule_dirty_ = true;
   if (!schedule_dirty_ && !woke) return;
   schedule_dirty_ = false;
-  // Elastic growth and moves need a cycle even when nothing waits.
-  const bool reshape_due = woke && ledger_ && ledger_->Reshapes();
+  // Elastic growth and moves need a cycle even when nothing waits: at the ledger's wake-up, and
+  // after a change (a job that ended may have freed the compact placement a spread job waits
+  // for), as the simulator runs one at every event. Before the ledger is built (a restart) the
+  // first change builds it, as the options may call for either.
+  const bool reshape_due = !ledger_ || ledger_->Reshapes();
   std::vector<Job*> pending;
   fence_wake_ms_ = 0;
   for (int64_t seq : pending_seqs_) {  // no state changes in this loop
@@ -300,13 +304,15 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
       // One round of resizes and moves at a time: the next waits for this one's relaunches.
       if (reshape_in_flight || preemption_in_flight) continue;
       const auto* resize = std::get_if<engine::ResizeJob>(&d);
-      const auto& ranks = resize ? resize->ranks : std::get<engine::MigrateJob>(d).ranks;
+      const auto* move = std::get_if<engine::MigrateJob>(&d);
+      const auto& ranks = resize ? resize->ranks : move->ranks;
       auto it = jobs_.find(engine::DecisionJob(d));
       if (it == jobs_.end() || it->second.colocated) continue;
       auto held = SlotsOf(*view_, it->second.placement);
       if (!held || held->empty()) continue;
-      reshaped |= BeginReshape(t, it->second, resize ? "resize" : "migrate", ranks,
-                               placement::PlacedOutcome(*held), &state, now_ms);
+      reshaped |=
+          BeginReshape(t, it->second, resize ? "resize" : "migrate", ranks,
+                       placement::PlacedOutcome(*held), move ? move->reason : "", &state, now_ms);
     } else if (const auto* reject = std::get_if<engine::RejectJob>(&d)) {
       // Nodes may still join: the job waits, saying why.
       metrics_.placement_outcomes["can-never-fit"]++;

@@ -69,16 +69,22 @@ double Consolidation::RunSlowdown(const JobRecord& job,
   return std::max(1.0, options_->placement_slowdown(job.spec, ranks));  // unknown (<= 0): 1
 }
 
-bool Consolidation::InCompactWait(const JobRecord& job, double now_s) const {
-  if (options_->compact_wait_ratio <= 0 && options_->compact_max_wait_s <= 0) return false;
+std::optional<double> Consolidation::CompactWaitEnd(const JobRecord& job) const {
+  if (options_->compact_wait_ratio <= 0 && options_->compact_max_wait_s <= 0) return std::nullopt;
   // Without a runtime estimate a job does not wait: the wait is priced against its run time.
   const double est = job.EstimatedDurationS() * std::max(0.0, 1.0 - job.progress);
-  if (est <= 0) return false;
+  if (est <= 0) return std::nullopt;
   double limit = options_->compact_max_wait_s > 0 ? options_->compact_max_wait_s : 1e300;
   if (options_->compact_wait_ratio > 0) {
     limit = std::min(limit, options_->compact_wait_ratio * est);
   }
-  return limit < 1e300 && now_s - job.pending_since_s < limit;
+  if (limit >= 1e300) return std::nullopt;
+  return job.pending_since_s + limit;
+}
+
+bool Consolidation::InCompactWait(const JobRecord& job, double now_s) const {
+  const auto end = CompactWaitEnd(job);
+  return end && now_s < *end;
 }
 
 bool Consolidation::UpgradesOn() const {

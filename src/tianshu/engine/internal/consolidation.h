@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "tianshu/engine/engine.h"
@@ -38,6 +39,9 @@ class Consolidation {
   double RunSlowdown(const JobRecord& job, const std::vector<placement::RankSlot>& ranks) const;
   // Whether `job` may still wait for a compact placement at `now_s`.
   bool InCompactWait(const JobRecord& job, double now_s) const;
+  // When `job`'s wait for a compact placement ends (nullopt: it never waits), so that a job
+  // held for one is placed as soon as it may take what fits, not at the next event.
+  std::optional<double> CompactWaitEnd(const JobRecord& job) const;
   // Whether spread running jobs move to compact placements (see EngineOptions).
   bool UpgradesOn() const;
 

@@ -1,6 +1,7 @@
 #include "tianshu/engine/internal/cycle_planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "tianshu/engine/internal/overlay_search.h"
@@ -303,8 +304,13 @@ void CyclePlanner::UpgradeSpreadJobs() {
     if (saved < options_.upgrade_min_saving_s) continue;
     if (!placement::Apply(&trial, r.request, po)) continue;
     work_ = std::move(trial);
-    result_.decisions.emplace_back(std::in_place_type<MigrateJob>,
-                                   MigrateJob{.id = id, .ranks = std::move(po.ranks)});
+    const int slower_pct = static_cast<int>(std::lround((r.run_slowdown - 1) * 100));
+    std::string reason = "a compact placement is free: predicted to run " +
+                         std::to_string(slower_pct) + "% slower where it is, the move saves " +
+                         std::to_string(static_cast<int64_t>(saved / 60)) + " min of its run";
+    result_.decisions.emplace_back(
+        std::in_place_type<MigrateJob>,
+        MigrateJob{.id = id, .ranks = std::move(po.ranks), .reason = std::move(reason)});
     ++result_.stats.upgraded;
   }
 }
