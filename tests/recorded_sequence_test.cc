@@ -391,6 +391,14 @@ void RunSequence(const Sequence& seq, Recorded* rec) {
   std::filesystem::remove_all(dir);
 }
 
+// Both drivers decided the same, and the server's ledger never differed from its records.
+void ExpectSameDecisions(const Recorded& rec) {
+  EXPECT_EQ(rec.served, rec.simulated) << "server:\n"
+                                       << Show(rec.served) << "simulator:\n"
+                                       << Show(rec.simulated);
+  EXPECT_EQ(rec.ledger.mismatches, 0) << rec.ledger.last_mismatch;
+}
+
 int Count(const std::vector<Decision>& ds, const std::string& kind) {
   return static_cast<int>(
       std::count_if(ds.begin(), ds.end(), [&](const Decision& d) { return d.kind == kind; }));
@@ -416,10 +424,7 @@ TEST(RecordedSequence, PreemptionsANodeFailureAndARestart) {
   ASSERT_GE(Count(rec.simulated, "stop"), 3) << Show(rec.simulated);
   ASSERT_GE(Count(rec.simulated, "start"), static_cast<int>(seq.arrivals.size()) + 3)
       << Show(rec.simulated);
-  EXPECT_EQ(rec.served, rec.simulated) << "server:\n"
-                                       << Show(rec.served) << "simulator:\n"
-                                       << Show(rec.simulated);
-  EXPECT_EQ(rec.ledger.mismatches, 0) << rec.ledger.last_mismatch;
+  ExpectSameDecisions(rec);
   EXPECT_GE(rec.ledger.rebuilds, 2);  // at the start and after the restart (and the failure)
 }
 
@@ -443,10 +448,7 @@ TEST(RecordedSequence, LasThresholdsAnElasticResizeAndARestart) {
   ASSERT_FALSE(HasFatalFailure());
   ASSERT_GE(Count(rec.simulated, "resize"), 1) << Show(rec.simulated);
   ASSERT_GE(Count(rec.simulated, "stop"), 1) << Show(rec.simulated);
-  EXPECT_EQ(rec.served, rec.simulated) << "server:\n"
-                                       << Show(rec.served) << "simulator:\n"
-                                       << Show(rec.simulated);
-  EXPECT_EQ(rec.ledger.mismatches, 0) << rec.ledger.last_mismatch;
+  ExpectSameDecisions(rec);
 }
 
 // The consolidation wait, judged by the speed model in both drivers: n1 fails under u, and
@@ -468,10 +470,7 @@ TEST(RecordedSequence, ASpreadPlacementIsJudgedByTheSpeedModel) {
   RunSequence(seq, &rec);
   ASSERT_FALSE(HasFatalFailure());
   ASSERT_GE(rec.simulated.size(), 5u) << Show(rec.simulated);
-  EXPECT_EQ(rec.served, rec.simulated) << "server:\n"
-                                       << Show(rec.served) << "simulator:\n"
-                                       << Show(rec.simulated);
-  EXPECT_EQ(rec.ledger.mismatches, 0) << rec.ledger.last_mismatch;
+  ExpectSameDecisions(rec);
 }
 
 // A topology upgrade in both drivers: u (one node's worth, tensor parallel over 8 GPUs) finds
@@ -496,10 +495,7 @@ TEST(RecordedSequence, ASplitJobMovesToAWholeNodeWhenOneFrees) {
   RunSequence(seq, &rec);
   ASSERT_FALSE(HasFatalFailure());
   ASSERT_GE(Count(rec.simulated, "migrate"), 1) << Show(rec.simulated);
-  EXPECT_EQ(rec.served, rec.simulated) << "server:\n"
-                                       << Show(rec.served) << "simulator:\n"
-                                       << Show(rec.simulated);
-  EXPECT_EQ(rec.ledger.mismatches, 0) << rec.ledger.last_mismatch;
+  ExpectSameDecisions(rec);
 }
 
 }  // namespace
