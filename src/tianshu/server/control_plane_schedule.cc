@@ -142,8 +142,9 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
   // Elastic growth and moves need a cycle even when nothing waits: at the ledger's wake-up, and
   // after a change (a job that ended may have freed the compact placement a spread job waits
   // for), as the simulator runs one at every event. Before the ledger is built (a restart) the
-  // first change builds it, as the options may call for either.
-  const bool reshape_due = !ledger_ || ledger_->Reshapes();
+  // first change builds it, as the options may call for either. Only running jobs reshape: with
+  // none (nodes registering at start-up), a change needs no cycle and no ledger rebuild.
+  const bool reshape_due = !active_seqs_.empty() && (!ledger_ || ledger_->Reshapes());
   std::vector<Job*> pending;
   fence_wake_ms_ = 0;
   for (int64_t seq : pending_seqs_) {  // no state changes in this loop
