@@ -474,10 +474,9 @@ std::optional<double> Engine::NextWakeup(double now_s) const {
     }
     // A job held for a compact placement takes what fits once its wait ends.
     const internal::Consolidation consolidation(*topology_, options_);
-    const bool waits = options_.compact_wait_ratio > 0 || options_.compact_max_wait_s > 0;
-    for (JobId id : waits ? pending_.Ids() : std::span<const JobId>{}) {
+    for (JobId id : consolidation.WaitsOn() ? pending_.Ids() : std::span<const JobId>{}) {
       const JobRecord& j = jobs_.at(id);
-      if (!j.spread_too_slow && options_.placement_slowdown) continue;  // not held
+      if (!consolidation.HeldWithoutSearch(j)) continue;  // placed spread when it may be
       if (auto t = consolidation.CompactWaitEnd(j)) take(*t);
     }
   }

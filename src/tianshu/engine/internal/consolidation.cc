@@ -69,8 +69,16 @@ double Consolidation::RunSlowdown(const JobRecord& job,
   return std::max(1.0, options_->placement_slowdown(job.spec, ranks));  // unknown (<= 0): 1
 }
 
+bool Consolidation::WaitsOn() const {
+  return options_->compact_wait_ratio > 0 || options_->compact_max_wait_s > 0;
+}
+
+bool Consolidation::HeldWithoutSearch(const JobRecord& job) const {
+  return job.spread_too_slow || !options_->placement_slowdown;
+}
+
 std::optional<double> Consolidation::CompactWaitEnd(const JobRecord& job) const {
-  if (options_->compact_wait_ratio <= 0 && options_->compact_max_wait_s <= 0) return std::nullopt;
+  if (!WaitsOn()) return std::nullopt;
   // Without a runtime estimate a job does not wait: the wait is priced against its run time.
   const double est = job.EstimatedDurationS() * std::max(0.0, 1.0 - job.progress);
   if (est <= 0) return std::nullopt;

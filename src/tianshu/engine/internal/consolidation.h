@@ -37,6 +37,11 @@ class Consolidation {
   bool TooSlowToStart(const JobRecord& job, const std::vector<placement::RankSlot>& ranks) const;
   // The predicted slowdown of `ranks` for `job` (1 when compact or without a prediction).
   double RunSlowdown(const JobRecord& job, const std::vector<placement::RankSlot>& ranks) const;
+  // Whether the consolidation wait is on at all (compact_wait_ratio or compact_max_wait_s).
+  bool WaitsOn() const;
+  // Whether `job`, while in its wait, is held without a placement search when no compact
+  // placement can exist: it was already found too slow spread, or there is no speed model.
+  bool HeldWithoutSearch(const JobRecord& job) const;
   // Whether `job` may still wait for a compact placement at `now_s`.
   bool InCompactWait(const JobRecord& job, double now_s) const;
   // When `job`'s wait for a compact placement ends (nullopt: it never waits), so that a job

@@ -136,15 +136,16 @@ bool CyclePlanner::StartOverlaid(JobRecord& job) {
 }
 
 bool CyclePlanner::HoldForCompact(const JobRecord& job, bool compact_wait) const {
-  return compact_wait && (job.spread_too_slow || !options_.placement_slowdown) &&
+  return compact_wait && consolidation_.HeldWithoutSearch(job) &&
          !CompactMayExist(work_, job.request);
 }
 
 CyclePlanner::Next CyclePlanner::AdmitOne(JobRecord& job) {
   const int64_t need_milli = int64_t{job.request.ranks} * job.request.gpu_milli;
   const model::ClusterState& state = StateFor(job);
-  const bool count_fits = WholeNeed(job.request) <= free_whole_ && need_milli <= free_milli_ &&
-                          WholeNeed(job.request) <= FreeWholeGpus(state);
+  // (The state's free whole GPUs are free_whole_, less any nodes held for a blocked head.)
+  const bool count_fits =
+      WholeNeed(job.request) <= FreeWholeGpus(state) && need_milli <= free_milli_;
   // Behind a blocked head, ask the backfill policy first (on a copy of the reservation, kept
   // only if the job is placed): a job it refuses costs no placement search. Where the head
   // holds nodes, the nodes decide instead: what fits beside them cannot delay it.
@@ -267,7 +268,7 @@ void CyclePlanner::ReserveNodes(const JobRecord& head) {
   const placement::Strategy* use =
       policies_.placement_large_queue ? policies_.placement_large_queue.get() : strategy_;
   ++result_.stats.placement_calls;
-  const placement::Outcome o = StrategyFor(head, use)->Place(then, head.request);
+  const placement::Outcome o = use->Place(then, head.request);  // a gang: never the small-job one
   if (!o.placed()) return;
   reserved_work_ = work_;
   for (const auto& slot : o.ranks) reserved_work_.SetHealthy(slot.node, false);
@@ -275,7 +276,7 @@ void CyclePlanner::ReserveNodes(const JobRecord& head) {
 }
 
 const model::ClusterState& CyclePlanner::StateFor(const JobRecord& job) const {
-  if (!blocked_ || !nodes_reserved_) return work_;
+  if (!nodes_reserved_) return work_;  // set only once the queue is blocked
   const double left = RemainingEstimateS(job);
   return left >= 0 && view_.now_s + left <= reservation_.shadow_s ? work_ : reserved_work_;
 }
