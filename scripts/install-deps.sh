@@ -13,6 +13,7 @@ PACKAGES=(
   python3 python3-torch python3-numpy
   chromium
   dpkg-dev lintian systemd adduser
+  etcd-server curl
 )
 
 missing=()

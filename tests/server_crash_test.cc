@@ -23,15 +23,22 @@
 namespace tianshu::testing {
 namespace {
 
-pid_t StartServe(const std::string& dir, const std::string& token_file, int port) {
+// `store`: "" for the SQLite file in `dir`, else a store URL (etcd, TestStoreUrl()).
+pid_t StartServe(const std::string& dir, const std::string& token_file, int port,
+                 const std::string& store) {
+  std::vector<std::string> args = {
+      "tianshu", "serve", "--listen",     "127.0.0.1:" + std::to_string(port),
+      "--data",  dir,     "--token-file", token_file};
+  if (!store.empty()) args.insert(args.end(), {"--store", store});
   pid_t pid = fork();
   if (pid == 0) {
     int log = open((dir + "/serve.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     dup2(log, 1);
     dup2(log, 2);
-    std::string listen = "127.0.0.1:" + std::to_string(port);
-    execl(TIANSHU_BINARY, "tianshu", "serve", "--listen", listen.c_str(), "--data", dir.c_str(),
-          "--token-file", token_file.c_str(), static_cast<char*>(nullptr));
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(TIANSHU_BINARY, argv.data());
     _exit(127);
   }
   return pid;
@@ -54,11 +61,12 @@ bool WaitHealthy(int port) {
 
 TEST(ServerCrash, EveryAcknowledgedJobSurvivesSigkill) {
   std::string dir = MakeTempDir("tianshu-crash");
+  const std::string store = TestStoreUrl();
   std::string token_file = dir + "/token";
   std::ofstream(token_file) << kToken << "\n";
   ::chmod(token_file.c_str(), 0600);  // a token others can read is refused
   int port = tianshu::testing::FreeLoopbackPort();
-  pid_t pid = StartServe(dir, token_file, port);
+  pid_t pid = StartServe(dir, token_file, port, store);
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(WaitHealthy(port)) << "server did not come up; see " << dir << "/serve.log";
 
@@ -108,7 +116,7 @@ TEST(ServerCrash, EveryAcknowledgedJobSurvivesSigkill) {
   EXPECT_TRUE(WIFSIGNALED(status));
 
   int port2 = tianshu::testing::FreeLoopbackPort();
-  pid_t pid2 = StartServe(dir, token_file, port2);
+  pid_t pid2 = StartServe(dir, token_file, port2, store);
   ASSERT_TRUE(WaitHealthy(port2)) << "restart failed; see " << dir << "/serve.log";
   auto c = ClientFor(port2);
   int missing = 0, wrong = 0;
@@ -143,11 +151,12 @@ TEST(ServerCrash, EveryAcknowledgedJobSurvivesSigkill) {
 // client sent is there exactly once: no acknowledged job lost, no resend made a duplicate.
 TEST(ServerCrash, IdempotentResendsAcrossFiveSigkillsMakeNoDuplicate) {
   std::string dir = MakeTempDir("tianshu-crash-keys");
+  const std::string store = TestStoreUrl();
   std::string token_file = dir + "/token";
   std::ofstream(token_file) << kToken << "\n";
   ::chmod(token_file.c_str(), 0600);
   std::atomic<int> port{FreeLoopbackPort()};
-  pid_t pid = StartServe(dir, token_file, port);
+  pid_t pid = StartServe(dir, token_file, port, store);
   ASSERT_TRUE(WaitHealthy(port));
   std::atomic<bool> stop{false};
   std::atomic<int> acked{0}, resent{0};
@@ -184,7 +193,7 @@ TEST(ServerCrash, IdempotentResendsAcrossFiveSigkillsMakeNoDuplicate) {
     ASSERT_EQ(kill(pid, SIGKILL), 0);
     waitpid(pid, nullptr, 0);
     port = FreeLoopbackPort();
-    pid = StartServe(dir, token_file, port);
+    pid = StartServe(dir, token_file, port, store);
     ASSERT_TRUE(WaitHealthy(port)) << "restart " << round << " failed; see " << dir;
   }
   stop = true;

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "testing/direct_node.h"
+#include "testing/etcd_env.h"
 #include "tianshu/server/client.h"
 #include "tianshu/server/http_server.h"
 #include "tianshu/wire/wire.h"
@@ -52,9 +53,26 @@ inline bool WaitFor(const std::function<bool()>& cond, int timeout_ms = 5000) {
   return cond();
 }
 
+// Under `tianshu_test_on_etcd` (CMake), TIANSHU_TEST_STORE_ETCD names the tests' etcd: each
+// fixture's servers keep their state there, under a prefix of their own (a restart in the same
+// test finds it again).
+inline std::string TestStoreUrl() {
+  const char* file = getenv("TIANSHU_TEST_STORE_ETCD");
+  if (!file || !*file) return "";
+  setenv("TIANSHU_TEST_ETCD", file, 1);
+  const std::string endpoints = TestEtcdEndpoints();
+  EXPECT_FALSE(endpoints.empty()) << "no etcd endpoints in " << file;
+  return "etcd://" + endpoints + FreshEtcdPrefix();
+}
+// True when servers keep their state in etcd (a test of the SQLite file itself skips).
+inline bool StoreIsEtcd() {
+  const char* file = getenv("TIANSHU_TEST_STORE_ETCD");
+  return file && *file;
+}
+
 class ServerFixture {
  public:
-  ServerFixture() : dir_(MakeTempDir("tianshu-server")) {}
+  ServerFixture() : dir_(MakeTempDir("tianshu-server")), store_(TestStoreUrl()) {}
   ~ServerFixture() {
     Stop();
     std::error_code ec;
@@ -71,6 +89,7 @@ class ServerFixture {
     o.host = "127.0.0.1";
     o.port = 0;
     o.data_dir = dir_;
+    o.store = store_;
     o.token = kToken;
     o.tick_ms = 20;
     o.control.lost_after_ms = lost_after_ms;
@@ -110,6 +129,7 @@ class ServerFixture {
   server::Client& client() { return *client_; }
   server::Server& server() { return *server_; }
   const std::string& dir() const { return dir_; }
+  const std::string& store() const { return store_; }  // "" for the SQLite file in dir()
 
   // GET that must succeed at the transport level.
   server::ApiResponse Get(const std::string& path) {
@@ -136,6 +156,7 @@ class ServerFixture {
 
  private:
   std::string dir_;
+  std::string store_;
   std::unique_ptr<server::Server> server_;
   std::unique_ptr<server::Client> client_;
 };

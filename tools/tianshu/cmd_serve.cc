@@ -1,13 +1,18 @@
 // `tianshu serve` (the control plane) and `tianshu up` (a server with its SQLite store and a
 // local agent, started together and stopped together with Ctrl-C).
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "client_flags.h"
@@ -15,7 +20,9 @@
 #include "tianshu/base/strings.h"
 #include "tianshu/base/units.h"
 #include "tianshu/model/load.h"
+#include "tianshu/server/follower.h"
 #include "tianshu/server/http_server.h"
+#include "tianshu/server/leader.h"
 
 namespace tianshu::cli {
 namespace {
@@ -35,6 +42,9 @@ struct ServeArgs {
   std::string heartbeat = "1s";
   std::string placement;
   int commit_batch = 512;
+  std::string store;
+  std::string replica_id, advertise;  // on etcd: this replica's name and address
+  std::string lease = "5s";           // on etcd: the leader's lease
   int http_threads = 1024;
 };
 
@@ -42,6 +52,21 @@ void AddServeFlags(CLI::App* cmd, ServeArgs* a) {
   cmd->add_option("--listen", a->listen, "host:port to serve on (loopback by default)")
       ->capture_default_str();
   cmd->add_option("--data", a->data, "Data directory: store, token, checkpoints (~/.tianshu)");
+  cmd->add_option(
+      "--store", a->store,
+      "Where the state lives: DATA/tianshu.db (SQLite) by default; "
+      "etcd://HOST:PORT,HOST:PORT[/PREFIX] or etcd+tls://...?ca=FILE&cert=FILE&key=FILE "
+      "keeps it in etcd (docs/operations.md)");
+  cmd->add_option("--replica-id", a->replica_id,
+                  "With an etcd store: this replica's name in the election (default: "
+                  "HOSTNAME:PORT)");
+  cmd->add_option("--advertise", a->advertise,
+                  "With an etcd store: the URL clients reach this replica at, told to them by the "
+                  "others while it leads (default: http(s)://HOST:PORT of --listen)");
+  cmd->add_option("--leader-lease", a->lease,
+                  "With an etcd store: the leader's lease; a leader that cannot renew it for this "
+                  "long stops, and another replica takes over")
+      ->capture_default_str();
   cmd->add_option("--config", a->config, "Engine configuration (engine.yaml)");
   cmd->add_option("--cluster", a->cluster,
                   "With cluster.node_discovery: static, the cluster file whose nodes may register "
@@ -96,6 +121,7 @@ Result<server::ServerOptions> BuildOptions(const ServeArgs& a) {
   o.host = host.empty() ? "127.0.0.1" : host;
   o.port = static_cast<int>(port);
   o.data_dir = a.data.empty() ? DefaultDataDir() : a.data;
+  o.store = a.store;
   if (!a.checkpoint_root.empty()) {
     if (!std::filesystem::path(a.checkpoint_root).is_absolute()) {
       return Fail("--checkpoint-root: '", a.checkpoint_root,
@@ -176,6 +202,56 @@ sigset_t BlockStopSignals() {
   return set;
 }
 
+// A replica's stand-in for itself after it lost the leadership: the process image starts again
+// (a follower, campaigning anew) with nothing of the deposed leader's memory. Every descriptor
+// is closed on exec, so the port is free for the new image.
+[[noreturn]] void StartAgainAsFollower() {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = -1;
+    try {
+      fd = std::stoi(e.path().filename().string());
+    } catch (...) {
+      continue;
+    }
+    if (fd > 2) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  std::vector<char*> argv;
+  for (const std::string& arg : ProcessArgs()) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  pthread_sigmask(SIG_SETMASK, &none, nullptr);
+  ::execv("/proc/self/exe", argv.data());
+  std::cerr << "tianshu serve: cannot start again as a follower: " << std::strerror(errno) << "\n";
+  std::_Exit(kExitFailure);
+}
+
+// Waits for a stop signal; sets `stop` and wakes `cv` when one comes.
+struct StopSignals {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<bool> stop{false};
+  std::atomic<bool> lost{false};
+  std::thread waiter;
+  explicit StopSignals(sigset_t set) {
+    waiter = std::thread([this, set] {
+      for (;;) {
+        int sig = 0;
+        sigwait(&set, &sig);
+        if (sig != SIGCHLD) break;
+      }
+      stop = true;
+      cv.notify_all();
+    });
+    waiter.detach();
+  }
+  void Wait() {
+    std::unique_lock l(mu);
+    cv.wait(l, [this] { return stop.load() || lost.load(); });
+  }
+};
+
 int Serve(const ServeArgs& a) {
   sigset_t set = BlockStopSignals();  // before any thread starts, so they all inherit it
   auto options = BuildOptions(a);
@@ -183,21 +259,106 @@ int Serve(const ServeArgs& a) {
     std::cerr << "tianshu serve: " << options.error().message << "\n";
     return kExitInvalid;
   }
+  StopSignals signals(set);
+  // On etcd, replicas elect the one that serves; the others answer who does.
+  std::unique_ptr<server::LeaderElection> election;
+  if (auto url = server::ParseStoreUrl(options->store);
+      !options->store.empty() && url && url->etcd) {
+    const bool tls = !options->tls_cert.empty();
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    const std::string port = std::to_string(options->port);
+    const std::string shown_host =
+        options->host == "0.0.0.0" || options->host == "::" ? std::string(host) : options->host;
+    auto ttl = ParseDurationNs(a.lease);
+    if (!ttl || *ttl < 1'000'000'000) {
+      std::cerr << "tianshu serve: --leader-lease " << a.lease << ": 1s or more\n";
+      return kExitInvalid;
+    }
+    auto e = server::LeaderElection::Open(
+        {.etcd = url->etcd->etcd,
+         .prefix = url->etcd->prefix,
+         .id = a.replica_id.empty() ? std::string(host) + ":" + port : a.replica_id,
+         .url = a.advertise.empty() ? (tls ? "https://" : "http://") + shown_host + ":" + port
+                                    : a.advertise,
+         .lease_ttl_ms = *ttl / 1'000'000});
+    if (!e) {
+      std::cerr << "tianshu serve: " << e.error().message << "\n";
+      return kExitFailure;
+    }
+    election = std::move(*e);
+    auto follower = server::FollowerServer::Start({.host = options->host,
+                                                   .port = options->port,
+                                                   .tls_cert = options->tls_cert,
+                                                   .tls_key = options->tls_key,
+                                                   .id = election->options().id});
+    if (!follower) {
+      std::cerr << "tianshu serve: " << follower.error().message << "\n";
+      return kExitFailure;
+    }
+    std::cerr << "tianshu serve: replica " << election->options().id
+              << " campaigning for the leadership of " << options->store << "\n";
+    const bool won = election->Campaign(signals.stop, [&](const server::LeaderInfo& l) {
+      (*follower)->SetLeader(l);
+      if (!l.problem.empty()) {
+        std::cerr << "tianshu serve: no leader can be elected now: " << l.problem << "\n";
+      } else {
+        std::cerr << "tianshu serve: following " << l.id << (l.url.empty() ? "" : " at " + l.url)
+                  << "\n";
+      }
+    });
+    (*follower)->Stop();
+    if (!won) return kExitOk;
+    // Renewed from now on, also while the state loads: a lost lease ends the start.
+    election->WatchLease([&signals] {
+      signals.lost = true;
+      signals.cv.notify_all();
+    });
+    options->guard = election->Guard();
+    options->replica_id = election->options().id;
+    options->replica_url = election->options().url;
+    // A write that waits for etcd longer than half the lease is answered 503; by then the
+    // lease may be gone too, and this replica with it.
+    options->store_wait_ms = election->options().lease_ttl_ms / 2;
+    std::cerr << "tianshu serve: replica " << options->replica_id << " leads (lease " << a.lease
+              << ")\n";
+  }
   auto s = server::Server::Start(*options);
   if (!s) {
     std::cerr << "tianshu serve: " << s.error().message << "\n";
+    if (signals.lost) StartAgainAsFollower();  // deposed while it loaded
+    if (election) election->Resign();
     return kExitFailure;
   }
   std::cerr << "tianshu serve: token in "
             << (a.token_file.empty() ? options->data_dir + "/token" : a.token_file)
             << "; Ctrl-C stops\n";
-  for (;;) {
-    int sig = 0;
-    sigwait(&set, &sig);
-    if (sig != SIGCHLD) break;
+  if (election) {
+    // A replica whose store failed a write (etcd unavailable too long, or its leadership gone)
+    // accepts no more changes: it starts again as a follower, from what the store holds.
+    std::thread([&signals, cp = &(*s)->control_plane()] {
+      while (!signals.stop && !signals.lost) {
+        if (cp->StoreFailed()) {
+          signals.lost = true;
+          signals.cv.notify_all();
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+    }).detach();
+  }
+  signals.Wait();
+  if (signals.lost && !signals.stop) {
+    // Deposed (the lease ran out: etcd unreachable, or this process was paused): its writes
+    // already fail on etcd; it stops at once and campaigns again from a clean start.
+    std::cerr << "tianshu serve: lost the leadership (the lease was not renewed in time, or the "
+                 "store refused a write); starting again as a follower\n";
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // answers in flight go out
+    StartAgainAsFollower();
   }
   std::cerr << "tianshu serve: stopping\n";
   (*s)->Stop();
+  if (election) election->Resign();  // the next replica need not wait for the lease to run out
   return kExitOk;
 }
 

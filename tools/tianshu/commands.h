@@ -8,6 +8,7 @@
 #include <functional>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "tianshu/base/status.h"
 
@@ -27,6 +28,10 @@ struct OutputFlag {
   bool Json() const { return format == "json"; }
 };
 void AddOutputFlag(CLI::App* cmd, OutputFlag* flag);
+
+// The command line this process was started with (main.cc), for a replica that starts itself
+// again (tianshu serve).
+const std::vector<std::string>& ProcessArgs();
 
 Runner RegisterValidate(CLI::App& app);
 Runner RegisterTopology(CLI::App& app);
@@ -48,5 +53,6 @@ Runner RegisterUsers(CLI::App& app);
 Runner RegisterQueues(CLI::App& app);
 Runner RegisterEvents(CLI::App& app);
 Runner RegisterDoctor(CLI::App& app);  // cmd_doctor.cc
+Runner RegisterStore(CLI::App& app);   // cmd_store.cc
 
 }  // namespace tianshu::cli

@@ -15,10 +15,17 @@ void AddOutputFlag(CLI::App* cmd, OutputFlag* flag) {
       ->capture_default_str();
 }
 
+namespace {
+std::vector<std::string> process_args;
+}
+
+const std::vector<std::string>& ProcessArgs() { return process_args; }
+
 }  // namespace tianshu::cli
 
 int main(int argc, char** argv) {
   using namespace tianshu::cli;
+  process_args.assign(argv, argv + argc);
   CLI::App app{"Tianshu: topology-aware scheduling of large-model training and inference"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "tianshu 0.1.0");
@@ -49,6 +56,7 @@ int main(int argc, char** argv) {
   add(RegisterQueues);
   add(RegisterEvents);
   add(RegisterDoctor);
+  add(RegisterStore);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

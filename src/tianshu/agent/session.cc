@@ -14,7 +14,7 @@ namespace tianshu::agent {
 // ---- HTTP ----
 
 struct HttpControlPlane::Impl {
-  std::unique_ptr<httplib::Client> client;
+  std::unique_ptr<net::ServerSet> servers;  // the control plane's replicas
   std::mutex mu;            // guards the three below (SetCredential from another thread)
   httplib::Headers bearer;  // the current bearer
   std::string join_token, credential;
@@ -28,18 +28,20 @@ struct HttpControlPlane::Impl {
 Result<std::unique_ptr<HttpControlPlane>> HttpControlPlane::Open(const std::string& server,
                                                                  const std::string& join_token,
                                                                  const std::string& ca_file) {
-  auto client = net::OpenHttpClient(server, ca_file);
-  if (!client) return std::unexpected(client.error());
+  auto servers = net::ServerSet::Open(server, ca_file);
+  if (!servers) return std::unexpected(servers.error());
   auto out = std::unique_ptr<HttpControlPlane>(new HttpControlPlane());
   out->impl_ = std::make_unique<Impl>();
   Impl& i = *out->impl_;
-  i.client = std::move(*client);
-  // One connection per request: with hundreds of agents a held keep-alive connection would
-  // pin one of the server's HTTP worker threads each.
-  i.client->set_keep_alive(false);
-  i.client->set_connection_timeout(2, 0);
-  i.client->set_read_timeout(10, 0);
-  i.client->set_write_timeout(10, 0);
+  i.servers = std::move(*servers);
+  i.servers->Configure([](httplib::Client& c) {
+    // One connection per request: with hundreds of agents a held keep-alive connection would
+    // pin one of the server's HTTP worker threads each.
+    c.set_keep_alive(false);
+    c.set_connection_timeout(2, 0);
+    c.set_read_timeout(10, 0);
+    c.set_write_timeout(10, 0);
+  });
   i.join_token = join_token;
   i.Bearer(join_token);
   return out;
@@ -71,8 +73,10 @@ Result<T> Answer(const httplib::Result& res, const std::string& what, Parse pars
 }  // namespace
 
 Result<wire::RegisterResponse> HttpControlPlane::Register(const wire::RegisterRequest& r) {
-  auto res = impl_->client->Post("/v1/agents/register", impl_->Headers(), wire::ToJson(r).dump(),
-                                 "application/json");
+  auto res = impl_->servers->Send([&](httplib::Client& c) {
+    return c.Post("/v1/agents/register", impl_->Headers(), wire::ToJson(r).dump(),
+                  "application/json");
+  });
   bool had_credential = false;
   {
     std::lock_guard l(impl_->mu);
@@ -80,8 +84,10 @@ Result<wire::RegisterResponse> HttpControlPlane::Register(const wire::RegisterRe
   }
   if (res && res->status == 401 && had_credential) {
     SetCredential("");  // a credential the server does not know: join again
-    res = impl_->client->Post("/v1/agents/register", impl_->Headers(), wire::ToJson(r).dump(),
-                              "application/json");
+    res = impl_->servers->Send([&](httplib::Client& c) {
+      return c.Post("/v1/agents/register", impl_->Headers(), wire::ToJson(r).dump(),
+                    "application/json");
+    });
   }
   return Answer<wire::RegisterResponse>(
       res, "register", [](const std::string& b) { return wire::ParseRegisterResponse(b); });
@@ -89,8 +95,10 @@ Result<wire::RegisterResponse> HttpControlPlane::Register(const wire::RegisterRe
 
 Result<wire::HeartbeatResponse> HttpControlPlane::Heartbeat(const std::string& node,
                                                             const wire::Heartbeat& hb) {
-  auto res = impl_->client->Post("/v1/agents/" + node + "/heartbeat", impl_->Headers(),
-                                 wire::ToJson(hb).dump(), "application/json");
+  auto res = impl_->servers->Send([&](httplib::Client& c) {
+    return c.Post("/v1/agents/" + node + "/heartbeat", impl_->Headers(), wire::ToJson(hb).dump(),
+                  "application/json");
+  });
   // 404/409: the server does not know this node or agent; 401: nor its credential.
   if (res && (res->status == 404 || res->status == 409 || res->status == 401)) {
     return wire::HeartbeatResponse{.reregister = true};
@@ -100,7 +108,9 @@ Result<wire::HeartbeatResponse> HttpControlPlane::Heartbeat(const std::string& n
 }
 
 Result<wire::WorkBatch> HttpControlPlane::FetchWork(const std::string& node) {
-  auto res = impl_->client->Get("/v1/agents/" + node + "/work?wait_ms=0", impl_->Headers());
+  auto res = impl_->servers->Send([&](httplib::Client& c) {
+    return c.Get("/v1/agents/" + node + "/work?wait_ms=0", impl_->Headers());
+  });
   return Answer<wire::WorkBatch>(res, "work",
                                  [](const std::string& b) { return wire::ParseWorkBatch(b); });
 }
@@ -112,17 +122,22 @@ Result<wire::WorkBatch> HttpControlPlane::WaitWork(const std::string& node,
   if (!after.empty()) params.emplace("after", after);
   // The server answers by wait_ms at the latest: wait that long and a little more for it.
   const int64_t read_s = wait_ms / 1000 + 10;
-  impl_->client->set_read_timeout(static_cast<time_t>(read_s), 0);
-  auto res = impl_->client->Get("/v1/agents/" + node + "/work", params, impl_->Headers());
+  impl_->servers->Configure(
+      [read_s](httplib::Client& c) { c.set_read_timeout(static_cast<time_t>(read_s), 0); });
+  auto res = impl_->servers->Send([&](httplib::Client& c) {
+    return c.Get("/v1/agents/" + node + "/work", params, impl_->Headers());
+  });
   return Answer<wire::WorkBatch>(res, "work",
                                  [](const std::string& b) { return wire::ParseWorkBatch(b); });
 }
 
-void HttpControlPlane::Abort() { impl_->client->stop(); }
+void HttpControlPlane::Abort() { impl_->servers->Stop(); }
 
 Status HttpControlPlane::SendReports(const std::string& node, const wire::ReportBatch& batch) {
-  auto res = impl_->client->Post("/v1/agents/" + node + "/reports", impl_->Headers(),
-                                 wire::ToJson(batch).dump(), "application/json");
+  auto res = impl_->servers->Send([&](httplib::Client& c) {
+    return c.Post("/v1/agents/" + node + "/reports", impl_->Headers(), wire::ToJson(batch).dump(),
+                  "application/json");
+  });
   auto r = Answer<bool>(res, "reports", [](const std::string&) -> Result<bool> { return true; });
   if (!r) return std::unexpected(r.error());
   return Ok();

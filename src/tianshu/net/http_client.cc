@@ -39,4 +39,61 @@ Result<std::unique_ptr<httplib::Client>> OpenHttpClient(const std::string& serve
   return client;
 }
 
+Result<std::unique_ptr<ServerSet>> ServerSet::Open(const std::string& servers,
+                                                   const std::string& ca_file) {
+  auto set = std::unique_ptr<ServerSet>(new ServerSet());
+  size_t start = 0;
+  while (start <= servers.size()) {
+    size_t comma = servers.find(',', start);
+    if (comma == std::string::npos) comma = servers.size();
+    const std::string one = servers.substr(start, comma - start);
+    start = comma + 1;
+    if (one.empty()) continue;
+    auto c = OpenHttpClient(one, ca_file);
+    if (!c) return std::unexpected(c.error());
+    set->urls_.push_back(ServerUrl(one));
+    set->clients_.push_back(std::move(*c));
+  }
+  if (set->clients_.empty()) return Fail("no server address in '", servers, "'");
+  return set;
+}
+
+ServerSet::~ServerSet() = default;
+
+httplib::Result ServerSet::Send(const std::function<httplib::Result(httplib::Client&)>& send) {
+  const size_t n = clients_.size();
+  size_t at = current_.load() % n;
+  for (size_t tries = 0;; ++tries) {
+    httplib::Result r = send(*clients_[at]);
+    size_t next = (at + 1) % n;
+    const bool never_reached = !r && (r.error() == httplib::Error::Connection ||
+                                      r.error() == httplib::Error::ConnectionTimeout);
+    const bool follower =
+        r && r->status == 503 && r->get_header_value("X-Tianshu-Role") == "follower";
+    if (r && !follower) {
+      current_ = at;
+      return r;
+    }
+    if (follower) {
+      const std::string leader = ServerUrl(r->get_header_value("X-Tianshu-Leader"));
+      for (size_t i = 0; i < n; ++i) {
+        if (urls_[i] == leader) next = i;
+      }
+    }
+    current_ = next;
+    if (!(never_reached || follower) || tries + 1 >= n) return r;
+    at = next;
+  }
+}
+
+void ServerSet::Configure(const std::function<void(httplib::Client&)>& f) {
+  for (auto& c : clients_) f(*c);
+}
+
+void ServerSet::Stop() {
+  for (auto& c : clients_) c->stop();
+}
+
+std::string ServerSet::Current() const { return urls_[current_.load() % urls_.size()]; }
+
 }  // namespace tianshu::net

@@ -27,21 +27,24 @@ std::string ApiResponse::ErrorText() const {
 }
 
 Client::Client(ClientOptions options) : options_(std::move(options)) {
-  auto opened = net::OpenHttpClient(options_.server, options_.ca_file);
+  auto opened = net::ServerSet::Open(options_.server, options_.ca_file);
   if (!opened) {
     base_error_ = opened.error().message;
-    http_ = std::make_unique<httplib::Client>("http://127.0.0.1:1");  // never used
     return;
   }
   http_ = std::move(*opened);
-  http_->set_connection_timeout(std::chrono::milliseconds(std::min(options_.timeout_ms, 10000)));
-  http_->set_read_timeout(std::chrono::milliseconds(options_.timeout_ms));
-  http_->set_write_timeout(std::chrono::milliseconds(options_.timeout_ms));
-  // A fresh connection per request: a kept-alive socket the server has just closed fails as a
-  // read error after the request went out, and a POST cannot be resent safely.
-  http_->set_keep_alive(false);
-  http_->set_tcp_nodelay(true);  // headers and body are separate writes: no Nagle stall
-  if (!options_.token.empty()) http_->set_bearer_token_auth(options_.token);
+  const int timeout_ms = options_.timeout_ms;
+  const std::string token = options_.token;
+  http_->Configure([timeout_ms, &token](httplib::Client& c) {
+    c.set_connection_timeout(std::chrono::milliseconds(std::min(timeout_ms, 10000)));
+    c.set_read_timeout(std::chrono::milliseconds(timeout_ms));
+    c.set_write_timeout(std::chrono::milliseconds(timeout_ms));
+    // A fresh connection per request: a kept-alive socket the server has just closed fails as
+    // a read error after the request went out, and a POST cannot be resent safely.
+    c.set_keep_alive(false);
+    c.set_tcp_nodelay(true);  // headers and body are separate writes: no Nagle stall
+    if (!token.empty()) c.set_bearer_token_auth(token);
+  });
 }
 
 Client::~Client() = default;
@@ -87,7 +90,8 @@ httplib::Result WithRetry(F&& send) {
 
 Result<ApiResponse> Client::Get(const std::string& path) {
   if (!base_error_.empty()) return Fail(base_error_);
-  return Convert(WithRetry([&] { return http_->Get(path); }), options_.server);
+  return Convert(WithRetry([&] { return http_->Send([&](auto& c) { return c.Get(path); }); }),
+                 options_.server);
 }
 
 Result<ApiResponse> Client::Post(const std::string& path, const std::string& body,
@@ -96,7 +100,9 @@ Result<ApiResponse> Client::Post(const std::string& path, const std::string& bod
   if (!base_error_.empty()) return Fail(base_error_);
   httplib::Headers h;
   for (const auto& [k, v] : headers) h.emplace(k, v);
-  return Convert(WithRetry([&] { return http_->Post(path, h, body, content_type); }),
+  return Convert(WithRetry([&] {
+                   return http_->Send([&](auto& c) { return c.Post(path, h, body, content_type); });
+                 }),
                  options_.server);
 }
 
@@ -118,7 +124,8 @@ Result<ApiResponse> Client::PostIdempotent(const std::string& path, const std::s
 
 Result<ApiResponse> Client::Delete(const std::string& path) {
   if (!base_error_.empty()) return Fail(base_error_);
-  return Convert(WithRetry([&] { return http_->Delete(path); }), options_.server);
+  return Convert(WithRetry([&] { return http_->Send([&](auto& c) { return c.Delete(path); }); }),
+                 options_.server);
 }
 
 }  // namespace tianshu::server

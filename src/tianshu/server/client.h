@@ -15,14 +15,16 @@
 
 #include "tianshu/base/status.h"
 
-namespace httplib {
-class Client;
+namespace tianshu::net {
+class ServerSet;
 }
 
 namespace tianshu::server {
 
 struct ClientOptions {
-  std::string server = "http://127.0.0.1:7070";  // host:port, http://host:port or https://...
+  // host:port, http://host:port or https://...; the replicas of a control plane on etcd as a
+  // comma-separated list (the leader is found, and followed after a failover).
+  std::string server = "http://127.0.0.1:7070";
   std::string token;
   std::string ca_file;  // https: the CA that signed the server's certificate ("" = system's)
   int timeout_ms = 30000;
@@ -66,7 +68,7 @@ class Client {
  private:
   ClientOptions options_;
   std::string base_error_;
-  std::unique_ptr<httplib::Client> http_;
+  std::unique_ptr<net::ServerSet> http_;
 };
 
 }  // namespace tianshu::server

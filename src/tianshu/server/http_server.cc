@@ -154,18 +154,16 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
         std::filesystem::absolute(std::filesystem::path(options.data_dir) / "checkpoints").string();
   }
   if (auto s = MakePrivateDirs(options.data_dir); !s) return std::unexpected(s.error());
-  // The store holds run.env values (API keys): 0600 from its creation. SQLite gives its WAL and
-  // shared-memory files the database file's mode; older ones made wider are narrowed.
-  const std::string db = (std::filesystem::path(options.data_dir) / "tianshu.db").string();
-  for (const std::string& f : {db + "-wal", db + "-shm", db + "-journal"}) {
-    if (auto s = NarrowToPrivate(f); !s) return std::unexpected(s.error());
+  auto url = ParseStoreUrl(options.store.empty()
+                               ? (std::filesystem::path(options.data_dir) / "tianshu.db").string()
+                               : options.store);
+  if (!url) return std::unexpected(url.error());
+  if (options.guard) {
+    if (!url->etcd) return Fail("a replica's leadership guards an etcd store only");
+    url->etcd->guard = options.guard;
   }
-  if (auto fd = OpenPrivateAppend(db); !fd) {
-    return std::unexpected(fd.error());
-  } else {
-    ::close(*fd);
-  }
-  auto store = OpenSqliteStore(db);
+  if (url->etcd && options.store_wait_ms > 0) url->etcd->unavailable_wait_ms = options.store_wait_ms;
+  auto store = OpenStore(*url);
   if (!store) return std::unexpected(store.error());
   options.control.admin_token = options.token;
   auto cp = ControlPlane::Open(std::move(*store), options.control, options.now_ms());
@@ -348,7 +346,9 @@ void Server::Routes() {
       RespondError(res, {411, "send the body with a Content-Length (chunked bodies are refused)"});
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (req.path == "/healthz") return httplib::Server::HandlerResponse::Unhandled;
+    if (req.path == "/healthz" || req.path == "/v1/leader") {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
     if (!req.has_header("Authorization")) {
       if (req.path == "/v1/jobs" && req.method == "POST") cp_->CountRejected();
       RespondError(res, {401,
@@ -381,10 +381,23 @@ void Server::Routes() {
         RespondError(res, {500, what});
       });
 
-  h.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+  // Who leads: this server, as a replica that won the election or as its store's only server.
+  auto role = [this] {
+    const bool replica = !options_.replica_id.empty();
+    return json{
+        {"role", replica ? "leader" : "single"},
+        {"replica", options_.replica_id},
+        {"leader", replica ? json{{"id", options_.replica_id}, {"url", options_.replica_url}}
+                           : json(nullptr)}};
+  };
+  h.Get("/healthz", [this, role](const httplib::Request&, httplib::Response& res) {
     bool ok = !cp_->StoreFailed();
-    Respond(res, ok ? 200 : 503, {{"status", ok ? "ok" : "store failed"}});
+    json body = role();
+    body["status"] = ok ? "ok" : "store failed";
+    Respond(res, ok ? 200 : 503, body);
   });
+  h.Get("/v1/leader",
+        [role](const httplib::Request&, httplib::Response& res) { Respond(res, 200, role()); });
   h.Get("/metrics", [this, cp, allowed](const httplib::Request& req, httplib::Response& res) {
     if (!allowed(req, res, {Role::kAdmin, Role::kUser, Role::kNode}, "read metrics")) return;
     std::string out = cp->Metrics();

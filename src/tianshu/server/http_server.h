@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -31,7 +32,17 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 7070;                        // 0: any free port
   std::string data_dir = "tianshu-data";  // holds tianshu.db and checkpoints/
-  std::string token;                      // required on every call but /healthz; must not be empty
+  // Where the state lives (store.h's ParseStoreUrl): "" is data_dir/tianshu.db (SQLite);
+  // etcd://HOST:PORT,... keeps it in etcd.
+  std::string store;
+  // A replica on etcd that won the election (leader.h): every write of its store needs the
+  // leadership, and GET /v1/leader names it. Unset: the only server of its store.
+  std::optional<EtcdGuard> guard;
+  std::string replica_id, replica_url;
+  // How long a write waits for etcd to become available again before it fails (0: the
+  // store's default); a replica waits less than its lease.
+  int64_t store_wait_ms = 0;
+  std::string token;  // required on every call but /healthz; must not be empty
   // TLS: a PEM certificate (chain) and its private key; both or neither. Without them the
   // server speaks plain HTTP, which it refuses on a non-loopback host unless allow_plain_http.
   std::string tls_cert, tls_key;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "tianshu/base/status.h"
+#include "tianshu/server/etcd_client.h"
 
 namespace tianshu::server {
 
@@ -97,5 +99,47 @@ inline constexpr int kSchemaVersion = 3;
 // SQLite in WAL mode with synchronous=FULL. Creates the file (and its directory) if missing,
 // migrates an older schema in one transaction, refuses a newer one.
 [[nodiscard]] Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path);
+
+// The store on etcd (etcd_store.cc): every record one key under `prefix`, a batch written as
+// etcd transactions that each hold whole changes. A write returns once etcd has committed it
+// (a quorum of members has it on disk). While etcd cannot serve (no quorum, unreachable), a
+// request is tried again for up to unavailable_wait_ms, then fails.
+inline constexpr int kMaxTxnOps = 16384;  // the most max_txn_ops may be
+struct EtcdStoreOptions {
+  EtcdOptions etcd;
+  std::string prefix = "/tianshu/";
+  int max_txn_ops = 1024;                  // etcd's --max-txn-ops must be at least this
+  size_t max_request_bytes = 1536 * 1024;  // etcd's --max-request-bytes (default 1.5 MiB)
+  int64_t events_kept = 100000;            // older events are deleted (etcd is no log store)
+  int64_t unavailable_wait_ms = 10000;
+  // A replica's store: every write needs its leadership (leader.h); one refused fails.
+  std::optional<EtcdGuard> guard;
+};
+[[nodiscard]] Result<std::unique_ptr<Store>> OpenEtcdStore(EtcdStoreOptions options);
+
+// A store named by URL, as `tianshu serve --store` and `tianshu store copy` take it:
+//   sqlite:PATH (or a plain path)                     the SQLite store in that file
+//   etcd://HOST:PORT[,HOST:PORT...][/PREFIX][?OPTIONS]    etcd over plain HTTP
+//   etcd+tls://HOST:PORT[,...][/PREFIX]?ca=FILE[&cert=FILE&key=FILE][&OPTIONS]   over TLS
+// OPTIONS: max-txn-ops=N, max-request-bytes=N, events-kept=N, timeout-ms=N.
+struct StoreUrl {
+  std::string sqlite_path;  // set for SQLite
+  std::optional<EtcdStoreOptions> etcd;
+};
+[[nodiscard]] Result<StoreUrl> ParseStoreUrl(const std::string& url);
+// Opens it (a SQLite file is created 0600 with its directory, as the server's own is).
+[[nodiscard]] Result<std::unique_ptr<Store>> OpenStore(const StoreUrl& url);
+
+// What `tianshu store copy` copied, table by table, once the destination read back equal.
+struct CopyCounts {
+  int64_t jobs = 0, nodes = 0, orders = 0, events = 0, meta = 0, progress = 0;
+  int64_t events_in_source = 0;  // the destination may keep fewer (etcd's events_kept)
+};
+// Copies every record of `from` into `to`, which must hold none (a fresh file or prefix); done
+// orders are not copied (no server reads them back). Then reads `to` back and compares it with
+// `from`, record by record. `progress` is told the records written so far and their total.
+// Stop the servers on both first: the copy is of one moment of `from`.
+[[nodiscard]] Result<CopyCounts> CopyStore(Store& from, Store& to,
+                                           const std::function<void(int64_t, int64_t)>& progress);
 
 }  // namespace tianshu::server
