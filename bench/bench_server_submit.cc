@@ -2,8 +2,10 @@
 // validation, the control plane, and SQLite (WAL, synchronous=FULL) with group commit; every
 // submission is acknowledged only once it is durable. Anchor: Slurm's sbatch, ~1,000 jobs/s.
 // Target: >= 2,000/s on this machine.
-//   build-server/bench/bench_server_submit [clients=16] [jobs=4000]
+//   build-server/bench/bench_server_submit [clients=16] [jobs=4000] [etcd://HOST:PORT,...]
+// With an etcd URL, the store is etcd (each run under a prefix of its own) instead of SQLite.
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -25,11 +27,15 @@ std::string Job(int i) {
          "\nmodel: {profile: llama2-7b}\nparallelism: {tp: 1, pp: 1}\ngpus: 8\nqueue: bench\n";
 }
 
-double Run(int clients, int jobs, size_t commit_batch, int64_t* commits) {
+double Run(int clients, int jobs, size_t commit_batch, const std::string& etcd, int64_t* commits) {
   std::string pattern = (std::filesystem::temp_directory_path() / "tianshu-bench-XXXXXX").string();
   std::string dir = mkdtemp(pattern.data());
   server::ServerOptions o{.host = "127.0.0.1", .port = 0, .data_dir = dir, .token = "bench"};
   o.control.commit_batch = commit_batch;
+  if (!etcd.empty()) {
+    o.store = etcd + "/bench-" + std::to_string(::getpid()) + "-" + std::to_string(commit_batch) +
+              "-" + std::to_string(clients) + "/";
+  }
   auto s = server::Server::Start(o);
   if (!s) {
     std::fprintf(stderr, "%s\n", s.error().message.c_str());
@@ -69,11 +75,12 @@ double Run(int clients, int jobs, size_t commit_batch, int64_t* commits) {
 int main(int argc, char** argv) {
   int clients = argc > 1 ? std::atoi(argv[1]) : 16;
   int jobs = argc > 2 ? std::atoi(argv[2]) : 4000;
-  std::printf("durable submissions, %d clients, %d jobs, loopback HTTP + SQLite WAL FULL\n",
-              clients, jobs);
+  const std::string etcd = argc > 3 ? argv[3] : "";
+  std::printf("durable submissions, %d clients, %d jobs, loopback HTTP + %s\n", clients, jobs,
+              etcd.empty() ? "SQLite WAL FULL" : etcd.c_str());
   for (size_t batch : {size_t{512}, size_t{1}}) {
     int64_t commits = 0;
-    double rate = Run(clients, jobs, batch, &commits);
+    double rate = Run(clients, jobs, batch, etcd, &commits);
     std::printf("  commit_batch=%-4zu %8.0f submissions/s  (%lld transactions)\n", batch, rate,
                 static_cast<long long>(commits));
   }

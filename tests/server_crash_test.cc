@@ -29,7 +29,8 @@ pid_t StartServe(const std::string& dir, const std::string& token_file, int port
   std::vector<std::string> args = {
       "tianshu", "serve", "--listen",     "127.0.0.1:" + std::to_string(port),
       "--data",  dir,     "--token-file", token_file};
-  if (!store.empty()) args.insert(args.end(), {"--store", store});
+  // On etcd, the restarted server leads once the killed one's lease ran out.
+  if (!store.empty()) args.insert(args.end(), {"--store", store, "--leader-lease", "2s"});
   pid_t pid = fork();
   if (pid == 0) {
     int log = open((dir + "/serve.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -49,12 +50,13 @@ std::unique_ptr<server::Client> ClientFor(int port) {
       .server = "http://127.0.0.1:" + std::to_string(port), .token = kToken, .timeout_ms = 5000});
 }
 
+// Up and serving: on etcd, leading (a replica that does not lead yet answers /healthz too).
 bool WaitHealthy(int port) {
   auto c = ClientFor(port);
   return WaitFor(
       [&] {
-        auto r = c->Get("/healthz");
-        return r && r->status == 200;
+        auto r = c->Get("/v1/leader");
+        return r && r->status == 200 && r->body.value("role", "") != "follower";
       },
       15000);
 }

@@ -59,7 +59,9 @@ TEST(ServerLoad, TwoThousandSubmissionsFromSixteenClients) {
   EXPECT_EQ(f.Get("/v1/jobs?limit=1").body["total"], accepted.size());
   f.Stop();
 
-  auto store = server::OpenSqliteStore(f.dir() + "/tianshu.db");
+  auto url = server::ParseStoreUrl(f.store().empty() ? f.dir() + "/tianshu.db" : f.store());
+  ASSERT_TRUE(url) << url.error().message;
+  auto store = server::OpenStore(*url);
   ASSERT_TRUE(store) << store.error().message;
   auto all = (*store)->Load(10);
   ASSERT_TRUE(all);

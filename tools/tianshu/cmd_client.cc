@@ -484,6 +484,62 @@ Runner RegisterQueues(CLI::App& app) {
   };
 }
 
+Runner RegisterStatus(CLI::App& app) {
+  auto a = std::make_shared<Common>();
+  Command(app, "status",
+          "Ask each server given (TIANSHU_SERVER=a,b,c: the replicas on etcd) whether it answers "
+          "and who leads",
+          a.get());
+  return [a] {
+    auto all = MakeClient(a->client);  // resolves --server, the environment and the token
+    if (!all) {
+      std::cerr << "tianshu status: " << all.error().message << "\n";
+      return kExitInvalid;
+    }
+    nlohmann::json rows = nlohmann::json::array();
+    std::string leader;
+    for (const std::string& server : SplitString((*all)->options().server, ',')) {
+      if (server.empty()) continue;
+      server::ClientOptions o = (*all)->options();
+      o.server = server;
+      o.timeout_ms = 3000;
+      auto r = server::Client(o).Get("/v1/leader");
+      nlohmann::json row = {{"server", server}};
+      if (!r || r->status != 200) {
+        row["role"] = "unreachable";
+        row["error"] = ErrorOf(r);
+      } else {
+        row["role"] = r->body.value("role", "");
+        row["replica"] = r->body.value("replica", "");
+        row["leader"] = r->body.value("leader", nlohmann::json(nullptr));
+        if (row["role"] == "leader" || row["role"] == "single") leader = server;
+      }
+      rows.push_back(row);
+    }
+    if (a->out.Json()) {
+      std::cout << nlohmann::json{{"servers", rows},
+                                  {"leader", leader.empty() ? nlohmann::json(nullptr)
+                                                            : nlohmann::json(leader)}}
+                       .dump(2)
+                << "\n";
+    } else {
+      std::cout << fmt::format("{:<28} {:<12} {:<16} {}\n", "SERVER", "ROLE", "REPLICA", "LEADER");
+      for (const auto& row : rows) {
+        const auto& l = row.value("leader", nlohmann::json(nullptr));
+        std::string led = l.is_object() ? l.value("id", "") + " " + l.value("url", "") : "";
+        if (row["role"] == "unreachable") led = row.value("error", "");
+        std::cout << fmt::format("{:<28} {:<12} {:<16} {}\n", S(row, "server"), S(row, "role"),
+                                 S(row, "replica"), led);
+      }
+    }
+    if (leader.empty()) {
+      std::cerr << "tianshu status: no server given leads now\n";
+      return kExitFailure;
+    }
+    return kExitOk;
+  };
+}
+
 Runner RegisterEvents(CLI::App& app) {
   struct Args : Common {
     int64_t since = 0;

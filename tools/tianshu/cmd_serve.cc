@@ -374,6 +374,11 @@ int Up(const UpArgs& a) {
     std::cerr << "tianshu up: " << options.error().message << "\n";
     return kExitInvalid;
   }
+  if (!options->store.empty()) {
+    std::cerr << "tianshu up: --store is for `tianshu serve` (replicas on etcd elect a leader); "
+                 "`tianshu up` runs one server on its own SQLite store in --data\n";
+    return kExitInvalid;
+  }
   auto s = server::Server::Start(*options);
   if (!s) {
     std::cerr << "tianshu up: " << s.error().message << "\n";

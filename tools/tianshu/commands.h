@@ -52,6 +52,7 @@ Runner RegisterNodes(CLI::App& app);
 Runner RegisterUsers(CLI::App& app);
 Runner RegisterQueues(CLI::App& app);
 Runner RegisterEvents(CLI::App& app);
+Runner RegisterStatus(CLI::App& app);
 Runner RegisterDoctor(CLI::App& app);  // cmd_doctor.cc
 Runner RegisterStore(CLI::App& app);   // cmd_store.cc
 

@@ -1,6 +1,7 @@
 // tianshu: one binary, one subcommand per capability. The only place that reads flags and the
 // environment.
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <iostream>
 #include <utility>
 #include <vector>
@@ -26,6 +27,9 @@ const std::vector<std::string>& ProcessArgs() { return process_args; }
 int main(int argc, char** argv) {
   using namespace tianshu::cli;
   process_args.assign(argv, argv + argc);
+  // A peer that closes a TLS connection mid-write (an etcd refusing a client certificate, a
+  // client going away) must be an error of that call, not the end of the process.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"Tianshu: topology-aware scheduling of large-model training and inference"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "tianshu 0.1.0");
@@ -55,6 +59,7 @@ int main(int argc, char** argv) {
   add(RegisterUsers);
   add(RegisterQueues);
   add(RegisterEvents);
+  add(RegisterStatus);
   add(RegisterDoctor);
   add(RegisterStore);
   try {

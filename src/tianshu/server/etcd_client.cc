@@ -218,7 +218,11 @@ std::expected<nlohmann::json, EtcdError> EtcdClient::Call(const std::string& pat
       .unavailable = true,
       .message = "no etcd member could serve it (no quorum, or none reachable; the request may "
                  "or may not have been applied): " +
-                 why});
+                 why +
+                 (options_.endpoints[0].starts_with("https://")
+                      ? " (over TLS: etcd must accept the client certificate and key, and the CA "
+                        "must have signed etcd's)"
+                      : "")});
 }
 
 }  // namespace tianshu::server

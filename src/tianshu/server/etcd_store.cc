@@ -413,8 +413,8 @@ Result<std::unique_ptr<Store>> OpenEtcdStore(EtcdStoreOptions options) {
   }
   // One request may not outlast the wait for etcd: a member cut off from its quorum holds a
   // write until its own timeout (seconds), while the caller is owed an answer.
-  options.etcd.request_timeout_ms =
-      std::min(options.etcd.request_timeout_ms, std::max<int64_t>(500, options.unavailable_wait_ms));
+  options.etcd.request_timeout_ms = std::min(options.etcd.request_timeout_ms,
+                                             std::max<int64_t>(500, options.unavailable_wait_ms));
   auto client = EtcdClient::Open(options.etcd);
   if (!client) return std::unexpected(client.error());
   auto store = std::make_unique<EtcdStore>(std::move(*client), std::move(options));

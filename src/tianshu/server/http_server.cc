@@ -162,7 +162,8 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
     if (!url->etcd) return Fail("a replica's leadership guards an etcd store only");
     url->etcd->guard = options.guard;
   }
-  if (url->etcd && options.store_wait_ms > 0) url->etcd->unavailable_wait_ms = options.store_wait_ms;
+  if (url->etcd && options.store_wait_ms > 0)
+    url->etcd->unavailable_wait_ms = options.store_wait_ms;
   auto store = OpenStore(*url);
   if (!store) return std::unexpected(store.error());
   options.control.admin_token = options.token;
