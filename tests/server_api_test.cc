@@ -1130,5 +1130,33 @@ TEST(ServerApi, StartsEveryPolicyConfigAndRefusesABadOneByName) {
   std::filesystem::remove_all(dir, ec);
 }
 
+// On etcd a change must fit one transaction (max-txn-ops): a request whose change would not is
+// refused with 413 before anything changes, and the store goes on working (one oversized change
+// would fail it, and the server with it).
+TEST(ServerApi, AChangeTooLargeForTheStoreIsRefusedBeforeAnythingChanges) {
+  if (!StoreIsEtcd()) GTEST_SKIP() << "SQLite takes changes of any size";
+  ServerFixture f;
+  f.adjust = [](server::ServerOptions& o) { o.store += "?max-txn-ops=20"; };
+  f.Start();
+  auto array = f.Post("/v1/jobs?array=0-9", JobYaml("many", 1));  // 10 records and 10 events
+  EXPECT_EQ(array.status, 413) << array.text;
+  EXPECT_NE(array.ErrorText().find("max-txn-ops"), std::string::npos) << array.text;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 10; ++i) {
+    auto r = f.Post("/v1/jobs?hold=true", JobYaml("held-" + std::to_string(i), 1));
+    ASSERT_EQ(r.status, 201) << r.text;
+    ids.push_back(r.body["id"]);
+  }
+  auto all = f.Post("/v1/jobs/release", nlohmann::json{{"ids", ids}}.dump(), "application/json");
+  EXPECT_EQ(all.status, 413) << all.text;
+  EXPECT_EQ(f.Get("/v1/jobs?state=pending").body["total"], 10);
+  for (const auto& id : ids) EXPECT_TRUE(f.Get("/v1/jobs/" + id).body["held"].get<bool>()) << id;
+  const std::vector<std::string> half(ids.begin(), ids.begin() + 5);
+  auto some = f.Post("/v1/jobs/release", nlohmann::json{{"ids", half}}.dump(), "application/json");
+  EXPECT_EQ(some.status, 200) << some.text;
+  EXPECT_EQ(f.Get("/healthz").status, 200);  // the store never failed
+  EXPECT_EQ(f.Post("/v1/jobs", JobYaml("after", 1)).status, 201);
+}
+
 }  // namespace
 }  // namespace tianshu::testing

@@ -13,8 +13,12 @@ cmd=${1:-}
 dir=${2:-}
 [ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|restart|stop DIR [MEMBERS|N]" >&2; exit 2; }
 
-free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+# $1 distinct free loopback ports (all bound at once, so none is handed out twice).
+free_ports() {
+  /usr/bin/python3 -c 'import socket, sys
+ss = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
 }
 
 # Starts member $1 from its script: its own session, and no pipe of the caller's kept open
@@ -43,9 +47,10 @@ case "$cmd" in
     mkdir -p "$dir"
     declare -a cport pport
     cluster=""
+    read -r -a ports <<<"$(free_ports $((2 * members)))"
     for i in $(seq 1 "$members"); do
-      cport[$i]=$(free_port)
-      pport[$i]=$(free_port)
+      cport[$i]=${ports[$((2 * i - 2))]}
+      pport[$i]=${ports[$((2 * i - 1))]}
       cluster+="${cluster:+,}m$i=http://127.0.0.1:${pport[$i]}"
     done
     endpoints=""

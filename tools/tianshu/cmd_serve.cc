@@ -1,6 +1,7 @@
 // `tianshu serve` (the control plane) and `tianshu up` (a server with its SQLite store and a
 // local agent, started together and stopped together with Ctrl-C).
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -206,15 +207,18 @@ sigset_t BlockStopSignals() {
 // (a follower, campaigning anew) with nothing of the deposed leader's memory. Every descriptor
 // is closed on exec, so the port is free for the new image.
 [[noreturn]] void StartAgainAsFollower() {
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
-    int fd = -1;
-    try {
-      fd = std::stoi(e.path().filename().string());
-    } catch (...) {
-      continue;
+  // Every descriptor, also one another thread opens meanwhile, closes at the exec below.
+  if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+      int fd = -1;
+      try {
+        fd = std::stoi(e.path().filename().string());
+      } catch (...) {
+        continue;
+      }
+      if (fd > 2) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
     }
-    if (fd > 2) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
   }
   std::vector<char*> argv;
   for (const std::string& arg : ProcessArgs()) argv.push_back(const_cast<char*>(arg.c_str()));
@@ -227,24 +231,29 @@ sigset_t BlockStopSignals() {
   std::_Exit(kExitFailure);
 }
 
-// Waits for a stop signal; sets `stop` and wakes `cv` when one comes.
+// Waits for a stop signal; sets `stop` and wakes Wait() when one comes. Lives as long as the
+// process (its thread waits for signals to the end).
 struct StopSignals {
   std::mutex mu;
   std::condition_variable cv;
   std::atomic<bool> stop{false};
   std::atomic<bool> lost{false};
-  std::thread waiter;
   explicit StopSignals(sigset_t set) {
-    waiter = std::thread([this, set] {
+    std::thread([this, set] {
       for (;;) {
         int sig = 0;
         sigwait(&set, &sig);
         if (sig != SIGCHLD) break;
       }
-      stop = true;
-      cv.notify_all();
-    });
-    waiter.detach();
+      Set(stop);
+    }).detach();
+  }
+  void Set(std::atomic<bool>& flag) {
+    {
+      std::lock_guard l(mu);
+      flag = true;
+    }
+    cv.notify_all();
   }
   void Wait() {
     std::unique_lock l(mu);
@@ -259,7 +268,7 @@ int Serve(const ServeArgs& a) {
     std::cerr << "tianshu serve: " << options.error().message << "\n";
     return kExitInvalid;
   }
-  StopSignals signals(set);
+  StopSignals& signals = *new StopSignals(set);  // outlives the threads that use it
   // On etcd, replicas elect the one that serves; the others answer who does.
   std::unique_ptr<server::LeaderElection> election;
   if (auto url = server::ParseStoreUrl(options->store);
@@ -287,6 +296,11 @@ int Serve(const ServeArgs& a) {
       return kExitFailure;
     }
     election = std::move(*e);
+    // What the server would refuse (plain HTTP off loopback), the follower refuses too.
+    if (auto ok = server::CheckListenOptions(*options); !ok) {
+      std::cerr << "tianshu serve: " << ok.error().message << "\n";
+      return kExitInvalid;
+    }
     auto follower = server::FollowerServer::Start({.host = options->host,
                                                    .port = options->port,
                                                    .tls_cert = options->tls_cert,
@@ -307,13 +321,12 @@ int Serve(const ServeArgs& a) {
                   << "\n";
       }
     });
+    if (won) {
+      // Renewed from now on, also while the follower stops and the state loads.
+      election->WatchLease([&signals] { signals.Set(signals.lost); });
+    }
     (*follower)->Stop();
     if (!won) return kExitOk;
-    // Renewed from now on, also while the state loads: a lost lease ends the start.
-    election->WatchLease([&signals] {
-      signals.lost = true;
-      signals.cv.notify_all();
-    });
     options->guard = election->Guard();
     options->replica_id = election->options().id;
     options->replica_url = election->options().url;
@@ -333,21 +346,22 @@ int Serve(const ServeArgs& a) {
   std::cerr << "tianshu serve: token in "
             << (a.token_file.empty() ? options->data_dir + "/token" : a.token_file)
             << "; Ctrl-C stops\n";
+  std::thread store_watch;
   if (election) {
     // A replica whose store failed a write (etcd unavailable too long, or its leadership gone)
     // accepts no more changes: it starts again as a follower, from what the store holds.
-    std::thread([&signals, cp = &(*s)->control_plane()] {
+    store_watch = std::thread([&signals, cp = &(*s)->control_plane()] {
       while (!signals.stop && !signals.lost) {
         if (cp->StoreFailed()) {
-          signals.lost = true;
-          signals.cv.notify_all();
+          signals.Set(signals.lost);
           return;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
       }
-    }).detach();
+    });
   }
   signals.Wait();
+  if (store_watch.joinable()) store_watch.join();
   if (signals.lost && !signals.stop) {
     // Deposed (the lease ran out: etcd unreachable, or this process was paused): its writes
     // already fail on etcd; it stops at once and campaigns again from a clean start.

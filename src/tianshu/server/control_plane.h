@@ -394,6 +394,9 @@ class ControlPlane {
   std::vector<int> ArrayIndexesOf(const Job& first) const;
   // The seqs of the array whose first task is `first` (empty when it is not an array's first).
   std::vector<int64_t> ArrayTasks(const Job& first) const;
+  // A 413 when a change of about `ops` rows and `bytes` bytes would not fit what the store
+  // writes at once (Store::Limits); `what` names the request for the message.
+  std::optional<ApiError> OverStoreLimits(size_t ops, size_t bytes, const std::string& what) const;
   // Cancels one job in `t` (stops its ranks when it holds a placement); false if it has ended.
   bool CancelOne(Txn& t, Job& j, int64_t now_ms);
   nlohmann::json ArrayJson(const Job& first) const;

@@ -127,6 +127,19 @@ json ControlPlane::ArrayJson(const Job& first) const {
           {"held", first.held}};
 }
 
+std::optional<ApiError> ControlPlane::OverStoreLimits(size_t ops, size_t bytes,
+                                                      const std::string& what) const {
+  const std::optional<StoreLimits> limits = store_->Limits();
+  if (!limits || (ops <= limits->max_ops && bytes <= limits->max_bytes)) return std::nullopt;
+  return ApiError{413, what + " would write about " + std::to_string(ops) + " records (" +
+                           std::to_string(bytes / 1024) + " KiB) at once, more than the store (" +
+                           store_->Describe() + ") takes in one transaction (" +
+                           std::to_string(limits->max_ops) + " records, " +
+                           std::to_string(limits->max_bytes / 1024) +
+                           " KiB): make it smaller, or raise etcd's --max-txn-ops and "
+                           "--max-request-bytes and the store URL's limits (docs/operations.md)"};
+}
+
 ApiResult<Submitted> ControlPlane::Submit(SubmitRequest request, int64_t now_ms) {
   // Each task keeps a copy of the body: an array's bodies are bounded together.
   constexpr size_t kMaxArrayBytes = size_t{16} << 20;
@@ -135,6 +148,40 @@ ApiResult<Submitted> ControlPlane::Submit(SubmitRequest request, int64_t now_ms)
     return Refuse(413, "array of " + std::to_string(request.array.size()) + " tasks of a " +
                            std::to_string(request.text.size()) +
                            "-byte body: at most 16 MiB of bodies in one array");
+  }
+  {
+    // The submission's own change (each task's record, written twice over: the body and the
+    // spec, and its event), and the largest its launch can be: an order per node it spans (as
+    // many as its ranks over the fewest GPUs a registered node has), each carrying its ranks'
+    // command and environment.
+    const size_t tasks = std::max<size_t>(1, request.array.size());
+    size_t run_bytes = request.run.workdir.size() + 256;
+    for (const auto& c : request.run.command) run_bytes += c.size() + 4;
+    for (const auto& [k, v] : request.run.env) run_bytes += k.size() + v.size() + 8;
+    const size_t ranks = static_cast<size_t>(std::max(1, request.spec.gpus));
+    size_t per_node = request.spec.gpus_per_node > 0 ? size_t(request.spec.gpus_per_node) : 0;
+    if (per_node == 0) {
+      std::lock_guard l(mu_);
+      for (const auto& [name, n] : nodes_) {
+        const size_t g = n.hardware.devices.size();
+        if (g > 0 && (per_node == 0 || g < per_node)) per_node = g;
+      }
+    }
+    const size_t spans = request.spec.nodes > 0 ? size_t(request.spec.nodes)
+                                                : (ranks + std::max<size_t>(1, per_node) - 1) /
+                                                      std::max<size_t>(1, per_node);
+    auto over = OverStoreLimits(
+        tasks * 2 + 8, tasks * (2 * request.text.size() + 512),
+        tasks > 1 ? "an array of " + std::to_string(tasks) + " tasks" : "the submission");
+    if (!over) {
+      over = OverStoreLimits(spans + 16, ranks * run_bytes + 4 * request.text.size() + 4096,
+                             "launching this job (" + std::to_string(ranks) + " ranks on up to " +
+                                 std::to_string(spans) + " nodes)");
+    }
+    if (over) {
+      metrics_.submissions_rejected++;
+      return std::unexpected(*over);
+    }
   }
   auto r = Mutate<Submitted>([&](Txn& t) -> ApiResult<Submitted> {
     // Keys are per user: another user's equal key is another submission.
@@ -231,6 +278,13 @@ ApiResult<json> ControlPlane::SetHeld(const std::vector<std::string>& ids, bool 
                                 std::to_string(refused.size()) + " of " +
                                 std::to_string(ids.size()) + " refused: " + Join(refused, "; "));
     }
+    size_t bytes = 0;
+    for (const Job* j : jobs) bytes += 2 * j->text.size() + 512;
+    if (auto over = OverStoreLimits(2 * jobs.size() + 4, bytes,
+                                    std::string(hold ? "holding " : "releasing ") +
+                                        std::to_string(jobs.size()) + " jobs")) {
+      return std::unexpected(*over);
+    }
     json out = json::array();
     for (Job* j : jobs) {
       if (j->held != hold) {
@@ -284,6 +338,12 @@ ApiResult<json> ControlPlane::Cancel(const std::string& id, const Identity& who,
           return Refuse(403, "task " + k.id + " of array " + id + " belongs to " + k.owner +
                                  ": nothing cancelled");
         }
+      }
+      size_t bytes = 0;
+      for (int64_t task : tasks) bytes += 2 * jobs_.at(task).text.size() + 512;
+      if (auto over = OverStoreLimits(3 * tasks.size() + 4, bytes,
+                                      "cancelling " + std::to_string(tasks.size()) + " tasks")) {
+        return std::unexpected(*over);
       }
       json cancelled = json::array();
       int finished = 0;

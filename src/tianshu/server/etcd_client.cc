@@ -95,7 +95,32 @@ std::string EtcdClient::PrefixEnd(std::string prefix) {
   return std::string(1, '\0');  // every key
 }
 
+std::string EtcdClient::Str(const nlohmann::json& o, const char* field) {
+  if (!o.is_object()) return "";
+  auto it = o.find(field);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+bool EtcdClient::Bool(const nlohmann::json& o, const char* field) {
+  if (!o.is_object()) return false;
+  auto it = o.find(field);
+  return it != o.end() && it->is_boolean() && it->get<bool>();
+}
+
+nlohmann::json EtcdClient::Array(const nlohmann::json& o, const char* field) {
+  if (!o.is_object()) return nlohmann::json::array();
+  auto it = o.find(field);
+  return it != o.end() && it->is_array() ? *it : nlohmann::json::array();
+}
+
+nlohmann::json EtcdClient::Object(const nlohmann::json& o, const char* field) {
+  if (!o.is_object()) return nlohmann::json::object();
+  auto it = o.find(field);
+  return it != o.end() && it->is_object() ? *it : nlohmann::json::object();
+}
+
 int64_t EtcdClient::Int(const nlohmann::json& o, const char* field) {
+  if (!o.is_object()) return 0;
   auto it = o.find(field);
   if (it == o.end()) return 0;
   if (it->is_number_integer()) return it->get<int64_t>();
@@ -205,7 +230,7 @@ std::expected<nlohmann::json, EtcdError> EtcdClient::Call(const std::string& pat
       return answer;
     }
     const int code = static_cast<int>(Int(answer, "code"));
-    std::string message = answer.value("message", "");
+    std::string message = Str(answer, "message");
     if (message.empty()) message = "HTTP " + std::to_string(status);
     if (status == 503 || UnavailableCode(code) || message.find("leader") != std::string::npos ||
         message.find("timed out") != std::string::npos) {

@@ -66,8 +66,13 @@ class EtcdClient {
   static Result<std::string> Decode(std::string_view base64);
   // The key after every key that starts with `prefix` (etcd's range_end for a prefix).
   static std::string PrefixEnd(std::string prefix);
-  // A JSON int64 of the gateway (a string, or absent for 0).
+  // Fields of an answer, read without trusting its shape (a wrong type reads as absent): a
+  // JSON int64 of the gateway (a string; 0 when absent), a string, a bool, an array, an object.
   static int64_t Int(const nlohmann::json& object, const char* field);
+  static std::string Str(const nlohmann::json& object, const char* field);
+  static bool Bool(const nlohmann::json& object, const char* field);
+  static nlohmann::json Array(const nlohmann::json& object, const char* field);
+  static nlohmann::json Object(const nlohmann::json& object, const char* field);
 
  private:
   explicit EtcdClient(EtcdOptions options) : options_(std::move(options)) {}

@@ -157,10 +157,14 @@ class EtcdStore final : public Store {
                           {"failure", {{{"requestRange", {{"key", EtcdClient::Encode(key)}}}}}}};
     auto w = Call("/v3/kv/txn", txn, /*retry=*/false);
     if (!w) return Fail(w.error().message);
-    if (!w->value("succeeded", false)) {
-      const auto& kvs = (*w)["responses"][0]["response_range"]["kvs"];
-      auto v =
-          kvs.empty() ? Result<std::string>("") : EtcdClient::Decode(kvs[0].value("value", ""));
+    if (!EtcdClient::Bool(*w, "succeeded")) {
+      const nlohmann::json responses = EtcdClient::Array(*w, "responses");
+      const nlohmann::json kvs =
+          responses.empty()
+              ? nlohmann::json::array()
+              : EtcdClient::Array(EtcdClient::Object(responses[0], "response_range"), "kvs");
+      auto v = kvs.empty() ? Result<std::string>("")
+                           : EtcdClient::Decode(EtcdClient::Str(kvs[0], "value"));
       if (!v) return Fail(v.error().message);
       int layout = 0;
       try {
@@ -179,6 +183,7 @@ class EtcdStore final : public Store {
   Result<StoredState> Load(size_t max_events) override {
     StoredState out;
     out.schema_version = kSchemaVersion;
+    std::vector<std::tuple<int64_t, int64_t, size_t>> order_rank;  // revision, place, index
     // Every range at one revision: a consistent snapshot of the store.
     int64_t revision = 0;
     auto each = [&](const std::string& table, auto&& f) -> Status {
@@ -192,22 +197,26 @@ class EtcdStore final : public Store {
         if (revision > 0) req["revision"] = std::to_string(revision);
         auto r = Call("/v3/kv/range", req, /*retry=*/true);
         if (!r) return Fail(r.error().message);
-        if (revision == 0) revision = EtcdClient::Int((*r)["header"], "revision");
-        const auto kvs = r->value("kvs", nlohmann::json::array());
+        if (revision == 0) revision = EtcdClient::Int(EtcdClient::Object(*r, "header"), "revision");
+        const nlohmann::json kvs = EtcdClient::Array(*r, "kvs");
         for (const auto& kv : kvs) {
-          auto k = EtcdClient::Decode(kv.value("key", ""));
-          auto v = EtcdClient::Decode(kv.value("value", ""));
-          if (!k || !v) return Fail("etcd store: a key under ", from, " does not decode");
-          if (auto s = f(k->substr(from.size()), *v); !s) return s;
+          auto k = EtcdClient::Decode(EtcdClient::Str(kv, "key"));
+          auto v = EtcdClient::Decode(EtcdClient::Str(kv, "value"));
+          if (!k || !v || !k->starts_with(from)) {
+            return Fail("etcd store: a key under ", from, " does not decode");
+          }
+          if (auto s = f(k->substr(from.size()), *v, EtcdClient::Int(kv, "mod_revision")); !s) {
+            return s;
+          }
           key = *k + std::string(1, '\0');
         }
-        if (!r->value("more", false) || kvs.empty()) return Ok();
+        if (!EtcdClient::Bool(*r, "more") || kvs.empty()) return Ok();
       }
     };
     auto bad = [&](const std::string& what, const std::string& key) {
       return Fail("etcd store ", Describe(), ": cannot read ", what, " ", key);
     };
-    auto s = each("jobs/", [&](const std::string& id, std::string_view v) -> Status {
+    auto s = each("jobs/", [&](const std::string& id, std::string_view v, int64_t) -> Status {
       auto [head, doc] = SplitHeader(v);
       auto h = nlohmann::json::parse(head, nullptr, false);
       if (!h.is_array() || h.size() != 2 || !h[0].is_number_integer() || !h[1].is_string()) {
@@ -217,32 +226,33 @@ class EtcdStore final : public Store {
       return Ok();
     });
     if (s) {
-      s = each("nodes/", [&](const std::string& name, std::string_view v) -> Status {
+      s = each("nodes/", [&](const std::string& name, std::string_view v, int64_t) -> Status {
         out.nodes.push_back({name, std::string(v)});
         return Ok();
       });
     }
     if (s) {
-      s = each("orders/", [&](const std::string& id, std::string_view v) -> Status {
+      s = each("orders/", [&](const std::string& id, std::string_view v, int64_t rev) -> Status {
         auto [head, doc] = SplitHeader(v);
         auto h = nlohmann::json::parse(head, nullptr, false);
-        if (!h.is_array() || h.size() != 3 || !h[0].is_string() || !h[1].is_string() ||
-            !h[2].is_string()) {
+        if (!h.is_array() || h.size() != 4 || !h[0].is_string() || !h[1].is_string() ||
+            !h[2].is_string() || !h[3].is_number_integer()) {
           return bad("order", id);
         }
+        order_rank.push_back({rev, h[3].get<int64_t>(), out.orders.size()});
         out.orders.push_back({id, h[0].get<std::string>(), h[1].get<std::string>(),
                               h[2].get<std::string>(), std::string(doc)});
         return Ok();
       });
     }
     if (s) {
-      s = each("meta/", [&](const std::string& k, std::string_view v) -> Status {
+      s = each("meta/", [&](const std::string& k, std::string_view v, int64_t) -> Status {
         out.meta[k] = std::string(v);
         return Ok();
       });
     }
     if (s) {
-      s = each("progress/", [&](const std::string& k, std::string_view v) -> Status {
+      s = each("progress/", [&](const std::string& k, std::string_view v, int64_t) -> Status {
         // JOB/ATTEMPT/KEY (KEY may hold '/')
         const size_t a = k.find('/');
         const size_t b = a == std::string::npos ? a : k.find('/', a + 1);
@@ -261,32 +271,60 @@ class EtcdStore final : public Store {
     if (!s) return std::unexpected(s.error());
     std::sort(out.jobs.begin(), out.jobs.end(),
               [](const JobRow& a, const JobRow& b) { return a.seq < b.seq; });
-    std::sort(out.orders.begin(), out.orders.end(),
-              [](const OrderRow& a, const OrderRow& b) { return a.id < b.id; });
+    // Orders in the order they were last written, as SQLite's rowids keep them (each node's
+    // queue is delivered oldest first): by the revision that wrote each, then by its place in
+    // that transaction.
+    std::sort(order_rank.begin(), order_rank.end());
+    std::vector<OrderRow> orders;
+    for (const auto& [rev, place, index] : order_rank)
+      orders.push_back(std::move(out.orders[index]));
+    out.orders = std::move(orders);
     return out;
   }
 
   Status Write(const std::vector<const Change*>& batch) override {
     TxnBuilder txn(o_.prefix);
-    for (const Change* c : batch) {
-      TxnBuilder one(o_.prefix);
-      Add(*c, one);
-      if (one.Ops() > static_cast<size_t>(o_.max_txn_ops) || one.Bytes() > o_.max_request_bytes) {
-        return Fail("etcd store: one change needs ", std::to_string(one.Ops()),
-                    " operations and about ", std::to_string(one.Bytes()),
-                    " bytes, over what the store allows (max-txn-ops ",
-                    std::to_string(o_.max_txn_ops), ", max-request-bytes ",
-                    std::to_string(o_.max_request_bytes),
-                    "): raise etcd's --max-txn-ops and --max-request-bytes and the store URL's "
-                    "max-txn-ops and max-request-bytes");
-      }
-      // Whole changes per transaction (the sum bounds what they take merged).
-      if (txn.Ops() + one.Ops() > static_cast<size_t>(o_.max_txn_ops) ||
-          txn.Bytes() + one.Bytes() > o_.max_request_bytes) {
+    auto fits = [&](const TxnBuilder& t) {
+      return t.Ops() <= static_cast<size_t>(o_.max_txn_ops) && t.Bytes() <= o_.max_request_bytes;
+    };
+    // Whole changes per transaction (the sum bounds what they take merged).
+    auto append = [&](const Change& c, const TxnBuilder& alone) -> Status {
+      if (txn.Ops() + alone.Ops() > static_cast<size_t>(o_.max_txn_ops) ||
+          txn.Bytes() + alone.Bytes() > o_.max_request_bytes) {
         if (auto s = Send(txn); !s) return s;
         txn = TxnBuilder(o_.prefix);
       }
-      Add(*c, txn);
+      Add(c, txn);
+      return Ok();
+    };
+    for (const Change* c : batch) {
+      TxnBuilder one(o_.prefix);
+      Add(*c, one);
+      if (fits(one)) {
+        if (auto s = append(*c, one); !s) return s;
+        continue;
+      }
+      // Larger than one transaction (a cycle that starts hundreds of jobs): written as several,
+      // the jobs' records before the orders that launch them, so that a crash in between
+      // leaves jobs waiting for ranks that never start (the gang timeout retries them), never
+      // orders for a job that does not know it was placed. Refusing it would fail the store,
+      // and the next leader would make the same change again.
+      std::vector<Change> pieces = Pieces(*c);
+      std::fprintf(stderr,
+                   "tianshu serve: etcd store: a change of %zu operations is over max-txn-ops %d "
+                   "or max-request-bytes %zu: written as %zu pieces, not atomically (raise etcd's "
+                   "--max-txn-ops and the store URL's max-txn-ops)\n",
+                   one.Ops(), o_.max_txn_ops, o_.max_request_bytes, pieces.size());
+      for (const Change& piece : pieces) {
+        TxnBuilder alone(o_.prefix);
+        Add(piece, alone);
+        if (!fits(alone)) {
+          return Fail("etcd store: one record needs about ", std::to_string(alone.Bytes()),
+                      " bytes, over max-request-bytes ", std::to_string(o_.max_request_bytes),
+                      ": raise etcd's --max-request-bytes and the store URL's max-request-bytes");
+        }
+        if (auto s = append(piece, alone); !s) return s;
+      }
     }
     return txn.Empty() ? Ok() : Send(txn);
   }
@@ -294,9 +332,9 @@ class EtcdStore final : public Store {
   Result<std::optional<JobRow>> ReadJob(const std::string& id) override {
     auto r = Call("/v3/kv/range", {{"key", EtcdClient::Encode(o_.prefix + "jobs/" + id)}}, true);
     if (!r) return Fail(r.error().message);
-    const auto kvs = r->value("kvs", nlohmann::json::array());
+    const nlohmann::json kvs = EtcdClient::Array(*r, "kvs");
     if (kvs.empty()) return std::optional<JobRow>();
-    auto v = EtcdClient::Decode(kvs[0].value("value", ""));
+    auto v = EtcdClient::Decode(EtcdClient::Str(kvs[0], "value"));
     if (!v) return std::unexpected(v.error());
     auto [head, doc] = SplitHeader(*v);
     auto h = nlohmann::json::parse(head, nullptr, false);
@@ -306,13 +344,18 @@ class EtcdStore final : public Store {
     return JobRow{id, h[0].get<int64_t>(), h[1].get<std::string>(), std::string(doc)};
   }
 
+  std::optional<StoreLimits> Limits() const override {
+    return StoreLimits{.max_ops = static_cast<size_t>(o_.max_txn_ops),
+                       .max_bytes = o_.max_request_bytes};
+  }
+
   std::string Describe() const override {
     return "etcd:" + client_->Endpoints() + " prefix " + o_.prefix + " (max-txn-ops " +
            std::to_string(o_.max_txn_ops) + ")";
   }
 
  private:
-  void Add(const Change& c, TxnBuilder& t) const {
+  void Add(const Change& c, TxnBuilder& t) {
     const std::string& p = o_.prefix;
     for (const auto& j : c.jobs) {
       t.Put(p + "jobs/" + j.id, nlohmann::json::array({j.seq, j.state}).dump() + "\n" + j.doc);
@@ -324,7 +367,8 @@ class EtcdStore final : public Store {
         t.Delete(p + "orders/" + o.id);
       } else {
         t.Put(p + "orders/" + o.id,
-              nlohmann::json::array({o.node, o.job_id, o.status}).dump() + "\n" + o.doc);
+              nlohmann::json::array({o.node, o.job_id, o.status, ++order_writes_}).dump() + "\n" +
+                  o.doc);
       }
     }
     int64_t newest = 0;
@@ -338,13 +382,29 @@ class EtcdStore final : public Store {
     for (const auto& row : c.progress) t.PutProgress(row);
   }
 
+  // A change cut into pieces of one record each (or one kind: the progress resets, the meta),
+  // in an order safe to apply one by one: jobs and their progress, nodes, meta, events, orders.
+  static std::vector<Change> Pieces(const Change& c) {
+    std::vector<Change> out;
+    for (const auto& j : c.jobs) out.push_back(Change{.jobs = {j}});
+    if (!c.progress_reset.empty()) out.push_back(Change{.progress_reset = c.progress_reset});
+    for (const auto& p : c.progress) out.push_back(Change{.progress = {p}});
+    for (const auto& n : c.nodes) out.push_back(Change{.nodes = {n}});
+    if (!c.meta.empty()) out.push_back(Change{.meta = c.meta});
+    for (const auto& e : c.events) out.push_back(Change{.events = {e}});
+    for (const auto& o : c.orders) out.push_back(Change{.orders = {o}});
+    return out;
+  }
+
   Status Send(const TxnBuilder& t) {
     auto r = Call("/v3/kv/txn", t.Request(o_.guard), /*retry=*/true);
     if (!r) return Fail(r.error().message);
-    if (o_.guard && !r->value("succeeded", false)) {
+    if (o_.guard && !EtcdClient::Bool(*r, "succeeded")) {
       return Fail("etcd store ", Describe(), ": this replica no longer leads (", o_.guard->key,
                   " is not the key it created at revision ",
-                  std::to_string(o_.guard->create_revision), "): nothing of the write was applied");
+                  std::to_string(o_.guard->create_revision),
+                  "): this transaction was not applied; earlier ones of the same batch may have "
+                  "been");
     }
     return Ok();
   }
@@ -360,10 +420,10 @@ class EtcdStore final : public Store {
                    {"sort_target", "KEY"}},
                   /*retry=*/true);
     if (!r) return Fail(r.error().message);
-    for (const auto& kv : r->value("kvs", nlohmann::json::array())) {
-      auto k = EtcdClient::Decode(kv.value("key", ""));
-      auto v = EtcdClient::Decode(kv.value("value", ""));
-      if (!k || !v) return Fail("etcd store: an event does not decode");
+    for (const auto& kv : EtcdClient::Array(*r, "kvs")) {
+      auto k = EtcdClient::Decode(EtcdClient::Str(kv, "key"));
+      auto v = EtcdClient::Decode(EtcdClient::Str(kv, "value"));
+      if (!k || !v || !k->starts_with(from)) return Fail("etcd store: an event does not decode");
       auto [head, doc] = SplitHeader(*v);
       try {
         out.push_back(
@@ -399,6 +459,9 @@ class EtcdStore final : public Store {
 
   std::unique_ptr<EtcdClient> client_;
   EtcdStoreOptions o_;
+  // Orders written by this process, in order: an order's place among those of one transaction
+  // (they share its revision).
+  int64_t order_writes_ = 0;
 };
 
 }  // namespace

@@ -22,6 +22,11 @@ Result<std::unique_ptr<FollowerServer>> FollowerServer::Start(FollowerOptions op
   } else {
     f->http_ = std::make_unique<httplib::Server>();
   }
+  // It reads no body: a small limit, and short timeouts for a client that trickles.
+  f->http_->set_payload_max_length(64 * 1024);
+  f->http_->set_read_timeout(5, 0);
+  f->http_->set_write_timeout(5, 0);
+  f->http_->set_keep_alive_max_count(1);
   FollowerServer* self = f.get();
   auto leader = [self] {
     std::lock_guard l(self->mu_);
@@ -73,7 +78,10 @@ Result<std::unique_ptr<FollowerServer>> FollowerServer::Start(FollowerOptions op
     std::this_thread::sleep_for(std::chrono::milliseconds(100));  // an older image closing it
   }
   if (!bound) return Fail("cannot listen on ", o.host, ":", std::to_string(o.port));
-  f->thread_ = std::thread([self] { self->http_->listen_after_bind(); });
+  f->thread_ = std::thread([self] {
+    self->http_->listen_after_bind();
+    self->done_ = true;
+  });
   // stop() before the accept loop runs would be lost, and the loop would never end.
   for (int i = 0; i < 2000 && !f->http_->is_running(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -89,7 +97,11 @@ void FollowerServer::SetLeader(const LeaderInfo& leader) {
 }
 
 void FollowerServer::Stop() {
-  if (http_) http_->stop();
+  // A stop() before the accept loop runs is lost: ask until the loop has ended.
+  while (thread_.joinable() && !done_) {
+    http_->stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   if (thread_.joinable()) thread_.join();
 }
 

@@ -9,6 +9,7 @@
 //   f->Stop();   // before the replica serves as the leader on the same port
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -44,6 +45,7 @@ class FollowerServer {
   LeaderInfo leader_;
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
+  std::atomic<bool> done_{false};  // the accept loop has ended
 };
 
 }  // namespace tianshu::server

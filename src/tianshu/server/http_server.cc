@@ -121,7 +121,7 @@ bool IsLoopback(const std::string& host) {
 
 }  // namespace
 
-Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
+Status CheckListenOptions(const ServerOptions& options) {
   if (options.token.empty()) return Fail("a token is required (--token-file)");
   const bool tls = !options.tls_cert.empty() || !options.tls_key.empty();
   if (tls && (options.tls_cert.empty() || options.tls_key.empty())) {
@@ -142,6 +142,12 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
                   " is readable or writable by every user: run chmod 600 (or 640) on it");
     }
   }
+  return Ok();
+}
+
+Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
+  if (auto ok = CheckListenOptions(options); !ok) return std::unexpected(ok.error());
+  const bool tls = !options.tls_cert.empty() || !options.tls_key.empty();
   if (!options.now_ms) {
     options.now_ms = [] {
       return std::chrono::duration_cast<std::chrono::milliseconds>(

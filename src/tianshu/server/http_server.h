@@ -56,6 +56,11 @@ struct ServerOptions {
   std::function<void(const std::string&)> log;  // one line per notable event; none when empty
 };
 
+// What Server::Start refuses to listen with (plain HTTP off loopback without
+// allow_plain_http, half a TLS pair, a TLS key others can read); a replica checks it before it
+// answers as a follower.
+[[nodiscard]] Status CheckListenOptions(const ServerOptions& options);
+
 class Server {
  public:
   // Opens (or creates and migrates) the store, rebuilds the state, binds, starts serving.

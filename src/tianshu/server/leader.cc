@@ -38,14 +38,14 @@ Result<LeaderInfo> LeaderElection::Current() {
   auto r = client_->Call("/v3/kv/range", {{"key", EtcdClient::Encode(Key())}});
   if (!r) return Fail("etcd: ", r.error().message);
   LeaderInfo out;
-  const auto kvs = r->value("kvs", nlohmann::json::array());
+  const nlohmann::json kvs = EtcdClient::Array(*r, "kvs");
   if (kvs.empty()) return out;
-  auto v = EtcdClient::Decode(kvs[0].value("value", ""));
+  auto v = EtcdClient::Decode(EtcdClient::Str(kvs[0], "value"));
   if (!v) return std::unexpected(v.error());
   auto doc = nlohmann::json::parse(*v, nullptr, false);
-  const std::string id = doc.is_object() ? doc.value("id", "") : "";
+  const std::string id = EtcdClient::Str(doc, "id");
   out.id = id.empty() ? std::string(1, '?') : id;  // a key someone else wrote: somebody leads
-  if (doc.is_object()) out.url = doc.value("url", "");
+  out.url = EtcdClient::Str(doc, "url");
   out.create_revision = EtcdClient::Int(kvs[0], "create_revision");
   return out;
 }
@@ -55,7 +55,7 @@ Result<int64_t> LeaderElection::GrantLease() {
   auto r = client_->Call("/v3/lease/grant", {{"TTL", std::to_string(ttl_s)}});
   if (!r) return Fail("etcd: ", r.error().message);
   const int64_t id = EtcdClient::Int(*r, "ID");
-  if (id == 0) return Fail("etcd granted no lease: ", r->value("error", ""));
+  if (id == 0) return Fail("etcd granted no lease: ", EtcdClient::Str(*r, "error"));
   return id;
 }
 
@@ -98,10 +98,10 @@ bool LeaderElection::Campaign(const std::atomic<bool>& stop,
                                {"value", EtcdClient::Encode(value)},
                                {"lease", std::to_string(*lease)}}}}}}};
     auto w = client_->Call("/v3/kv/txn", txn);
-    if (w && w->value("succeeded", false)) {
+    if (w && EtcdClient::Bool(*w, "succeeded")) {
       lease_ = *lease;
       // The put is the transaction's only write: the revision it made created the key.
-      create_revision_ = EtcdClient::Int((*w)["header"], "revision");
+      create_revision_ = EtcdClient::Int(EtcdClient::Object(*w, "header"), "revision");
       return true;
     }
     (void)client_->Call("/v3/lease/revoke", {{"ID", std::to_string(*lease)}});
@@ -119,13 +119,15 @@ void LeaderElection::WatchLease(std::function<void()> lost) {
       cv_.wait_for(l, every, [&] { return stopping_; });
       if (stopping_) return;
       l.unlock();
+      // A renewal counts from when it was asked for: the lease runs from then at the latest.
+      const auto asked = Clock::now();
       auto r = client_->Call("/v3/lease/keepalive", {{"ID", std::to_string(lease_)}});
       const auto now = Clock::now();
       bool gone = false;
       if (r) {
-        const auto& result = r->contains("result") ? (*r)["result"] : *r;
-        if (EtcdClient::Int(result, "TTL") > 0) {
-          renewed = now;
+        const nlohmann::json result = r->contains("result") ? (*r)["result"] : *r;
+        if (result.is_object() && EtcdClient::Int(result, "TTL") > 0) {
+          renewed = asked;
         } else {
           gone = true;  // etcd no longer has the lease: the key went with it
         }

@@ -79,14 +79,27 @@ struct StoredState {
   std::vector<ProgressRow> progress;  // every job's, in no particular order
 };
 
+// What one change may hold at most: operations (rows written or deleted) and bytes.
+struct StoreLimits {
+  size_t max_ops = 0;
+  size_t max_bytes = 0;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
+  // The most one change may hold (etcd's transaction limits); none for SQLite. The control
+  // plane refuses a request whose change would not fit, before it changes anything: one
+  // oversized change would otherwise fail the store.
+  virtual std::optional<StoreLimits> Limits() const { return std::nullopt; }
   // Reads the whole state (at start). Not concurrent with Write.
   [[nodiscard]] virtual Result<StoredState> Load(size_t max_events) = 0;
-  // Writes the changes in order, as one durable transaction: when it returns Ok, all of them
-  // survive a crash or power loss; on error none of them was written. Called from one thread
-  // at a time (the Committer serialises callers).
+  // Writes the changes in order, durably: when it returns Ok, all of them survive a crash or
+  // power loss. SQLite writes a batch as one transaction, so on error none of it was written;
+  // etcd writes one that does not fit a transaction as several, each holding whole changes, so
+  // on error a first part of the batch (whole changes, in order) may have been written, as if
+  // the server had crashed after it. Called from one thread at a time (the Committer
+  // serialises callers).
   [[nodiscard]] virtual Status Write(const std::vector<const Change*>& batch) = 0;
   // Reads one job's row (for tests and tools that inspect a store after a crash).
   [[nodiscard]] virtual Result<std::optional<JobRow>> ReadJob(const std::string& id) = 0;
@@ -121,7 +134,9 @@ struct EtcdStoreOptions {
 //   sqlite:PATH (or a plain path)                     the SQLite store in that file
 //   etcd://HOST:PORT[,HOST:PORT...][/PREFIX][?OPTIONS]    etcd over plain HTTP
 //   etcd+tls://HOST:PORT[,...][/PREFIX]?ca=FILE[&cert=FILE&key=FILE][&OPTIONS]   over TLS
-// OPTIONS: max-txn-ops=N, max-request-bytes=N, events-kept=N, timeout-ms=N.
+// OPTIONS: max-txn-ops=N, max-request-bytes=N, events-kept=N, timeout-ms=N, and
+// insecure-plain-http=true, without which plain etcd:// is refused to a host off loopback (the
+// store holds the jobs' environments, API keys among them).
 struct StoreUrl {
   std::string sqlite_path;  // set for SQLite
   std::optional<EtcdStoreOptions> etcd;

@@ -43,6 +43,7 @@ Result<StoreUrl> ParseStoreUrl(const std::string& url) {
     return out;
   }
   EtcdStoreOptions o;
+  bool insecure = false;
   std::string query;
   if (auto q = rest.find('?'); q != std::string::npos) {
     query = rest.substr(q + 1);
@@ -91,9 +92,26 @@ Result<StoreUrl> ParseStoreUrl(const std::string& url) {
       auto n = Number(url, k, v, 100);
       if (!n) return std::unexpected(n.error());
       o.etcd.request_timeout_ms = *n;
+    } else if (k == "insecure-plain-http") {
+      if (v != "true" && v != "false") {
+        return Fail("store URL ", url, ": insecure-plain-http=", v, " is not true or false");
+      }
+      insecure = v == "true";
     } else {
       return Fail("store URL ", url, ": unknown option '", k,
-                  "' (ca, cert, key, max-txn-ops, max-request-bytes, events-kept, timeout-ms)");
+                  "' (ca, cert, key, max-txn-ops, max-request-bytes, events-kept, timeout-ms, "
+                  "insecure-plain-http)");
+    }
+  }
+  if (!tls && !insecure) {
+    for (const std::string& e : o.etcd.endpoints) {
+      const std::string host = e.substr(7, e.rfind(':') - 7);
+      if (host != "localhost" && !host.starts_with("127.") && host != "[::1]") {
+        return Fail("store URL ", url, ": plain etcd:// to ", host,
+                    " would send the jobs' records (their environments, API keys among them) in "
+                    "the clear: use etcd+tls://...?ca=FILE&cert=FILE&key=FILE, or add "
+                    "insecure-plain-http=true on a network you trust");
+      }
     }
   }
   out.etcd = std::move(o);
