@@ -123,6 +123,15 @@ class ControlPlaneHa : public ::testing::Test {
     EXPECT_TRUE(r && r->status == 200) << (r ? r->text : r.error().message);
     return r && r->status == 200 ? r->body["jobs"] : json::array();
   }
+  // Nodes the leader counts ready (0 when no replica answers).
+  int ReadyNodes() {
+    auto r = ClientOfAll()->Get("/v1/nodes");
+    int ready = 0;
+    if (r && r->status == 200) {
+      for (const auto& n : r->body["nodes"]) ready += n.value("state", "") == "ready";
+    }
+    return ready;
+  }
   json Job(const std::string& id) {
     auto r = ClientOfAll()->Get("/v1/jobs/" + id);
     return r && r->status == 200 ? r->body : json::object();
@@ -168,16 +177,7 @@ class ControlPlaneHa : public ::testing::Test {
 // running in its first attempt with no retry spent.
 TEST_F(ControlPlaneHa, LeaderKilledDuringABurstLosesNothingAndStopsNoJob) {
   for (int i = 0; i < 2; ++i) StartAgent(i);
-  ASSERT_TRUE(WaitForSeconds(
-      [&] {
-        auto r = ClientOfAll()->Get("/v1/nodes");
-        int ready = 0;
-        if (r && r->status == 200) {
-          for (const auto& n : r->body["nodes"]) ready += n.value("state", "") == "ready";
-        }
-        return ready == 2;
-      },
-      30))
+  ASSERT_TRUE(WaitForSeconds([&] { return ReadyNodes() == 2; }, 30))
       << "the agents did not register";
   const std::string runner =
       SubmitSafely("long-runner", "long-runner", "run:\n  command: [sleep, \"600\"]\n");
@@ -240,16 +240,7 @@ TEST_F(ControlPlaneHa, LeaderKilledDuringABurstLosesNothingAndStopsNoJob) {
   }
 
   // The running job and its agents moved to the new leader: still attempt 1, no retry.
-  ASSERT_TRUE(WaitForSeconds(
-      [&] {
-        auto r = ClientOfAll()->Get("/v1/nodes");
-        int ready = 0;
-        if (r && r->status == 200) {
-          for (const auto& n : r->body["nodes"]) ready += n.value("state", "") == "ready";
-        }
-        return ready == 2;
-      },
-      30));
+  ASSERT_TRUE(WaitForSeconds([&] { return ReadyNodes() == 2; }, 30));
   std::this_thread::sleep_for(std::chrono::seconds(3));
   const json j = Job(runner);
   EXPECT_EQ(j.value("state", ""), "running") << j.dump(2);
