@@ -6,6 +6,10 @@
 
 namespace tianshu::net {
 
+bool IsLoopbackHost(std::string_view host) {
+  return host == "localhost" || host == "::1" || host == "[::1]" || host.starts_with("127.");
+}
+
 std::string ServerUrl(const std::string& server) {
   std::string url = server;
   if (url.find("://") == std::string::npos) url = "http://" + url;

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tianshu/base/status.h"
@@ -22,6 +23,10 @@ class Result;
 }  // namespace httplib
 
 namespace tianshu::net {
+
+// Whether `host` (a name or address, IPv6 with or without brackets) is this machine's loopback:
+// "localhost", 127.0.0.0/8 or ::1. What may be spoken to in plain HTTP without asking.
+bool IsLoopbackHost(std::string_view host);
 
 // The URL a server address means: "http://" added when it names no scheme, trailing '/' cut.
 std::string ServerUrl(const std::string& server);

@@ -1,5 +1,6 @@
 // The admin and agent routes of the HTTP API (users, node credentials, registration,
-// heartbeats, the work channel, reports); the rest is in http_server.cc. Routes: docs/api.md.
+// heartbeats, the work channel, reports); the users' routes are in http_routes_users.cc.
+// Routes: docs/api.md.
 #include <httplib.h>
 
 #include "tianshu/base/strings.h"

@@ -5,6 +5,7 @@
 
 #include "tianshu/base/secret_files.h"
 #include "tianshu/base/strings.h"
+#include "tianshu/net/http_client.h"
 #include "tianshu/server/store.h"
 
 namespace tianshu::server {
@@ -106,7 +107,7 @@ Result<StoreUrl> ParseStoreUrl(const std::string& url) {
   if (!tls && !insecure) {
     for (const std::string& e : o.etcd.endpoints) {
       const std::string host = e.substr(7, e.rfind(':') - 7);
-      if (host != "localhost" && !host.starts_with("127.") && host != "[::1]") {
+      if (!net::IsLoopbackHost(host)) {
         return Fail("store URL ", url, ": plain etcd:// to ", host,
                     " would send the jobs' records (their environments, API keys among them) in "
                     "the clear: use etcd+tls://...?ca=FILE&cert=FILE&key=FILE, or add "
