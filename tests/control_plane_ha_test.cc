@@ -350,7 +350,9 @@ TEST(EtcdOverTls, TheStoreUsesClientCertificatesAndIsRefusedWithoutThem) {
                    "-CAcreateserial -days 2 -out " +
                    n + ".pem -extfile " + n + ".ext 2>/dev/null"));
   }
-  const int client_port = FreeLoopbackPort(), peer_port = FreeLoopbackPort();
+  const int client_port = FreeLoopbackPort();
+  int peer_port = FreeLoopbackPort();
+  while (peer_port == client_port) peer_port = FreeLoopbackPort();  // two ports, not one twice
   const std::string endpoint = "127.0.0.1:" + std::to_string(client_port);
   std::string etcd_binary = RunCommand("command -v etcd").out;
   while (!etcd_binary.empty() && std::isspace(static_cast<unsigned char>(etcd_binary.back()))) {
@@ -394,7 +396,7 @@ TEST(EtcdOverTls, TheStoreUsesClientCertificatesAndIsRefusedWithoutThem) {
   WaitForSeconds([&] { return (store = open(certs)).has_value(); }, 20);
   ASSERT_TRUE(store) << store.error().message << "\n" << Slurp(dir + "/etcd.log");
   server::Change c{.jobs = {{"j-000001", 1, "pending", "{\"secret\":\"s3cr3t\"}"}}};
-  ASSERT_TRUE((*store)->Write({&c}));
+  ASSERT_TRUE((*store)->Write({&c})) << Slurp(dir + "/etcd.log");
   auto back = (*store)->ReadJob("j-000001");
   ASSERT_TRUE(back && *back);
   EXPECT_EQ((*back)->doc, "{\"secret\":\"s3cr3t\"}");
