@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "testing/etcd_env.h"
 #include "testing/processes.h"
 #include "testing/run_command.h"
 
@@ -41,23 +42,16 @@ class Cluster : public ::testing::Test {
     char tmpl[] = "/tmp/tianshu-e2e-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     port_ = tianshu::testing::FreeLoopbackPort();
-    std::vector<std::string> serve = {"serve",
-                                      "--listen",
-                                      "127.0.0.1:" + std::to_string(port_),
-                                      "--data",
-                                      dir_ + "/server",
-                                      "--lost-after",
-                                      "4s",
-                                      "--heartbeat-interval",
-                                      "500ms",
-                                      "--node-lease",
-                                      "8s"};
+    std::vector<std::string> flags = {"--lost-after", "4s",           "--heartbeat-interval",
+                                      "500ms",        "--node-lease", "8s"};
     if (const std::string config = ServeConfig(); !config.empty()) {
       std::ofstream(dir_ + "/engine.yaml") << config;
-      serve.insert(serve.end(), {"--config", dir_ + "/engine.yaml"});
+      flags.insert(flags.end(), {"--config", dir_ + "/engine.yaml"});
     }
     ::setenv("TIANSHU_VERIFY_LEDGER", "1", 1);  // every cycle checks the ledger (TearDown)
-    server_ = Spawn(serve, dir_ + "/server.log");
+    server_ = tianshu::testing::SpawnLogged(
+        tianshu::testing::ServeCommand(TIANSHU_BINARY, port_, dir_ + "/server", flags),
+        dir_ + "/server.log");
     ASSERT_TRUE(WaitFor([&] { return fs::exists(dir_ + "/server/token"); }, 30));
     token_ = Slurp(dir_ + "/server/token");
     while (!token_.empty() && (token_.back() == '\n' || token_.back() == ' ')) token_.pop_back();

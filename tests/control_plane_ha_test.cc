@@ -2,6 +2,7 @@
 // etcd cluster on loopback ports (tests/testing/etcd.sh), three `tianshu serve` replicas on it,
 // and real `tianshu agent`s given all three. The leader is SIGKILLed during an 8-client
 // submission burst, paused past its lease, and etcd loses one member, then two.
+#include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -280,6 +281,123 @@ TEST_F(ControlPlaneHa, APausedLeaderDoesNotWriteAfterItsLeaseAndRejoinsAsAFollow
       << "r" << old
       << " did not rejoin as a follower: " << Slurp(dir_ + "/r" + std::to_string(old) + ".log");
   EXPECT_EQ(Role(now_leads), "leader");
+}
+
+// Followers answer reads from the store, as fresh as the leader's (a job acknowledged a moment
+// ago is there), refuse writes with the leader's address and write nothing, and keep answering
+// while the leader is dead and not yet replaced; a client given every replica reads from a
+// follower and sends its next call to the leader.
+TEST_F(ControlPlaneHa, FollowersAnswerReadsFromTheStoreAndRedirectWrites) {
+  const int leader = WaitLeader(-1, 5);
+  ASSERT_GE(leader, 0);
+  const std::string leader_url = "http://127.0.0.1:" + std::to_string(ports_[leader]);
+  auto only = [&](int i) {
+    return std::make_unique<server::Client>(server::ClientOptions{
+        .server = "127.0.0.1:" + std::to_string(ports_[i]), .token = kToken, .timeout_ms = 5000});
+  };
+  std::vector<int> followers;
+  for (int i = 0; i < kReplicas; ++i) {
+    if (i != leader) followers.push_back(i);
+  }
+  for (int f : followers) {  // each has seen the election's outcome
+    ASSERT_TRUE(WaitForSeconds(
+        [&] {
+          auto r = only(f)->Get("/v1/leader");
+          return r && r->status == 200 && r->body["leader"].is_object() &&
+                 r->body["leader"].value("url", "") == leader_url;
+        },
+        10));
+  }
+  auto header = [](const server::ApiResponse& r, const std::string& name) {
+    auto it = r.headers.find(name);
+    return it == r.headers.end() ? std::string() : it->second;
+  };
+  for (int k = 0; k < 5; ++k) {
+    auto made =
+        only(leader)->Post("/v1/jobs", JobYaml("read-" + std::to_string(k), 1), "application/yaml");
+    ASSERT_TRUE(made && made->status == 201) << (made ? made->text : made.error().message);
+    const std::string id = made->body.value("id", "");
+    for (int f : followers) {  // at once: read-your-writes through any replica
+      auto r = only(f)->Get("/v1/jobs/" + id);
+      ASSERT_TRUE(r) << r.error().message;
+      EXPECT_EQ(r->status, 200) << "r" << f << ": " << r->text;
+      EXPECT_EQ(r->body.value("name", ""), "read-" + std::to_string(k));
+      EXPECT_EQ(header(*r, "X-Tianshu-Role"), "follower");
+      EXPECT_EQ(header(*r, "X-Tianshu-Leader"), leader_url);
+    }
+  }
+  auto on_leader = only(leader)->Get("/v1/jobs?limit=100");
+  ASSERT_TRUE(on_leader && on_leader->status == 200);
+  for (int f : followers) {
+    auto listed = only(f)->Get("/v1/jobs?limit=100");
+    ASSERT_TRUE(listed && listed->status == 200) << (listed ? listed->text : "");
+    EXPECT_EQ(listed->body["jobs"].size(), on_leader->body["jobs"].size());
+    for (const char* path : {"/v1/nodes", "/v1/queues", "/v1/events?since=0"}) {
+      auto r = only(f)->Get(path);
+      EXPECT_TRUE(r && r->status == 200) << path << ": " << (r ? r->text : r.error().message);
+    }
+    auto events = only(f)->Get("/v1/events?since=0&limit=1000");
+    ASSERT_TRUE(events && events->status == 200);
+    EXPECT_GE(events->body["events"].size(), 5u) << "a follower sees the leader's events";
+    // No token, a wrong one: refused as the leader refuses them.
+    httplib::Client bare("127.0.0.1", ports_[f]);
+    auto none = bare.Get("/v1/jobs");
+    ASSERT_TRUE(none);
+    EXPECT_EQ(none->status, 401) << none->body;
+    auto wrong = bare.Get("/v1/jobs", {{"Authorization", "Bearer not-the-token-0123456789"}});
+    ASSERT_TRUE(wrong);
+    EXPECT_EQ(wrong->status, 401) << wrong->body;
+    // A write: refused with the leader's address, and nothing written.
+    auto w = only(f)->Post("/v1/jobs", JobYaml("to-a-follower", 1), "application/yaml");
+    ASSERT_TRUE(w);
+    EXPECT_EQ(w->status, 503) << w->text;
+    EXPECT_EQ(header(*w, "X-Tianshu-Role"), "follower");
+    EXPECT_EQ(header(*w, "X-Tianshu-Leader"), leader_url);
+  }
+  EXPECT_EQ(RecordsNamed("to-a-follower"), 0) << "a follower wrote to the store";
+  // A client of every replica that starts on a follower: the read is answered there, the
+  // write after it goes to the leader at once (no 503 on the way).
+  auto all = std::make_unique<server::Client>(server::ClientOptions{
+      .server = "127.0.0.1:" + std::to_string(ports_[followers[0]]) + "," + servers_,
+      .token = kToken,
+      .timeout_ms = 5000});
+  auto read = all->Get("/v1/jobs");
+  ASSERT_TRUE(read && read->status == 200);
+  EXPECT_EQ(header(*read, "X-Tianshu-Role"), "follower");
+  auto write = all->Post("/v1/jobs", JobYaml("after-a-read", 1), "application/yaml");
+  ASSERT_TRUE(write && write->status == 201) << (write ? write->text : write.error().message);
+  // Event reads that wait a minute on both followers: whichever is elected next must not wait
+  // for them to end before it leads.
+  auto next = only(leader)->Get("/v1/events?since=0&limit=1");
+  ASSERT_TRUE(next && next->status == 200);
+  std::vector<std::thread> waiting;
+  for (int f : followers) {
+    waiting.emplace_back([&, f] {
+      server::Client c({.server = "127.0.0.1:" + std::to_string(ports_[f]),
+                        .token = kToken,
+                        .timeout_ms = 70000});
+      (void)c.Get("/v1/events?wait_ms=60000&since=" + std::to_string(1 << 30));
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // The leader dies: until another is elected, followers still answer reads.
+  Kill(replicas_[leader], SIGKILL);
+  const auto killed = Clock::now();
+  auto r = only(followers[0])->Get("/v1/jobs?limit=100");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 200) << r->text;
+  EXPECT_EQ(r->body["jobs"].size(), on_leader->body["jobs"].size() + 1);
+  EXPECT_LT(Since(killed), 2.0) << "the read was not answered within the dead leader's lease";
+  const int elected = WaitLeader(leader, 10);
+  EXPECT_GE(elected, 0) << "no follower took over while event reads waited on it";
+  std::cout << "a follower with a waiting event read led " << Since(killed)
+            << " s after the leader was killed\n";
+  // The other follower's read waits its minute as it should: end it with its process.
+  for (int f : followers) {
+    if (f != elected) Kill(replicas_[f], SIGKILL);
+  }
+  for (auto& t : waiting) t.join();
+  EXPECT_LT(Since(killed), 30.0) << "the elected follower's waiting read ran its full minute";
 }
 
 // etcd loses one member: service goes on. Two: writes are refused with a 503 that says why,

@@ -24,6 +24,7 @@
 #include <sstream>
 #include <thread>
 
+#include "testing/etcd_env.h"
 #include "testing/processes.h"
 #include "testing/run_command.h"
 
@@ -80,8 +81,8 @@ class HostileClients : public ::testing::Test {
     dir_ = ::mkdtemp(tmpl);
     port_ = tianshu::testing::FreeLoopbackPort();
     server_ = tianshu::testing::SpawnLogged(
-        {TIANSHU_BINARY, "serve", "--listen", "127.0.0.1:" + std::to_string(port_), "--data",
-         dir_ + "/server", "--lost-after", "4s", "--heartbeat-interval", "500ms"},
+        tianshu::testing::ServeCommand(TIANSHU_BINARY, port_, dir_ + "/server",
+                                       {"--lost-after", "4s", "--heartbeat-interval", "500ms"}),
         dir_ + "/server.log");
     ASSERT_TRUE(WaitFor([&] { return fs::exists(dir_ + "/server/token"); }, 30));
     token_ = Slurp(dir_ + "/server/token");

@@ -21,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "testing/etcd_env.h"
 #include "testing/processes.h"
 #include "testing/run_command.h"
 
@@ -50,8 +51,8 @@ class Identities : public ::testing::Test {
     }
     port_ = tianshu::testing::FreeLoopbackPort();
     server_ = tianshu::testing::SpawnLogged(
-        {TIANSHU_BINARY, "serve", "--listen", "127.0.0.1:" + std::to_string(port_), "--data",
-         dir_ + "/server", "--heartbeat-interval", "300ms"},
+        tianshu::testing::ServeCommand(TIANSHU_BINARY, port_, dir_ + "/server",
+                                       {"--heartbeat-interval", "300ms"}),
         dir_ + "/server.log");
     ASSERT_TRUE(WaitFor([&] { return fs::exists(dir_ + "/server/token"); }, 30));
     admin_ = Trimmed(Slurp(dir_ + "/server/token"));

@@ -53,23 +53,6 @@ inline bool WaitFor(const std::function<bool()>& cond, int timeout_ms = 5000) {
   return cond();
 }
 
-// Under `tianshu_test_on_etcd` (CMake), TIANSHU_TEST_STORE_ETCD names the tests' etcd: each
-// fixture's servers keep their state there, under a prefix of their own (a restart in the same
-// test finds it again).
-inline std::string TestStoreUrl() {
-  const char* file = getenv("TIANSHU_TEST_STORE_ETCD");
-  if (!file || !*file) return "";
-  setenv("TIANSHU_TEST_ETCD", file, 1);
-  const std::string endpoints = TestEtcdEndpoints();
-  EXPECT_FALSE(endpoints.empty()) << "no etcd endpoints in " << file;
-  return "etcd://" + endpoints + FreshEtcdPrefix();
-}
-// True when servers keep their state in etcd (a test of the SQLite file itself skips).
-inline bool StoreIsEtcd() {
-  const char* file = getenv("TIANSHU_TEST_STORE_ETCD");
-  return file && *file;
-}
-
 class ServerFixture {
  public:
   ServerFixture() : dir_(MakeTempDir("tianshu-server")), store_(TestStoreUrl()) {}

@@ -301,11 +301,16 @@ int Serve(const ServeArgs& a) {
       std::cerr << "tianshu serve: " << ok.error().message << "\n";
       return kExitInvalid;
     }
+    // Reads come from the store, with the control plane's options and the admin token.
+    server::ControlPlaneOptions reads = options->control;
+    reads.admin_token = options->token;
     auto follower = server::FollowerServer::Start({.host = options->host,
                                                    .port = options->port,
                                                    .tls_cert = options->tls_cert,
                                                    .tls_key = options->tls_key,
-                                                   .id = election->options().id});
+                                                   .id = election->options().id,
+                                                   .store = *url,
+                                                   .control = std::move(reads)});
     if (!follower) {
       std::cerr << "tianshu serve: " << follower.error().message << "\n";
       return kExitFailure;

@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <filesystem>
+#include <optional>
 
 namespace tianshu::net {
 
@@ -74,15 +75,19 @@ httplib::Result ServerSet::Send(const std::function<httplib::Result(httplib::Cli
                                       r.error() == httplib::Error::ConnectionTimeout);
     const bool follower =
         r && r->status == 503 && r->get_header_value("X-Tianshu-Role") == "follower";
-    if (r && !follower) {
-      current_ = at;
-      return r;
-    }
-    if (follower) {
+    // A follower names the leader; the leader when it is in the list, or else the next one.
+    std::optional<size_t> leader_at;
+    if (r && r->get_header_value("X-Tianshu-Role") == "follower") {
       const std::string leader = ServerUrl(r->get_header_value("X-Tianshu-Leader"));
       for (size_t i = 0; i < n; ++i) {
-        if (urls_[i] == leader) next = i;
+        if (urls_[i] == leader) leader_at = i;
       }
+    }
+    if (leader_at) next = *leader_at;
+    if (r && !follower) {
+      // A read a follower answered: this call is done, the next goes to the leader.
+      current_ = leader_at.value_or(at);
+      return r;
     }
     current_ = next;
     if (!(never_reached || follower) || tries + 1 >= n) return r;

@@ -38,7 +38,8 @@ std::string ServerUrl(const std::string& server);
 // requests go to the one that answered last. One that cannot be reached (the request never got
 // there), or that answers as a follower (503 with X-Tianshu-Role: follower: nothing was done),
 // hands the request to the next, or to the leader it names when that is in the list; each is
-// tried at most once a call. Any other failure moves the next call on to the next replica.
+// tried at most once a call. Any other failure moves the next call on to the next replica. A
+// read a follower answered is returned, and the next call goes to the leader it named.
 //
 //   auto s = ServerSet::Open("cp0:7070,cp1:7070,cp2:7070", "");
 //   httplib::Result r = (*s)->Send([](httplib::Client& c) { return c.Get("/v1/jobs"); });

@@ -190,6 +190,10 @@ struct ControlPlaneOptions {
   size_t events_kept = 20000;  // in memory, for the event stream
   std::string placement;       // strategy name; "" = config.algorithm
   std::string server_id;       // reported to agents; from the store when empty
+  // A follower's view of the store (follower.h): Open writes nothing (no server id, no
+  // migration of old records, no quarantine: the leader does those), and its store refuses
+  // every change. Only the read calls are meant for it.
+  bool read_only = false;
   // cluster.node_discovery: static — only these nodes may register (others get 403), and
   // those that have not are listed as `waiting`. Empty: dynamic, any node may join.
   std::vector<std::string> static_nodes;

@@ -224,7 +224,7 @@ Status ControlPlane::Load(int64_t now_ms) {
   if (options_.server_id.empty()) {
     if (auto it = st->meta.find("server_id"); it != st->meta.end()) {
       options_.server_id = it->second;
-    } else {
+    } else if (!options_.read_only) {
       // Unique even for two servers started in the same millisecond on one host: jobs'
       // rendezvous ports are drawn from it (RendezvousPort), and two servers with one id drew
       // the same port for their first job.
@@ -238,7 +238,7 @@ Status ControlPlane::Load(int64_t now_ms) {
     const Job& j = jobs_.at(seq);
     legacy.jobs.push_back({j.id, j.seq, std::string(JobStateName(j.state)), JobDoc(j)});
   }
-  if (!legacy.jobs.empty() || !legacy.progress.empty()) {
+  if (!options_.read_only && (!legacy.jobs.empty() || !legacy.progress.empty())) {
     if (auto s = store_->Write({&legacy}); !s) return s;
   }
   // The learned runtime estimates start from the succeeded jobs, in completion order.
@@ -258,7 +258,7 @@ Status ControlPlane::Load(int64_t now_ms) {
 }
 
 Status ControlPlane::Quarantine(int64_t now_ms) {
-  if (quarantined_.empty()) return Ok();
+  if (quarantined_.empty() || options_.read_only) return Ok();
   auto r = Mutate<bool>([&](Txn& t) -> ApiResult<bool> {
     for (const auto& [seq, why] : quarantined_) {
       Job& j = jobs_.at(seq);

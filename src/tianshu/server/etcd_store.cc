@@ -180,6 +180,17 @@ class EtcdStore final : public Store {
     return Ok();
   }
 
+  Result<int64_t> Revision() override {
+    // A linearizable read (etcd's default): a write acknowledged before it is counted.
+    auto r = Call("/v3/kv/range",
+                  {{"key", EtcdClient::Encode(o_.prefix + "schema")}, {"count_only", true}},
+                  /*retry=*/false);
+    if (!r) return Fail(r.error().message);
+    const int64_t revision = EtcdClient::Int(EtcdClient::Object(*r, "header"), "revision");
+    if (revision <= 0) return Fail("etcd store ", Describe(), ": an answer without a revision");
+    return revision;
+  }
+
   Result<StoredState> Load(size_t max_events) override {
     StoredState out;
     out.schema_version = kSchemaVersion;

@@ -1,10 +1,12 @@
-// Inside the HTTP server: the answer helpers its route files (http_server.cc,
-// http_routes_agents.cc) share. Not for other users.
+// Inside the HTTP server: the answer helpers and read routes its route files (http_server.cc,
+// http_routes_*.cc) and the follower (follower.cc) share. Not for other users.
 #pragma once
 
 #include <httplib.h>
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,5 +36,23 @@ inline auto AllowedBy(ControlPlane* cp) {
   return [cp](const httplib::Request& req, httplib::Response& res, const std::vector<Role>& roles,
               const std::string& what) { return Allowed(cp, req, res, roles, what); };
 }
+
+// The 401 for a call without an Authorization header.
+ApiError MissingTokenError();
+
+// The read routes a leader and a follower both answer (http_routes_reads.cc): GET /v1/jobs,
+// /v1/jobs/ID, /v1/jobs/ID/logs, /v1/nodes, /v1/nodes/NAME, /v1/queues, /v1/events. Each
+// authenticates its caller against the view it reads.
+struct ReadRoutesOptions {
+  // The control plane to read for one request; nullptr when there is none to be had, the
+  // error then written to `res`. Called once per request (once per chunk of an event stream).
+  std::function<std::shared_ptr<ControlPlane>(httplib::Response& res)> view;
+  std::function<int64_t()> now;
+  std::function<bool()> stopping;  // ends event streams
+  // True: an event read that waits, waits on the view for new events (the leader's live one).
+  // False: it reads a fresh view every 500 ms until its wait is over (a follower's snapshots).
+  bool view_is_live = true;
+};
+void AddReadRoutes(httplib::Server& h, ReadRoutesOptions options);
 
 }  // namespace tianshu::server::http_detail

@@ -1,6 +1,7 @@
-// The users' routes of the HTTP API (health, who leads, metrics, jobs, logs, nodes, queues,
-// events) and the pre-routing checks every call passes (token, Date); the admin and agent routes
-// are in http_routes_agents.cc, the server's life in http_server.cc. Routes: docs/api.md.
+// The users' routes of the HTTP API (health, who leads, metrics, submitting, holding and
+// cancelling jobs) and the pre-routing checks every call passes (token, Date); the reads a
+// follower answers too are in http_routes_reads.cc, the admin and agent routes in
+// http_routes_agents.cc, the server's life in http_server.cc. Routes: docs/api.md.
 #include <httplib.h>
 
 #include <ctime>
@@ -72,9 +73,7 @@ void Server::Routes() {
     }
     if (!req.has_header("Authorization")) {
       if (req.path == "/v1/jobs" && req.method == "POST") cp_->CountRejected();
-      RespondError(res, {401,
-                         "missing bearer token: send 'Authorization: Bearer <token>' "
-                         "(tianshu: --token-file or TIANSHU_TOKEN)"});
+      RespondError(res, MissingTokenError());
       return httplib::Server::HandlerResponse::Handled;
     }
     if (!cp_->Authenticate(BearerOf(req))) {
@@ -201,20 +200,6 @@ void Server::Routes() {
         if (made->replayed) res.set_header("Idempotent-Replayed", "true");
         Respond(res, made->replayed ? 200 : 201, made->job);
       });
-  h.Get("/v1/jobs", [cp, allowed, people](const httplib::Request& req, httplib::Response& res) {
-    if (!allowed(req, res, people, "list jobs")) return;
-    auto f = ParseJobFilter(Params(req));
-    if (!f) return RespondError(res, f.error());
-    Respond(res, 200, cp->ListJobs(*f));
-  });
-  h.Get(R"(/v1/jobs/([^/]+))",
-        [cp, allowed, people](const httplib::Request& req, httplib::Response& res) {
-          auto who = allowed(req, res, people, "read jobs");
-          if (!who) return;
-          auto j = cp->GetJob(req.matches[1], *who);
-          if (!j) return RespondError(res, j.error());
-          Respond(res, 200, *j);
-        });
   auto cancel = [cp, now, allowed, people](const httplib::Request& req, httplib::Response& res) {
     auto who = allowed(req, res, people, "cancel jobs");
     if (!who) return;
@@ -222,40 +207,6 @@ void Server::Routes() {
     if (!j) return RespondError(res, j.error());
     Respond(res, 200, *j);
   };
-  // A rank's log, read from the agent of its node (the agent serves it on its address).
-  h.Get(R"(/v1/jobs/([^/]+)/logs)", [cp, allowed, people](const httplib::Request& req,
-                                                          httplib::Response& res) {
-    auto who = allowed(req, res, people, "read logs");
-    if (!who) return;
-    int64_t rank = 0, offset = 0;
-    if ((req.has_param("rank") && !ParseInt64(req.get_param_value("rank"), &rank)) ||
-        (req.has_param("offset") && !ParseInt64(req.get_param_value("offset"), &offset)) ||
-        rank < 0 || offset < 0) {
-      return RespondError(res, {400, "rank and offset are non-negative integers"});
-    }
-    // Only ever the node's registered address, with the key that node's agent was given: no
-    // user's token goes to a node.
-    auto where = cp->RankLog(req.matches[1], static_cast<int>(rank), *who);
-    if (!where) return RespondError(res, where.error());
-    httplib::Client agent("http://" + where->address);
-    agent.set_connection_timeout(2, 0);
-    agent.set_read_timeout(10, 0);
-    auto r = agent.Get("/v1/logs/" + std::string(req.matches[1]) + "/" + std::to_string(rank) +
-                           "?offset=" + std::to_string(offset),
-                       {{"Authorization", "Bearer " + where->key}});
-    if (!r) {
-      return RespondError(res,
-                          {502, "the agent at " + where->address + " did not answer for the log (" +
-                                    httplib::to_string(r.error()) + ")"});
-    }
-    if (r->status != 200) {
-      return RespondError(res, {r->status == 404 ? 404 : 502, std::string(Trim(r->body))});
-    }
-    for (const char* name : {"X-Tianshu-Log-Next", "X-Tianshu-Log-Size", "X-Tianshu-Log-Ended"}) {
-      res.set_header(name, r->get_header_value(name));
-    }
-    res.set_content(r->body, "application/octet-stream");
-  });
   // Hold or release pending jobs together: {"ids": ["j-000001", ...]}, all or none.
   for (const bool hold : {true, false}) {
     h.Post(hold ? "/v1/jobs/hold" : "/v1/jobs/release",
@@ -272,55 +223,15 @@ void Server::Routes() {
   h.Post(R"(/v1/jobs/([^/]+)/cancel)", cancel);
   h.Delete(R"(/v1/jobs/([^/]+))", cancel);
 
-  // ---- nodes, queues, events ----
-  h.Get("/v1/nodes",
-        [cp, now, allowed, people](const httplib::Request& req, httplib::Response& res) {
-          if (!allowed(req, res, people, "list nodes")) return;
-          Respond(res, 200, cp->ListNodes(now()));
-        });
-  h.Get(R"(/v1/nodes/([^/]+))",
-        [cp, now, allowed, people](const httplib::Request& req, httplib::Response& res) {
-          if (!allowed(req, res, people, "read nodes")) return;
-          auto n = cp->GetNode(req.matches[1], now());
-          if (!n) return RespondError(res, n.error());
-          Respond(res, 200, *n);
-        });
-  h.Get("/v1/queues", [cp, allowed, people](const httplib::Request& req, httplib::Response& res) {
-    if (!allowed(req, res, people, "list queues")) return;
-    Respond(res, 200, cp->ListQueues());
-  });
-  h.Get("/v1/events", [this, cp, allowed, people](const httplib::Request& req,
-                                                  httplib::Response& res) {
-    if (!allowed(req, res, people, "read events")) return;
-    auto q = ParseEventQuery(Params(req));
-    if (!q) return RespondError(res, q.error());
-    if (req.get_header_value("Accept").find("text/event-stream") == std::string::npos) {
-      return Respond(res, 200, cp->WaitEvents(*q));
-    }
-    // Server-sent events: one `event: job|node` per state change, `id:` its sequence number.
-    auto since = std::make_shared<int64_t>(q->since);
-    if (req.has_header("Last-Event-ID")) {
-      int64_t v = 0;
-      if (ParseInt64(req.get_header_value("Last-Event-ID"), &v) && v >= 0) *since = v;
-    }
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream", [this, cp, since](size_t, httplib::DataSink& sink) {
-          if (stopping_) {
-            sink.done();
-            return true;
-          }
-          json r = cp->WaitEvents({.since = *since, .wait_ms = 1000, .limit = 1000});
-          std::string out;
-          for (const auto& e : r["events"]) {
-            out += "id: " + std::to_string(e["seq"].get<int64_t>()) +
-                   "\nevent: " + e["type"].get<std::string>() + "\ndata: " + wire::Dump(e) + "\n\n";
-          }
-          if (out.empty()) out = ": keep-alive\n\n";
-          *since = r["next"].get<int64_t>();
-          return sink.write(out.data(), out.size());
-        });
-  });
+  // ---- reads: jobs, logs, nodes, queues, events ----
+  AddReadRoutes(h, {.view =
+                        [this](httplib::Response&) {
+                          // Not owning: the server outlives its routes.
+                          return std::shared_ptr<ControlPlane>(std::shared_ptr<void>(), cp_.get());
+                        },
+                    .now = now,
+                    .stopping = [this] { return stopping_.load(); },
+                    .view_is_live = true});
 
   AgentRoutes();
 }

@@ -101,6 +101,10 @@ class Store {
   // the server had crashed after it. Called from one thread at a time (the Committer
   // serialises callers).
   [[nodiscard]] virtual Status Write(const std::vector<const Change*>& batch) = 0;
+  // The store's version now, which every committed write changes (etcd's revision, read from a
+  // quorum); 0 when the store cannot tell (SQLite). A follower re-reads the store for a read only
+  // when it changed since its last Load.
+  [[nodiscard]] virtual Result<int64_t> Revision() { return int64_t{0}; }
   // Reads one job's row (for tests and tools that inspect a store after a crash).
   [[nodiscard]] virtual Result<std::optional<JobRow>> ReadJob(const std::string& id) = 0;
   virtual std::string Describe() const = 0;

@@ -78,6 +78,30 @@ TEST_P(StoreTest, WritesAreDurableAndLoadReadsThemBack) {
   EXPECT_FALSE((*(*s)->ReadJob("j-000002")).has_value());
 }
 
+// The revision a follower checks before it answers a read: etcd's grows with every committed
+// write (seen from another client of the same store too) and stays put without one; SQLite's
+// is 0 (it cannot tell, and has no followers).
+TEST_P(StoreTest, RevisionMovesWithEveryWriteOnEtcd) {
+  auto writer = Open();
+  auto reader = Open();
+  ASSERT_TRUE(writer && reader);
+  auto before = (*reader)->Revision();
+  ASSERT_TRUE(before) << before.error().message;
+  EXPECT_EQ(*(*reader)->Revision(), *before);
+  Change c{.jobs = {{"j-000001", 1, "pending", "{}"}}};
+  ASSERT_TRUE((*writer)->Write({&c}));
+  auto after = (*reader)->Revision();
+  ASSERT_TRUE(after);
+  if (!Etcd()) {
+    EXPECT_EQ(*before, 0);
+    EXPECT_EQ(*after, 0);
+    return;
+  }
+  EXPECT_GT(*before, 0);
+  EXPECT_GT(*after, *before);
+  EXPECT_EQ(*(*writer)->Revision(), *after);
+}
+
 // Progress rows: a later row of the same job and key replaces the earlier; a reset deletes every
 // row of its job before the change's own rows are written, whatever came in earlier changes.
 TEST_P(StoreTest, ProgressRowsAreReplacedAndResetPerJob) {
