@@ -2,6 +2,7 @@
 // local agent, started together and stopped together with Ctrl-C).
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -332,6 +333,8 @@ int Serve(const ServeArgs& a) {
     }
     (*follower)->Stop();
     if (!won) return kExitOk;
+    // The specs the follower parsed need not be parsed again (ControlPlaneOptions::earlier).
+    options->control.earlier = (*follower)->LastView();
     options->guard = election->Guard();
     options->replica_id = election->options().id;
     options->replica_url = election->options().url;
@@ -342,6 +345,8 @@ int Serve(const ServeArgs& a) {
               << ")\n";
   }
   auto s = server::Server::Start(*options);
+  options->control.earlier.reset();
+  ::malloc_trim(0);  // the follower's views are gone: give their pages back (glibc keeps them)
   if (!s) {
     std::cerr << "tianshu serve: " << s.error().message << "\n";
     if (signals.lost) StartAgainAsFollower();  // deposed while it loaded
@@ -353,6 +358,9 @@ int Serve(const ServeArgs& a) {
             << "; Ctrl-C stops\n";
   std::thread store_watch;
   if (election) {
+    const auto loaded = (*s)->control_plane().Loaded();
+    std::cerr << "tianshu serve: loaded " << loaded.jobs << " jobs (" << loaded.specs_reused
+              << " of their specs as the follower had parsed them)\n";
     // A replica whose store failed a write (etcd unavailable too long, or its leadership gone)
     // accepts no more changes: it starts again as a follower, from what the store holds.
     store_watch = std::thread([&signals, cp = &(*s)->control_plane()] {

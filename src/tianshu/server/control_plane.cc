@@ -72,6 +72,7 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Open(std::unique_ptr<Store> 
   cp->admin_token_hash_ =
       cp->options_.admin_token.empty() ? "" : TokenHash(cp->options_.admin_token);
   if (auto s = cp->Load(now_ms); !s) return std::unexpected(s.error());
+  cp->options_.earlier.reset();  // its specs are copied; its memory goes with its last reader
   cp->committer_ = std::make_unique<Committer>(cp->store_.get(), cp->options_.commit_batch);
   if (auto s = cp->Quarantine(now_ms); !s) return std::unexpected(s.error());
   return cp;

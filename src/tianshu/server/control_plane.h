@@ -166,6 +166,8 @@ struct Submitted {
 // shim checks the lease every 200 ms, then the kill; and the two clocks' rates may differ.
 inline constexpr int64_t kFenceMarginMs = 2000;
 
+class ControlPlane;
+
 struct ControlPlaneOptions {
   model::EngineConfig config;
   std::string admin_token;      // the server's token file: the built-in admin identity
@@ -191,9 +193,14 @@ struct ControlPlaneOptions {
   std::string placement;       // strategy name; "" = config.algorithm
   std::string server_id;       // reported to agents; from the store when empty
   // A follower's view of the store (follower.h): Open writes nothing (no server id, no
-  // migration of old records, no quarantine: the leader does those), and its store refuses
-  // every change. Only the read calls are meant for it.
+  // migration of old records, no quarantine: the leader does those), and every change is
+  // refused with 503 before anything changes. Only the read calls are meant for it.
   bool read_only = false;
+  // A control plane of the same store loaded before (a follower's last view, which the replica
+  // hands on when it is elected): Load takes the parsed spec of each job whose stored text is
+  // unchanged from it instead of parsing and validating that text again, which was most of the
+  // time a load took (yaml-cpp). Open lets go of it once loaded.
+  std::shared_ptr<const ControlPlane> earlier;
   // cluster.node_discovery: static — only these nodes may register (others get 403), and
   // those that have not are listed as `waiting`. Empty: dynamic, any node may join.
   std::vector<std::string> static_nodes;
@@ -303,6 +310,12 @@ class ControlPlane {
     std::string last_mismatch;
   };
   LedgerStats Ledger() const;
+  // What the load at Open read: jobs, and how many of their specs came parsed from
+  // options.earlier instead of being parsed again.
+  struct LoadStats {
+    int64_t jobs = 0, specs_reused = 0;
+  };
+  LoadStats Loaded() const { return loaded_; }
 
  private:
   struct Txn;
@@ -315,6 +328,10 @@ class ControlPlane {
 
   ControlPlane(std::unique_ptr<Store> store, ControlPlaneOptions options);
   Status Load(int64_t now_ms);
+  // The spec this control plane parsed for job `seq`, when the job's stored text and format are
+  // `text` and `format` and its spec validated (Load's reuse of options.earlier).
+  std::optional<model::JobSpec> ParsedSpec(int64_t seq, const std::string& format,
+                                           const std::string& text) const;
   // Fails the jobs Load could not read back (one transaction); see StartupWarnings.
   Status Quarantine(int64_t now_ms);
   // Declares no node lost for the restart window from now (agents may be backing off).
@@ -476,6 +493,7 @@ class ControlPlane {
   std::map<std::string, std::string> user_by_token_;       // token hash -> user name
   std::map<std::string, std::string> node_by_credential_;  // credential hash -> node name
   std::string admin_token_hash_;
+  LoadStats loaded_;  // set by Load
   // Run times of succeeded jobs (in completion order), for the engine's learned estimates.
   engine::RuntimeHistory runtimes_;
   // Per overlaid service: the share of each of its GPUs training loses to it (serving model),

@@ -193,6 +193,11 @@ struct ControlPlane::Txn {
 template <typename T, typename F>
 ApiResult<T> ControlPlane::Mutate(F&& f) {
   std::unique_lock lock(mu_);
+  if (options_.read_only) {  // a follower's view: nothing changes, in memory or in the store
+    return Refuse(503,
+                  "this is a follower's read-only view of the store: send changes to the "
+                  "leader");
+  }
   if (committer_->Failed()) {
     return Refuse(503, "the store failed to write; this server accepts no more changes");
   }

@@ -72,10 +72,21 @@ Status ControlPlane::Load(int64_t now_ms) {
     }
     j.text = d.value("text", "");
     j.format = d.value("format", "yaml");
-    model::ValidationResult v = ValidateStoredSpec(j.id, j.format, j.text);
     j.state = ParseJobState(d.value("state", "pending")).value_or(JobState::kPending);
     const bool finished = IsTerminal(j.state);
-    if (!v.document || v.document->kind != model::DocumentKind::kJob) {
+    std::optional<model::JobSpec> reused;
+    if (options_.earlier) reused = options_.earlier->ParsedSpec(j.seq, j.format, j.text);
+    model::ValidationResult v;
+    ++loaded_.jobs;
+    if (reused) {
+      j.spec = std::move(*reused);
+      ++loaded_.specs_reused;
+    } else {
+      v = ValidateStoredSpec(j.id, j.format, j.text);
+    }
+    if (reused) {
+      // parsed and validated by the earlier load
+    } else if (!v.document || v.document->kind != model::DocumentKind::kJob) {
       // A finished job keeps its outcome (one quarantined before stays failed, quietly).
       if (!finished) {
         quarantined_.push_back(
@@ -255,6 +266,22 @@ Status ControlPlane::Load(int64_t now_ms) {
   // As if each job came from a terminal state: IndexState then only inserts.
   for (const auto& [seq, j] : jobs_) IndexState(seq, JobState::kSucceeded, j.state);
   return Ok();
+}
+
+std::optional<model::JobSpec> ControlPlane::ParsedSpec(int64_t seq, const std::string& format,
+                                                       const std::string& text) const {
+  std::lock_guard l(mu_);
+  auto it = jobs_.find(seq);
+  if (it == jobs_.end() || it->second.format != format || it->second.text != text) {
+    return std::nullopt;
+  }
+  // A spec that did not validate: quarantined when unfinished, left empty when finished; either
+  // way, validated again.
+  if (it->second.format == "unreadable") return std::nullopt;
+  for (const auto& [q, why] : quarantined_) {
+    if (q == seq) return std::nullopt;
+  }
+  return it->second.spec;
 }
 
 Status ControlPlane::Quarantine(int64_t now_ms) {

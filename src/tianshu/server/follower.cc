@@ -179,8 +179,14 @@ std::shared_ptr<ControlPlane> FollowerServer::View(httplib::Response& res) {
       return view_;
     }
   }
-  // Everything the store held at `revision` is in this view (it was read after).
-  auto cp = ControlPlane::Open(std::make_unique<ViewStore>(store_), options_.control, WallMs());
+  // Everything the store held at `revision` is in this view (it was read after). The specs of
+  // jobs whose text did not change come from the view before.
+  ControlPlaneOptions control = options_.control;
+  {
+    std::lock_guard state(mu_);
+    control.earlier = view_;
+  }
+  auto cp = ControlPlane::Open(std::make_unique<ViewStore>(store_), std::move(control), WallMs());
   if (!cp) {
     Refuse(res, "cannot read the store: " + cp.error().message);
     return nullptr;
@@ -197,6 +203,17 @@ FollowerServer::~FollowerServer() { Stop(); }
 void FollowerServer::SetLeader(const LeaderInfo& leader) {
   std::lock_guard l(mu_);
   leader_ = leader;
+  if (!leader.id.empty() && !warm_.joinable() && options_.store.etcd && !stopping_) {
+    warm_ = std::thread([this] {
+      httplib::Response unused;
+      (void)View(unused);
+    });
+  }
+}
+
+std::shared_ptr<const ControlPlane> FollowerServer::LastView() {
+  std::lock_guard l(mu_);
+  return view_;
 }
 
 void FollowerServer::Stop() {
@@ -207,6 +224,12 @@ void FollowerServer::Stop() {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   if (thread_.joinable()) thread_.join();
+  std::thread warm;
+  {
+    std::lock_guard l(mu_);
+    warm.swap(warm_);
+  }
+  if (warm.joinable()) warm.join();
 }
 
 }  // namespace tianshu::server

@@ -49,8 +49,13 @@ class FollowerServer {
  public:
   [[nodiscard]] static Result<std::unique_ptr<FollowerServer>> Start(FollowerOptions options);
   ~FollowerServer();
+  // Who leads now. The first time a leader is named, the follower loads its view of the store
+  // in the background, so that its parsed specs are at hand when it is elected.
   void SetLeader(const LeaderInfo& leader);
   void Stop();  // idempotent; the port is free once it returns
+  // The newest view it loaded (nullptr when none): what an elected replica hands its control
+  // plane as ControlPlaneOptions::earlier.
+  std::shared_ptr<const ControlPlane> LastView();
 
  private:
   FollowerServer() = default;
@@ -70,6 +75,7 @@ class FollowerServer {
   std::shared_ptr<Store> store_;  // opened at the first read
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
+  std::thread warm_;                   // the first view's load (SetLeader)
   std::atomic<bool> done_{false};      // the accept loop has ended
   std::atomic<bool> stopping_{false};  // Stop was called: waiting reads end
 };

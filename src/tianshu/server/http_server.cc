@@ -140,6 +140,7 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   if (!store) return std::unexpected(store.error());
   options.control.admin_token = options.token;
   auto cp = ControlPlane::Open(std::move(*store), options.control, options.now_ms());
+  options.control.earlier.reset();  // loaded: the follower's view may go
   if (!cp) return std::unexpected(cp.error());
 
   auto s = std::unique_ptr<Server>(new Server());
