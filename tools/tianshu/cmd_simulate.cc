@@ -120,7 +120,7 @@ int Run(const SimulateFlags& f) {
     }
   }
   if (names.empty()) {
-    names = workload->configs.empty() ? engine::PresetNames() : workload->configs;
+    names = workload->configs.empty() ? engine::ComparedPresetNames() : workload->configs;
   }
   std::vector<engine::EngineOptions> configs;
   for (const auto& n : names) {
@@ -206,8 +206,9 @@ Runner RegisterSimulate(CLI::App& app) {
   cmd->add_option("--cluster,-c", f->cluster,
                   "Cluster: YAML file, lingjun, openb, KIND:CSV, or fat-tree:nodes=256,...");
   cmd->add_option("--config", f->configs,
-                  "Presets (mainstream, slurm, tiresias, tianshu) or engine config files; "
-                  "repeat or comma-separate (default: all four presets)");
+                  "Presets (mainstream, fifo, slurm, tiresias, tianshu) or engine config "
+                  "files; repeat or comma-separate (default: mainstream, slurm, tiresias, "
+                  "tianshu)");
   cmd->add_option("--vc", f->vcs, "Philly: virtual clusters to keep");
   cmd->add_option("--from", f->from, "Start of the window (\"2017-10-01\" or seconds)");
   cmd->add_option("--to", f->to, "End of the window");

@@ -266,6 +266,9 @@ struct EngineOptions {
 
 // The built-in presets:
 //   mainstream: FIFO, strict head-of-line, first-fit, topology-unaware, no preemption.
+//   fifo:       FIFO, strict head-of-line, YARN consolidation (a gang that fits one node waits
+//               for one node; placement "yarn"), no preemption: Philly's scheduler as the
+//               Tiresias simulator models it (fifo, --scheme=yarn).
 //   slurm:      priority, time-based (EASY) backfill, topology-tree placement, no preemption.
 //   tiresias:   2D-LAS with preemption, greedy admission, consolidated (best-fit) placement.
 //   tianshu:    the EngineConfig defaults: 2D-LAS order with LAS preemption (priority classes
@@ -275,6 +278,9 @@ struct EngineOptions {
 //               (inference services overlay training's GPUs).
 [[nodiscard]] Result<EngineOptions> PresetOptions(std::string_view name);
 std::vector<std::string> PresetNames();
+// The presets `tianshu simulate` compares when it is given none (fifo is for comparing with the
+// Tiresias simulator).
+std::vector<std::string> ComparedPresetNames();
 // Options from a user's engine configuration: placement from scheduler.algorithm (network
 // weight 0 when topology_aware is false), order and backfill from scheduler.order/backfill,
 // preemption from scheduler.preemption (the policy bound to the order, else priority), the

@@ -33,7 +33,12 @@ Status EngineOptions::Validate() const {
   return Ok();
 }
 
-std::vector<std::string> PresetNames() { return {"mainstream", "slurm", "tiresias", "tianshu"}; }
+std::vector<std::string> PresetNames() {
+  return {"mainstream", "fifo", "slurm", "tiresias", "tianshu"};
+}
+std::vector<std::string> ComparedPresetNames() {
+  return {"mainstream", "slurm", "tiresias", "tianshu"};
+}
 
 std::optional<model::Diagnostic> FindPluginNameProblem(const model::EngineConfig& config) {
   for (const auto& [path, name, what, known] :
@@ -122,11 +127,14 @@ Result<EngineOptions> PresetOptions(std::string_view name) {
   o.preset = n;
   o.placement_large_queue = "";
   o.placement_small = "";
-  if (n == "mainstream") {
-    o.config.algorithm = "first-fit";
+  // fifo is mainstream with YARN consolidation: the Tiresias simulator's fifo with
+  // --scheme=yarn, and Microsoft's YARN on Philly.
+  if (n == "mainstream" || n == "fifo") {
+    const std::string placement = n == "fifo" ? "yarn" : "first-fit";
+    o.config.algorithm = placement;
     o.config.topology_aware = false;
     o.config.preemption = false;
-    o.placement = "first-fit";
+    o.placement = placement;
     o.strategy.weights.network = 0;
     o.policies = {.order = "fifo", .backfill = "none", .preemption = "none"};
     return o;

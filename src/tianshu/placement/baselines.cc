@@ -1,8 +1,10 @@
 // The baselines users run today: first-fit (lowest node ids), random, spread (least allocated,
-// a default Kubernetes scheduler) and best-fit (packing onto the fullest node).
+// a default Kubernetes scheduler), best-fit (packing onto the fullest node) and yarn (the
+// consolidation of Microsoft's YARN scheduler on Philly).
 #include <algorithm>
 #include <numeric>
 #include <queue>
+#include <set>
 
 #include "tianshu/placement/fit.h"
 #include "tianshu/placement/internal/builtin.h"
@@ -152,8 +154,67 @@ class BestFit final : public Strategy {
   }
 };
 
+// YARN-style consolidation, as Microsoft's YARN scheduler placed jobs on Philly (Jeon et al.,
+// ATC'19, section 2.2; the MS-YARN placement of the Tiresias simulator): a gang that one node
+// can hold goes on one node, the first in id order that has room now, or it waits; a larger
+// gang takes whole idle nodes for all but its remainder and one more node, the first with room,
+// for the rest, all under one leaf switch; otherwise it waits. It never splits a gang that fits
+// one node, where first-fit spreads it over the nodes' leftovers.
+class Yarn final : public Strategy {
+ public:
+  std::string_view Name() const override { return "yarn"; }
+  Outcome Place(const ClusterState& s, const PlacementRequest& r) const override {
+    if (auto never = NeverFits(s, r)) return *never;
+    const model::Topology& t = s.topology();
+    const std::vector<int> cap = Caps(s, r);
+    int largest = 0;  // the most ranks one node could ever take
+    for (int n = 0; n < t.NumNodes(); ++n) largest = std::max(largest, NodeCapacityIdle(s, n, r));
+    if (r.ranks <= largest) {
+      for (int n = 0; n < t.NumNodes(); ++n) {
+        if (cap[n] >= r.ranks) return FinishPlacement(s, r, {{n, r.ranks}});
+      }
+      return NotNow(r, *std::max_element(cap.begin(), cap.end()));
+    }
+    int64_t most = 0;
+    std::set<int> leaves_seen;
+    for (int first = 0; first < t.NumNodes(); ++first) {
+      const int leaf = t.AncestorAt(first, 0);
+      if (!leaves_seen.insert(leaf).second) continue;
+      const std::vector<int> nodes = t.NodesUnder(leaf);
+      std::vector<std::pair<int, int>> chosen;
+      std::vector<bool> used(t.NumNodes(), false);
+      int left = r.ranks;
+      for (int n : nodes) {  // whole idle nodes while a whole node's worth is left
+        const int whole = NodeCapacityIdle(s, n, r);
+        if (whole > 0 && whole <= left && cap[n] == whole && Idle(s, n)) {
+          chosen.push_back({n, whole});
+          used[n] = true;
+          left -= whole;
+        }
+      }
+      for (int n : nodes) {  // the remainder on the first other node with room
+        if (left == 0) break;
+        if (!used[n] && cap[n] >= left) {
+          chosen.push_back({n, left});
+          left = 0;
+        }
+      }
+      most = std::max<int64_t>(most, r.ranks - left);
+      if (left == 0) return FinishPlacement(s, r, chosen);
+    }
+    return NotNow(r, most);
+  }
+
+ private:
+  static bool Idle(const ClusterState& s, int n) {
+    return s.FreeMilli(n) == int64_t{s.topology().GpusOn(n)} * model::kMilliPerGpu &&
+           s.CpuFreeMilli(n) == s.CpuCapacity(n);
+  }
+};
+
 }  // namespace
 
+std::unique_ptr<Strategy> NewYarn(const StrategyOptions&) { return std::make_unique<Yarn>(); }
 std::unique_ptr<Strategy> NewFirstFit(const StrategyOptions&) {
   return std::make_unique<FirstFit>();
 }

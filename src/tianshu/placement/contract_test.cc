@@ -231,10 +231,63 @@ INSTANTIATE_TEST_SUITE_P(AllStrategies, Contract, ::testing::ValuesIn(StrategyNa
                            return n;
                          });
 
+// Takes `count` GPUs of `node`, from its GPU 0 up.
+void Take(const model::Topology& t, ClusterState* state, int node, int count) {
+  for (int g = 0; g < count; ++g) ASSERT_TRUE(state->TakeGpu(t.nodes[node].first_gpu + g, 1000));
+}
+
+std::map<int, int> RanksPerNode(const Outcome& o) {
+  std::map<int, int> per;
+  for (const RankSlot& slot : o.ranks) ++per[slot.node];
+  return per;
+}
+
+// YARN consolidation: a gang that fits one node waits for one node, where first-fit splits it
+// over the leftovers of two.
+TEST(Yarn, AGangThatFitsOneNodeWaitsForOneNode) {
+  model::Topology t = *model::GenerateFatTree({.nodes = 4, .nodes_per_leaf = 4});
+  ASSERT_EQ(t.GpusOn(0), 8);
+  ClusterState state(t);
+  Take(t, &state, 0, 5);
+  Take(t, &state, 1, 5);
+  Take(t, &state, 2, 8);
+  Take(t, &state, 3, 8);
+  const PlacementRequest four{.name = "four", .ranks = 4};
+  Outcome split = (*MakeStrategy("first-fit"))->Place(state, four);
+  ASSERT_TRUE(split.placed());
+  EXPECT_EQ(RanksPerNode(split), (std::map<int, int>{{0, 3}, {1, 1}}));
+  auto yarn = *MakeStrategy("yarn");
+  Outcome wait = yarn->Place(state, four);
+  EXPECT_EQ(wait.kind, OutcomeKind::kDoesNotFitNow);
+  EXPECT_TRUE(wait.ranks.empty());
+  for (int g = 4; g < 8; ++g) ASSERT_TRUE(state.ReturnGpu(t.nodes[3].first_gpu + g, 1000));
+  Outcome one = yarn->Place(state, four);
+  ASSERT_TRUE(one.placed()) << one.reason;
+  EXPECT_EQ(RanksPerNode(one), (std::map<int, int>{{3, 4}}));
+}
+
+// A larger gang: whole idle nodes for all but its remainder, and the first other node with room
+// for the rest; it waits when too few nodes are idle, however many GPUs are free.
+TEST(Yarn, ALargerGangTakesWholeIdleNodesAndOneNodeForTheRest) {
+  model::Topology t = *model::GenerateFatTree({.nodes = 4, .nodes_per_leaf = 4});
+  ClusterState state(t);
+  Take(t, &state, 0, 1);
+  auto yarn = *MakeStrategy("yarn");
+  Outcome o = yarn->Place(state, {.name = "twelve", .ranks = 12});
+  ASSERT_TRUE(o.placed()) << o.reason;
+  EXPECT_EQ(RanksPerNode(o), (std::map<int, int>{{0, 4}, {1, 8}}));
+  Take(t, &state, 1, 1);
+  Take(t, &state, 2, 1);
+  Take(t, &state, 3, 1);
+  // 28 GPUs free, no node idle: a 9-GPU gang waits.
+  Outcome wait = yarn->Place(state, {.name = "nine", .ranks = 9});
+  EXPECT_EQ(wait.kind, OutcomeKind::kDoesNotFitNow);
+}
+
 TEST(Registry, NamesAndErrors) {
   std::vector<std::string> names = StrategyNames();
-  for (const char* n :
-       {"genetic", "topology", "first-fit", "random", "spread", "best-fit", "fgd", "exact"}) {
+  for (const char* n : {"genetic", "topology", "first-fit", "random", "spread", "best-fit", "fgd",
+                        "exact", "yarn"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
   }
   auto bad = MakeStrategy("topolgy");

@@ -112,6 +112,7 @@ Registry& GetRegistry() {
     reg->factories["random"] = Wrap<internal::NewRandom>();
     reg->factories["spread"] = Wrap<internal::NewSpread>();
     reg->factories["best-fit"] = Wrap<internal::NewBestFit>();
+    reg->factories["yarn"] = Wrap<internal::NewYarn>();
     reg->factories["topology"] = Wrap<internal::NewTopology>();
     reg->factories["fgd"] = Wrap<internal::NewFgd>();
     reg->factories["genetic"] = Wrap<internal::NewGenetic>();

@@ -13,6 +13,7 @@ std::unique_ptr<Strategy> NewFirstFit(const StrategyOptions& options);
 std::unique_ptr<Strategy> NewRandom(const StrategyOptions& options);
 std::unique_ptr<Strategy> NewSpread(const StrategyOptions& options);
 std::unique_ptr<Strategy> NewBestFit(const StrategyOptions& options);
+std::unique_ptr<Strategy> NewYarn(const StrategyOptions& options);
 std::unique_ptr<Strategy> NewTopology(const StrategyOptions& options);
 std::unique_ptr<Strategy> NewFgd(const StrategyOptions& options);
 std::unique_ptr<Strategy> NewGenetic(const StrategyOptions& options);
