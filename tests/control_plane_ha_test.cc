@@ -339,14 +339,18 @@ TEST_F(ControlPlaneHa, FollowersAnswerReadsFromTheStoreAndRedirectWrites) {
     auto events = only(f)->Get("/v1/events?since=0&limit=1000");
     ASSERT_TRUE(events && events->status == 200);
     EXPECT_GE(events->body["events"].size(), 5u) << "a follower sees the leader's events";
-    // No token, a wrong one: refused as the leader refuses them.
+    // No token: refused as the leader refuses it.
     httplib::Client bare("127.0.0.1", ports_[f]);
     auto none = bare.Get("/v1/jobs");
     ASSERT_TRUE(none);
     EXPECT_EQ(none->status, 401) << none->body;
+    // A token its view does not know goes to the leader, before the follower reads the store.
     auto wrong = bare.Get("/v1/jobs", {{"Authorization", "Bearer not-the-token-0123456789"}});
     ASSERT_TRUE(wrong);
-    EXPECT_EQ(wrong->status, 401) << wrong->body;
+    EXPECT_EQ(wrong->status, 503) << wrong->body;
+    EXPECT_EQ(wrong->get_header_value("X-Tianshu-Role"), "follower");
+    EXPECT_EQ(wrong->get_header_value("X-Tianshu-Store-Revision"), "") << "it read the store";
+    EXPECT_EQ(wrong->get_header_value("X-Tianshu-Leader"), leader_url);
     // A write: refused with the leader's address, and nothing written.
     auto w = only(f)->Post("/v1/jobs", JobYaml("to-a-follower", 1), "application/yaml");
     ASSERT_TRUE(w);

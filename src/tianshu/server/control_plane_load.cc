@@ -275,8 +275,9 @@ std::optional<model::JobSpec> ControlPlane::ParsedSpec(int64_t seq, const std::s
   if (it == jobs_.end() || it->second.format != format || it->second.text != text) {
     return std::nullopt;
   }
-  // A spec that did not validate: quarantined when unfinished, left empty when finished; either
-  // way, validated again.
+  // A spec that did not validate was quarantined when its job was unfinished: validated again.
+  // A finished job's that did not validate was left empty, and is reused empty, as a fresh
+  // load would leave it (a finished job never runs again).
   if (it->second.format == "unreadable") return std::nullopt;
   for (const auto& [q, why] : quarantined_) {
     if (q == seq) return std::nullopt;

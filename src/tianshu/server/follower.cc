@@ -83,8 +83,20 @@ Result<std::unique_ptr<FollowerServer>> FollowerServer::Start(FollowerOptions op
       self->Refuse(res, "event streams are served by the leader");
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (req.method == "GET" && !req.has_header("Authorization")) {
+    if (req.method != "GET" && req.method != "HEAD") {
+      return httplib::Server::HandlerResponse::Unhandled;  // refused below
+    }
+    if (!req.has_header("Authorization")) {
       http_detail::RespondError(res, http_detail::MissingTokenError());
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // Checked against the view it holds before anything reads the store, so that a caller
+    // without a token this replica knows cannot make it read the store. One it does not know
+    // (wrong, or made since its last read) goes to the leader.
+    if (auto view = self->LastView(); view && !view->Authenticate(http_detail::BearerOf(req))) {
+      self->Refuse(res, "replica " + self->options_.id +
+                            " does not know this token (a wrong one, or one made since it last "
+                            "read the store)");
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
@@ -158,27 +170,39 @@ std::shared_ptr<ControlPlane> FollowerServer::View(httplib::Response& res) {
     Refuse(res, "this replica has no store to read from");
     return nullptr;
   }
-  std::lock_guard reload(reload_mu_);
-  if (!store_) {
-    auto opened = OpenStore(options_.store);
-    if (!opened) {
-      Refuse(res, "cannot read the store: " + opened.error().message);
-      return nullptr;
-    }
-    store_ = std::move(*opened);
+  if (stopping_) {  // about to lead: no new loads to wait for
+    Refuse(res, "replica " + options_.id + " is stopping");
+    return nullptr;
   }
-  auto revision = store_->Revision();
+  std::shared_ptr<Store> store;
+  {
+    std::lock_guard reload(reload_mu_);
+    if (!store_) {
+      auto opened = OpenStore(options_.store);
+      if (!opened) {
+        Refuse(res, "cannot read the store: " + opened.error().message);
+        return nullptr;
+      }
+      store_ = std::move(*opened);
+    }
+    store = store_;
+  }
+  // Asked outside the reload lock: reads check at once, and those that find the store moved
+  // share the next reload (one that read a later revision covers theirs).
+  auto revision = store->Revision();
   if (!revision) {
     Refuse(res, "cannot read the store: " + revision.error().message);
     return nullptr;
   }
-  {
+  auto fresh = [&]() -> std::shared_ptr<ControlPlane> {
     std::lock_guard state(mu_);
-    if (view_ && view_revision_ >= *revision) {
-      res.set_header("X-Tianshu-Store-Revision", std::to_string(view_revision_));
-      return view_;
-    }
-  }
+    if (!view_ || view_revision_ < *revision) return nullptr;
+    res.set_header("X-Tianshu-Store-Revision", std::to_string(view_revision_));
+    return view_;
+  };
+  if (auto v = fresh()) return v;
+  std::lock_guard reload(reload_mu_);
+  if (auto v = fresh()) return v;
   // Everything the store held at `revision` is in this view (it was read after). The specs of
   // jobs whose text did not change come from the view before.
   ControlPlaneOptions control = options_.control;

@@ -6,8 +6,9 @@
 //
 // A read is as fresh as a read from the leader: before it answers, the follower asks the store
 // for its revision (a quorum read) and reloads its view when the store changed since, so a job
-// acknowledged by the leader is never missing here (one reload at a time; readers share it). It
-// writes nothing: its view's store refuses every change.
+// acknowledged by the leader is never missing here (one reload at a time; the reads that found
+// the store moved share it). A token the view does not know is sent to the leader before the
+// store is read. It writes nothing: its view refuses every change.
 //
 //   auto f = FollowerServer::Start({.host = "0.0.0.0", .port = 7070, .id = "cp1:7070",
 //                                   .store = *ParseStoreUrl(url), .control = control});
