@@ -76,17 +76,12 @@ Status ControlPlane::Load(int64_t now_ms) {
     const bool finished = IsTerminal(j.state);
     std::optional<model::JobSpec> reused;
     if (options_.earlier) reused = options_.earlier->ParsedSpec(j.seq, j.format, j.text);
-    model::ValidationResult v;
     ++loaded_.jobs;
-    if (reused) {
+    if (reused) {  // parsed and validated by the earlier load
       j.spec = std::move(*reused);
       ++loaded_.specs_reused;
-    } else {
-      v = ValidateStoredSpec(j.id, j.format, j.text);
-    }
-    if (reused) {
-      // parsed and validated by the earlier load
-    } else if (!v.document || v.document->kind != model::DocumentKind::kJob) {
+    } else if (model::ValidationResult v = ValidateStoredSpec(j.id, j.format, j.text);
+               !v.document || v.document->kind != model::DocumentKind::kJob) {
       // A finished job keeps its outcome (one quarantined before stays failed, quietly).
       if (!finished) {
         quarantined_.push_back(

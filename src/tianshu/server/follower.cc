@@ -147,10 +147,15 @@ LeaderInfo FollowerServer::Leader() {
   return leader_;
 }
 
-void FollowerServer::Refuse(httplib::Response& res, const std::string& why) {
+LeaderInfo FollowerServer::MarkFollower(httplib::Response& res) {
   const LeaderInfo l = Leader();
-  res.set_header("X-Tianshu-Role", "follower");  // nothing was done: try another replica
+  res.set_header("X-Tianshu-Role", "follower");
   if (!l.url.empty()) res.set_header("X-Tianshu-Leader", l.url);
+  return l;
+}
+
+void FollowerServer::Refuse(httplib::Response& res, const std::string& why) {
+  const LeaderInfo l = MarkFollower(res);  // with a 503: nothing was done, try another replica
   res.set_header("Retry-After", "1");
   const std::string me = "replica " + options_.id + " does not lead";
   const std::string where =
@@ -163,9 +168,7 @@ void FollowerServer::Refuse(httplib::Response& res, const std::string& why) {
 }
 
 std::shared_ptr<ControlPlane> FollowerServer::View(httplib::Response& res) {
-  const LeaderInfo l = Leader();
-  res.set_header("X-Tianshu-Role", "follower");
-  if (!l.url.empty()) res.set_header("X-Tianshu-Leader", l.url);
+  MarkFollower(res);
   if (!options_.store.etcd) {
     Refuse(res, "this replica has no store to read from");
     return nullptr;

@@ -66,6 +66,8 @@ class FollowerServer {
   // The 503 a client moves to the leader on (`why`, when given, leads the message).
   void Refuse(httplib::Response& res, const std::string& why);
   LeaderInfo Leader();
+  // Sets X-Tianshu-Role: follower and X-Tianshu-Leader on an answer; returns who leads.
+  LeaderInfo MarkFollower(httplib::Response& res);
 
   FollowerOptions options_;
   std::mutex mu_;  // leader_, view_, view_revision_
