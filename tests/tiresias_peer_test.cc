@@ -2,6 +2,9 @@
 // (issue 20; tests/data/tiresias/README.md): with the `fifo` preset (FIFO, YARN consolidation)
 // the average JCT is within 2% of the peer's fifo and at least 90% of the jobs are within 5% of
 // their JCT there; `mainstream` (first-fit, which splits a gang that fits one node) is not.
+// With the `tiresias` preset (the peer's queue limits, restarts that cost nothing), or an engine
+// config file that sets the same keys, the same holds against the peer's dlas-gpu; with the
+// default limits and restart pause it does not.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -69,10 +72,11 @@ Agreement Compare(const std::map<std::string, double>& peer,
   return a;
 }
 
-Agreement Simulate(const std::string& config) {
-  const std::string out = (fs::temp_directory_path() /
-                           ("tianshu-peer-" + config + "-" + std::to_string(::getpid()) + ".csv"))
-                              .string();
+Agreement Simulate(const std::string& config, const std::string& peer_jct = "fifo_yarn") {
+  const std::string out =
+      (fs::temp_directory_path() / ("tianshu-peer-" + fs::path(config).stem().string() + "-" +
+                                    std::to_string(::getpid()) + ".csv"))
+          .string();
   auto r = testing::RunCommand(std::string(TIANSHU_BINARY) + " simulate --trace tiresias:" + kData +
                                "6214e9_w44.csv --cluster fat-tree:nodes=4,gpus_per_node=4 "
                                "--durations fixed --no-progress --config " +
@@ -80,12 +84,12 @@ Agreement Simulate(const std::string& config) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   auto ours = ReadJct(out);
   fs::remove(out);
-  auto peer = ReadJct(kData + "6214e9_w44.fifo_yarn.jct.csv");
+  auto peer = ReadJct(kData + "6214e9_w44." + peer_jct + ".jct.csv");
   EXPECT_EQ(peer.size(), 1006u);
   EXPECT_EQ(ours.size(), peer.size()) << "every job of the trace, once";
   Agreement a = Compare(peer, ours);
   EXPECT_EQ(a.matched, peer.size());
-  std::cout << config << " against the peer's fifo: average JCT " << 100 * a.avg_diff
+  std::cout << config << " against the peer's " << peer_jct << ": average JCT " << 100 * a.avg_diff
             << "%, jobs within 5%: " << 100 * a.within_5 << "%\n";
   return a;
 }
@@ -98,6 +102,35 @@ TEST(TiresiasPeer, FifoReproducesThePeersFifoWithYarnConsolidation) {
   Agreement mainstream = Simulate("mainstream");
   EXPECT_TRUE(std::abs(mainstream.avg_diff) > 0.02 || mainstream.within_5 < 0.90)
       << "mainstream matched the peer as well: the comparison no longer tells them apart";
+}
+
+// An engine config file with the LAS keys in it; returns its path.
+std::string LasConfig(const std::string& name, const std::string& extra) {
+  const std::string path =
+      (fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()) + ".yaml")).string();
+  std::ofstream(path) << "scheduler:\n  algorithm: best-fit\n  order: las\n  backfill: greedy\n"
+                         "  preemption: true\n  topology_aware: false\n  compact_wait: 0\n"
+                      << extra;
+  return path;
+}
+
+TEST(TiresiasPeer, TiresiasReproducesThePeersDlasGpu) {
+  Agreement preset = Simulate("tiresias", "dlas-gpu_yarn");
+  EXPECT_LE(std::abs(preset.avg_diff), 0.02);
+  EXPECT_GE(preset.within_5, 0.90);
+  // The same keys from a config file do what the preset does.
+  const std::string peer_keys =
+      LasConfig("las-peer", "  las_thresholds: [3250, 7200]\n  restart_overhead: 0\n");
+  Agreement file = Simulate(peer_keys, "dlas-gpu_yarn");
+  fs::remove(peer_keys);
+  EXPECT_LE(std::abs(file.avg_diff), 0.02);
+  EXPECT_GE(file.within_5, 0.90);
+  // The defaults (limits of 3,600 and 36,000 GPU-seconds, a 60 s restart) are not the peer's.
+  const std::string defaults = LasConfig("las-defaults", "");
+  Agreement ours = Simulate(defaults, "dlas-gpu_yarn");
+  fs::remove(defaults);
+  EXPECT_TRUE(std::abs(ours.avg_diff) > 0.02 || ours.within_5 < 0.90)
+      << "the default LAS keys matched the peer as well: the comparison no longer tells them apart";
 }
 
 }  // namespace

@@ -206,9 +206,9 @@ Runner RegisterSimulate(CLI::App& app) {
   cmd->add_option("--cluster,-c", f->cluster,
                   "Cluster: YAML file, lingjun, openb, KIND:CSV, or fat-tree:nodes=256,...");
   cmd->add_option("--config", f->configs,
-                  "Presets (mainstream, fifo, slurm, tiresias, tianshu) or engine config "
-                  "files; repeat or comma-separate (default: mainstream, slurm, tiresias, "
-                  "tianshu)");
+                  "Presets (" + Join(engine::PresetNames(), ", ") +
+                      ") or engine config files; repeat or comma-separate (default: " +
+                      Join(engine::ComparedPresetNames(), ", ") + ")");
   cmd->add_option("--vc", f->vcs, "Philly: virtual clusters to keep");
   cmd->add_option("--from", f->from, "Start of the window (\"2017-10-01\" or seconds)");
   cmd->add_option("--to", f->to, "End of the window");

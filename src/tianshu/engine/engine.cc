@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <utility>
@@ -79,6 +80,33 @@ void Engine::Occupy(JobRecord& r, const std::vector<placement::RankSlot>& ranks,
   (void)st;
 }
 
+int PodRanks(const placement::PlacementRequest& r, const model::Topology& topology) {
+  int biggest = 1;
+  for (const auto& n : topology.nodes) biggest = std::max(biggest, topology.GpusOn(n.id));
+  return PodRanks(r, biggest);
+}
+
+int PodRanks(const placement::PlacementRequest& r, int biggest_node_gpus) {
+  if (r.single_node) return r.ranks;
+  if (r.gpus_per_node > 0) return std::min(r.gpus_per_node, r.ranks);
+  for (int pod = std::min(r.ranks, std::max(1, biggest_node_gpus)); pod > 1; --pod) {
+    if (r.ranks % pod == 0) return pod;
+  }
+  return 1;
+}
+
+void Engine::Unbind(JobRecord& r, int node) {
+  if (r.bound.empty()) return;
+  std::vector<placement::RankSlot> gone, kept;
+  for (const auto& s : r.bound) (node < 0 || s.node == node ? gone : kept).push_back(s);
+  if (gone.empty()) return;
+  placement::PlacementRequest req = r.request;
+  req.ranks = static_cast<int>(gone.size());
+  auto st = placement::Release(&state_, req, placement::PlacedOutcome(gone));
+  (void)st;  // BindPods applied them
+  r.bound = std::move(kept);
+}
+
 void Engine::Vacate(JobRecord& r) {
   if (r.colocated) {
     for (const auto& s : r.placement) {
@@ -119,8 +147,20 @@ std::vector<const JobRecord*> Engine::AllJobs() const {
 
 void Engine::Accrue(JobRecord& job, double now_s) {
   if (job.state == JobState::kRunning && now_s > job.accrued_to_s) {
-    job.attained_gpu_s += (now_s - job.accrued_to_s) * job.Gpus() * job.request.gpu_milli /
-                          static_cast<double>(model::kMilliPerGpu);
+    const double rate =
+        job.Gpus() * job.request.gpu_milli / static_cast<double>(model::kMilliPerGpu);
+    // A change of standing on the way (a 2D-LAS threshold passed) is dated when it happened;
+    // a crossing a rounding error past `now_s` (the wake-up computed for it) counts as now.
+    const double slack = 1e-9 * std::max(1.0, std::abs(now_s));
+    for (int step = 0; step < 64 && policies_; ++step) {
+      auto t = policies_->order->NextChange(job, job.accrued_to_s);
+      if (!t || *t > now_s + slack) break;
+      const double at = std::clamp(*t, job.accrued_to_s, now_s);
+      job.attained_gpu_s += (at - job.accrued_to_s) * rate;
+      job.accrued_to_s = at;
+      job.standing_since_s = at;
+    }
+    job.attained_gpu_s += (now_s - job.accrued_to_s) * rate;
   }
   job.accrued_to_s = std::max(job.accrued_to_s, now_s);
 }
@@ -130,6 +170,9 @@ void Engine::AddPending(const JobRecord& job) {
 }
 
 void Engine::Requeue(JobRecord& job, double progress, double now_s) {
+  // A resized elastic job waits at the size it asked for (the server hands it in as submitted);
+  // the elastic policy grows it again once it runs.
+  job.request.ranks = placement::RequestFromJob(job.spec).ranks;
   job.progress = progress;
   job.pending_since_s = now_s;
   job.state = JobState::kPending;
@@ -150,6 +193,8 @@ std::vector<Decision> Engine::StopJobsOnNode(int node, StopReason why, double no
       }
     }
   }
+  // Pods bound there to jobs that still wait are lost with it (they are bound again elsewhere).
+  for (JobId id : pending_.Ids()) Unbind(jobs_.at(id), node);
   for (JobId id : hit) {
     JobRecord& j = jobs_.at(id);
     Accrue(j, now_s);
@@ -215,6 +260,7 @@ Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
       Commit(out.back(), now_s);
     } else {
       pending_.Remove(r.id);
+      Unbind(r);
       r.state = JobState::kCancelled;
       r.end_s = now_s;
     }
@@ -326,6 +372,7 @@ Status Engine::Restore(JobId id, const std::vector<placement::RankSlot>& ranks, 
   JobRecord& r = it->second;
   if (r.state != JobState::kPending)
     return Fail("restore: job ", std::to_string(id), " is not pending");
+  Unbind(r);  // what it holds now is `ranks`
   // An elastic job may hold another number of ranks than it asked for.
   placement::PlacementRequest held = r.request;
   held.ranks = static_cast<int>(ranks.size());
@@ -356,6 +403,7 @@ Status Engine::Withdraw(JobId id) {
     RemoveFrom(running_, id);
   } else if (r.state == JobState::kPending) {
     pending_.Remove(id);
+    Unbind(r);
   }
   never_fits_.erase(id);
   jobs_.erase(it);
@@ -391,9 +439,19 @@ Status Engine::SetAttainedService(JobId id, double gpu_s) {
   return Ok();
 }
 
+Status Engine::SetStandingSince(JobId id, double since_s) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return Fail("standing since: no job ", std::to_string(id));
+  if (!std::isfinite(since_s))
+    return Fail("standing since: job ", std::to_string(id), ": not a time");
+  it->second.standing_since_s = since_s;
+  return Ok();
+}
+
 void Engine::Commit(const Decision& d, double now_s) {
   if (const auto* s = std::get_if<StartJob>(&d)) {
     JobRecord& r = jobs_.at(s->id);
+    Unbind(r);  // its bound pods are among the ranks it starts on
     Occupy(r, s->ranks, s->colocated);
     MarkRunning(r, s->ranks, now_s);
     return;
@@ -417,9 +475,20 @@ void Engine::Commit(const Decision& d, double now_s) {
     }
     return;
   }
+  if (const auto* s = std::get_if<BindPods>(&d)) {
+    JobRecord& r = jobs_.at(s->id);
+    placement::PlacementRequest req = r.request;
+    req.ranks = static_cast<int>(s->ranks.size());
+    auto st = placement::Apply(&state_, req, placement::PlacedOutcome(s->ranks));
+    assert(st.has_value() && "a pod must fit the state it was planned on");
+    (void)st;
+    r.bound.insert(r.bound.end(), s->ranks.begin(), s->ranks.end());
+    return;
+  }
   if (const auto* s = std::get_if<RejectJob>(&d)) {
     JobRecord& r = jobs_.at(s->id);
     pending_.Remove(r.id);
+    Unbind(r);
     r.state = JobState::kFailed;
     r.reason = s->reason;
     r.end_s = now_s;
@@ -502,12 +571,16 @@ double Engine::RunSlowdown(const JobRecord& job,
 // working copy of it (internal::CyclePlanner), then applied here in one place.
 CycleResult Engine::Cycle(double now_s) {
   ++cycles_;
+  // A fresh engine has no previous cycle: nothing changed standing "since" it.
+  const double previous_s = cycles_ > 1 ? last_cycle_s_ : now_s;
+  last_cycle_s_ = now_s;
   // Service is charged up to now first: 2D-LAS orders by it and stops account it.
   for (JobId id : running_) Accrue(jobs_.at(id), now_s);
   // Nothing waits and nothing reshapes: no decision is possible.
   if (pending_.Empty() && !Reshapes()) return CycleResult{};
   RefreshLearnedEstimates();
   const CycleView view{.now_s = now_s,
+                       .previous_cycle_s = previous_s,
                        .state = &state_,
                        .jobs = &jobs_,
                        .pending = pending_.Ids(),

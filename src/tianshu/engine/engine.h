@@ -63,7 +63,11 @@ struct JobRecord {
   // GPU-seconds of service received so far (accrued by Apply/Cycle from the times passed in);
   // what 2D-LAS orders by.
   double attained_gpu_s = 0;
-  double accrued_to_s = 0;         // attained_gpu_s is exact up to this time
+  double accrued_to_s = 0;  // attained_gpu_s is exact up to this time
+  // When its standing in the order last changed by itself (OrderPolicy::NextChange: a 2D-LAS
+  // demotion), dated when it happened; -1: never. 2D-LAS is FIFO inside a queue by the time a
+  // job entered it: its submission, or this.
+  double standing_since_s = -1;
   double progress = 0;             // fraction of the work done, as last reported (0..1)
   double checkpoint_progress = 0;  // fraction saved by the last checkpoint (resume point)
   int preemptions = 0;
@@ -80,6 +84,9 @@ struct JobRecord {
   // An inference service overlaid on GPUs that training holds (scheduler.colocation): its
   // shares are counted against the overlay budget of those GPUs, not their free share.
   bool colocated = false;
+  // With Binding::kPodEach: the pods of this pending job bound so far, holding their GPUs while
+  // it waits for the rest; it starts when the last is bound.
+  std::vector<placement::RankSlot> bound;
   std::string reason;  // why it failed or was cancelled; last note of the scheduler
 
   int Gpus() const { return request.ranks; }
@@ -185,7 +192,14 @@ struct RejectJob {
   JobId id = 0;
   std::string reason;
 };
-using Decision = std::variant<StartJob, StopJob, CheckpointJob, ResizeJob, MigrateJob, RejectJob>;
+// With Binding::kPodEach: pods of a pending job bound to devices that hold them from now on,
+// though nothing runs until the job's last pod is bound and a StartJob names all its ranks.
+struct BindPods {
+  JobId id = 0;
+  std::vector<placement::RankSlot> ranks;
+};
+using Decision =
+    std::variant<StartJob, StopJob, CheckpointJob, ResizeJob, MigrateJob, RejectJob, BindPods>;
 JobId DecisionJob(const Decision& d);
 
 // ---- Options: which policies, found by name in the registries of policy.h. ----
@@ -201,9 +215,31 @@ struct PolicyNames {
 };
 
 // 2D-LAS (Tiresias, Gu et al. NSDI'19 §3.1): queue k holds jobs whose attained GPU-service lies
-// in [thresholds[k-1], thresholds[k]); lower queues first, FIFO inside a queue.
+// in [thresholds[k-1], thresholds[k]); lower queues first, FIFO inside a queue. The thresholds
+// are scheduler.las_thresholds (model::EngineConfig).
 struct LasOptions {
-  std::vector<double> thresholds_gpu_s = {3600, 36000};
+  std::vector<double> thresholds_gpu_s;
+  // A job demoted this instant yields its GPUs to the jobs waiting in its new queue that entered
+  // it earlier. Only where a restart costs nothing (scheduler.restart_overhead: 0, as in
+  // Tiresias' simulator): the two are equals in the order, and trading one for the other costs a
+  // restart and buys no priority.
+  bool demoted_yields = false;
+};
+
+// How a job's ranks are bound to devices.
+enum class Binding {
+  // The placement strategy places the whole gang at once, splitting it over nodes as it sees
+  // fit; it starts whole or not at all.
+  kJob,
+  // The job is cut into pods (PodRanks), each placed on one node by the strategy, one after the
+  // other; they are bound all or none (Volcano's gang plugin, whose allocate action discards a
+  // job whose tasks do not all fit and goes on with the next).
+  kPodGang,
+  // The same pods, each bound as soon as a node fits it; the bound ones hold their devices while
+  // the job waits for the rest (the default Kubernetes scheduler without a co-scheduling plugin:
+  // two jobs can hold each other's capacity for ever). Nothing behind them is blocked, and
+  // nothing is preempted for them.
+  kPodEach,
 };
 
 struct EngineOptions {
@@ -219,7 +255,6 @@ struct EngineOptions {
   std::string placement_small = "topology";
   int small_job_max_gpus = 8;
   placement::StrategyOptions strategy;  // seed, weights, genetic budget
-  LasOptions las;
   // Consolidation (Slurm's --switches=N@max-time, Tiresias' consolidated placement): a job whose
   // only placement now is predicted to run more than `compact_slowdown_tolerance` slower than
   // on a compact one waits for a better placement, for at most
@@ -255,6 +290,8 @@ struct EngineOptions {
   // A job that gives no duration gets a learned estimate: the mean run time of the last two
   // completed jobs like it (engine/runtime_history.h).
   bool learn_runtimes = true;
+  // How a job's ranks are bound (see Binding).
+  Binding binding = Binding::kJob;
   int max_placements_per_cycle = 0;  // 0: no limit
   // Jobs examined behind a blocked head in one cycle (Slurm's bf_max_job_test); 0: all.
   int max_queue_scan = 1000;
@@ -264,11 +301,27 @@ struct EngineOptions {
   [[nodiscard]] Status Validate() const;
 };
 
+// Where jobs are bound pod by pod (Binding), the ranks of one pod of `r`: all of them where they
+// must share a node (single_node), a node's share where one is set (gpus_per_node), else the
+// largest divisor of the rank count that the biggest node of `topology` holds (a job that fits one
+// node is one pod, 16 ranks on 8-GPU nodes are two pods of 8, 12 are two of 6), as training
+// operators run one worker pod per node's share.
+int PodRanks(const placement::PlacementRequest& r, const model::Topology& topology);
+// The same, given the most GPUs any node has.
+int PodRanks(const placement::PlacementRequest& r, int biggest_node_gpus);
+
 // The built-in presets:
 //   mainstream: FIFO, strict head-of-line, first-fit, topology-unaware, no preemption.
 //   fifo:       FIFO, strict head-of-line, YARN consolidation (a gang that fits one node waits
 //               for one node; placement "yarn"), no preemption: Philly's scheduler as the
 //               Tiresias simulator models it (fifo, --scheme=yarn).
+//   kube-default: the default Kubernetes scheduler: priority order, pods (PodRanks) bound one
+//               by one on the least-allocated node (spread) with no gang, so a waiting job's
+//               bound pods hold their GPUs (Binding::kPodEach); nothing blocks; no preemption.
+//   volcano:    Volcano's default actions with the gang and binpack plugins: priority order,
+//               pods placed on the fullest node that fits, committed all or none
+//               (Binding::kPodGang); a job that does not fit is skipped; no topology, no
+//               preemption.
 //   slurm:      priority, time-based (EASY) backfill, topology-tree placement, no preemption.
 //   tiresias:   2D-LAS with preemption, greedy admission, consolidated (best-fit) placement.
 //   tianshu:    the EngineConfig defaults: 2D-LAS order with LAS preemption (priority classes
@@ -305,6 +358,7 @@ struct CycleStats {
   int held_for_compact = 0;  // placed, but waiting for a compact placement
   int colocated = 0;         // inference services started on training's GPUs
   int upgraded = 0;          // running jobs moved to a compact placement
+  int pods_bound = 0;        // Binding::kPodEach: pods bound to jobs that still wait
   bool head_blocked = false;
 };
 struct CycleResult {
@@ -348,6 +402,10 @@ class Engine {
   // 2D-LAS orders by), for a caller that keeps its own records across engines. Error when
   // there is no such job or the value is negative.
   [[nodiscard]] Status SetAttainedService(JobId id, double gpu_s);
+  // Sets when a job's standing last changed by itself (JobRecord::standing_since_s: the time it
+  // entered its 2D-LAS queue), for a caller that keeps its own records across engines. Error
+  // when there is no such job.
+  [[nodiscard]] Status SetStandingSince(JobId id, double since_s);
   // Sets when a pending job last became pending (its submission, or its last requeue): the
   // consolidation wait counts from it. For a caller that keeps its own records across engines.
   // Error when the job is not pending.
@@ -396,6 +454,8 @@ class Engine {
   // a co-located service.
   void Occupy(JobRecord& r, const std::vector<placement::RankSlot>& ranks, bool colocated);
   void Vacate(JobRecord& r);
+  // Gives back what the pods bound to a pending job hold (all of them, or those on `node`).
+  void Unbind(JobRecord& r, int node = -1);
   void Accrue(JobRecord& job, double now_s);
   // Applying decisions: the one place that mutates placements and capacity.
   void Commit(const Decision& d, double now_s);
@@ -424,6 +484,7 @@ class Engine {
   std::vector<JobId> running_;                         // start order
   std::unordered_map<JobId, std::string> never_fits_;  // rejected at the next cycle
   int64_t cycles_ = 0;
+  double last_cycle_s_ = 0;  // the time of the last Cycle (when cycles_ > 0)
   RuntimeHistory runtimes_;
 };
 

@@ -80,6 +80,180 @@ TEST(Engine, LasPreemptsJobsWithMoreService) {
   EXPECT_EQ((*e)->Find(2)->state, JobState::kRunning);
 }
 
+// 2D-LAS is FIFO inside a queue by the time a job entered it: a job demoted into a queue goes to
+// its back. Where restarts are free (the tiresias preset), at that instant the job waiting there
+// that entered earlier takes its GPUs (as the Tiresias simulator's dlas-gpu does); once it runs
+// on there, nothing of its queue evicts it. Where a restart costs (the default 60 s), the
+// demoted job keeps its GPUs: the two are equals and the swap would only cost a restart.
+TEST(Engine, LasDemotedJobGoesToTheBackOfItsNewQueue) {
+  auto topo = Tree(2);  // 16 GPUs
+  for (int64_t restart_s : {0, 60}) {
+    auto o = *PresetOptions("tiresias");
+    ASSERT_EQ(o.config.las_thresholds_gpu_s, (std::vector<int>{3250, 7200}));
+    ASSERT_EQ(o.config.restart_overhead_s, 0);
+    o.config.restart_overhead_s = restart_s;
+    auto e = Engine::Create(topo, o);
+    ASSERT_TRUE(e);
+    ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(16, 1e6)}, 0));
+    (void)(*e)->Cycle(0);
+    ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(16, 1e6)}, 100));
+    CycleResult r = (*e)->Cycle(100);  // both in queue 0: the runner stays
+    EXPECT_EQ(r.stats.preempted, 0);
+    const double first = 3250.0 / 16;  // job 1 passes 3,250 GPU-s: queue 1
+    r = (*e)->Cycle(first);
+    EXPECT_EQ(r.stats.preempted, 1);
+    EXPECT_DOUBLE_EQ((*e)->Find(1)->standing_since_s, first) << "the demotion is dated";
+    EXPECT_EQ((*e)->Find(2)->state, JobState::kRunning);
+    // Job 2 enters queue 1 after job 1 did: with free restarts job 1, waiting there, takes the
+    // GPUs back.
+    r = (*e)->Cycle(2 * first);
+    const bool yields = restart_s == 0;
+    EXPECT_EQ(r.stats.preempted, yields ? 1 : 0) << restart_s;
+    EXPECT_EQ((*e)->Find(1)->state, yields ? JobState::kRunning : JobState::kPending);
+    EXPECT_EQ((*e)->Find(2)->state, yields ? JobState::kPending : JobState::kRunning);
+    EXPECT_DOUBLE_EQ((*e)->Find(2)->standing_since_s, 2 * first);
+    // Later, the one running runs on in queue 1: the other, also in queue 1, does not evict it.
+    r = (*e)->Cycle(2 * first + 10);
+    EXPECT_EQ(r.stats.preempted, 0);
+    EXPECT_EQ((*e)->Find(yields ? 1 : 2)->state, JobState::kRunning);
+  }
+}
+
+// Inside a queue the victim is the job started last (the least work lost), not the one
+// submitted last.
+TEST(Engine, LasEvictsTheMostRecentlyStartedInsideAQueue) {
+  auto topo = Tree(2);  // 16 GPUs
+  auto e = Engine::Create(topo, *PresetOptions("tiresias"));
+  ASSERT_TRUE(e);
+  std::vector<placement::RankSlot> node0, node1;
+  for (int g = 0; g < 8; ++g) node0.push_back({.node = 0, .gpu = g});
+  for (int g = 8; g < 16; ++g) node1.push_back({.node = 1, .gpu = g});
+  ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(8, 1e6)}, 0));
+  ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(8, 1e6)}, 10));
+  ASSERT_TRUE((*e)->Restore(1, node0, 50));  // submitted first, started last
+  ASSERT_TRUE((*e)->Restore(2, node1, 20));
+  ASSERT_TRUE((*e)->SetAttainedService(1, 5000));  // both in queue 1
+  ASSERT_TRUE((*e)->SetAttainedService(2, 5000));
+  ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(8, 100)}, 60));
+  CycleResult r = (*e)->Cycle(60);
+  EXPECT_EQ(r.stats.preempted, 1);
+  EXPECT_EQ((*e)->Find(1)->state, JobState::kPending);
+  EXPECT_EQ((*e)->Find(2)->state, JobState::kRunning);
+  EXPECT_EQ((*e)->Find(3)->state, JobState::kRunning);
+}
+
+std::set<int> NodesOf(const JobRecord& r) {
+  std::set<int> out;
+  for (const auto& s : r.placement) out.insert(s.node);
+  return out;
+}
+
+// kube-default scores each pod by LeastAllocated: small jobs go to the emptiest nodes; volcano's
+// binpack puts them on the fullest node that fits.
+TEST(Baselines, KubeDefaultSpreadsAndVolcanoPacks) {
+  auto topo = Tree(4);  // 4 nodes of 8 GPUs
+  for (std::string preset : {"kube-default", "volcano"}) {
+    auto e = Engine::Create(topo, *PresetOptions(preset));
+    ASSERT_TRUE(e) << e.error().message;
+    for (JobId id = 1; id <= 4; ++id) ASSERT_TRUE((*e)->Apply(SubmitJob{id, Job(2)}, 0));
+    CycleResult r = (*e)->Cycle(0);
+    EXPECT_EQ(Starts(r), 4) << preset;
+    std::set<int> nodes;
+    for (JobId id = 1; id <= 4; ++id) {
+      EXPECT_EQ(NodesOf(*(*e)->Find(id)).size(), 1u) << preset << ": a pod is on one node";
+      nodes.merge(NodesOf(*(*e)->Find(id)));
+    }
+    EXPECT_EQ(nodes.size(), preset == "kube-default" ? 4u : 1u) << preset;
+  }
+}
+
+// Without a co-scheduling plugin a job's pods are bound as they fit: the bound ones hold their
+// GPUs idle while the job waits, and a job behind it that would fit otherwise waits too; the job
+// starts on its held pods plus the rest when they free. Volcano's gang commits all pods or none:
+// nothing is held, and the smaller job behind runs.
+TEST(Baselines, KubeDefaultHoldsPartialGangsAndVolcanoNeverSplitsOne) {
+  auto topo = Tree(2);  // 2 nodes of 8 GPUs
+  for (std::string preset : {"kube-default", "volcano"}) {
+    const bool kube = preset == "kube-default";
+    auto e = Engine::Create(topo, *PresetOptions(preset));
+    ASSERT_TRUE(e);
+    ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(8, 100)}, 0));
+    EXPECT_EQ(Starts((*e)->Cycle(0)), 1);
+    ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(16, 100)}, 1));  // two pods of 8
+    ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(8, 100)}, 2));
+    CycleResult r = (*e)->Cycle(2);
+    EXPECT_EQ((*e)->Find(2)->state, JobState::kPending) << preset;
+    EXPECT_EQ((*e)->Find(2)->bound.size(), kube ? 8u : 0u) << preset;
+    EXPECT_EQ(r.stats.pods_bound, kube ? 1 : 0) << preset;
+    EXPECT_EQ((*e)->State().AllocatedGpuMilli(), 16000) << preset << ": held or running";
+    EXPECT_EQ((*e)->Find(3)->state, kube ? JobState::kPending : JobState::kRunning) << preset;
+    if (!kube) continue;
+    // Job 1 ends: job 2's second pod binds there and it starts on both nodes.
+    ASSERT_TRUE((*e)->Apply(JobFinished{1, true, ""}, 100));
+    r = (*e)->Cycle(100);
+    EXPECT_EQ((*e)->Find(2)->state, JobState::kRunning);
+    EXPECT_TRUE((*e)->Find(2)->bound.empty());
+    EXPECT_EQ(NodesOf(*(*e)->Find(2)).size(), 2u);
+    EXPECT_EQ((*e)->State().AllocatedGpuMilli(), 16000);
+    // Cancelling a job that holds pods gives them back.
+    ASSERT_TRUE((*e)->Apply(SubmitJob{4, Job(16, 100)}, 101));
+    ASSERT_TRUE((*e)->Apply(JobFinished{2, true, ""}, 150));
+    ASSERT_TRUE((*e)->Apply(SubmitJob{5, Job(8, 100)}, 150));
+    (void)(*e)->Cycle(150);  // job 3 takes a node, job 4 binds a pod on the other
+    EXPECT_EQ((*e)->Find(3)->state, JobState::kRunning);
+    EXPECT_EQ((*e)->Find(4)->bound.size(), 8u);
+    EXPECT_EQ((*e)->Find(5)->state, JobState::kPending);
+    ASSERT_TRUE((*e)->Apply(CancelJob{4}, 160));
+    EXPECT_EQ((*e)->State().AllocatedGpuMilli(), 8000);
+    (void)(*e)->Cycle(160);
+    EXPECT_EQ((*e)->Find(5)->state, JobState::kRunning);
+  }
+}
+
+// A gang volcano gives back leaves the capacity its pods took in the trial: a job behind it that
+// fits there starts in the same cycle (a pod that failed only beside the gang's own pods is not
+// remembered as one that fits nowhere).
+TEST(Baselines, VolcanoRollbackLeavesRoomForTheNextJob) {
+  auto topo = Tree(2);  // 2 nodes of 8 GPUs
+  auto e = Engine::Create(topo, *PresetOptions("volcano"));
+  ASSERT_TRUE(e);
+  ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(4, 1000)}, 0));
+  EXPECT_EQ(Starts((*e)->Cycle(0)), 1);
+  ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(12, 100)}, 1));  // two pods of 6: only one fits
+  ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(6, 100)}, 2));   // one pod of 6: fits the free node
+  CycleResult r = (*e)->Cycle(2);
+  EXPECT_EQ((*e)->Find(2)->state, JobState::kPending);
+  EXPECT_TRUE((*e)->Find(2)->bound.empty());
+  EXPECT_EQ((*e)->Find(3)->state, JobState::kRunning);
+  EXPECT_EQ((*e)->State().AllocatedGpuMilli(), 10000);
+}
+
+// A pod is never split over nodes: with 2 GPUs free on each of two nodes, volcano does not start
+// a 4-GPU job (one pod), where a strategy placing the whole gang splits it.
+TEST(Baselines, APodStaysOnOneNode) {
+  auto topo = Tree(2);
+  auto e = Engine::Create(topo, *PresetOptions("volcano"));
+  ASSERT_TRUE(e);
+  ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(6, 100)}, 0));
+  ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(6, 100)}, 0));
+  EXPECT_EQ(Starts((*e)->Cycle(0)), 2);
+  ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(4, 100)}, 1));
+  EXPECT_EQ(Starts((*e)->Cycle(1)), 0);
+  auto whole = PresetOptions("volcano");
+  whole->binding = Binding::kJob;
+  auto f = Engine::Create(topo, *whole);
+  ASSERT_TRUE(f);
+  ASSERT_TRUE((*f)->Apply(SubmitJob{1, Job(6, 100)}, 0));
+  ASSERT_TRUE((*f)->Apply(SubmitJob{2, Job(6, 100)}, 0));
+  (void)(*f)->Cycle(0);
+  ASSERT_TRUE((*f)->Apply(SubmitJob{3, Job(4, 100)}, 1));
+  EXPECT_EQ(Starts((*f)->Cycle(1)), 1) << "the whole-gang strategy splits it";
+  EXPECT_EQ(PodRanks(placement::RequestFromJob(Job(16)), topo), 8);
+  EXPECT_EQ(PodRanks(placement::RequestFromJob(Job(12)), topo), 6);
+  EXPECT_EQ(PodRanks(placement::RequestFromJob(Job(4)), topo), 4);
+  EXPECT_EQ(PodRanks(placement::RequestFromJob(Job(13)), topo), 1);
+}
+
 // A caller that keeps its own records (the server builds an engine every cycle) hands back the
 // service a job had before: a job restored with an hour of service sits in a lower 2D-LAS queue
 // and is preempted for a newcomer; without it the two would tie and nothing would move.

@@ -25,16 +25,18 @@ Status EngineOptions::Validate() const {
         "compact_wait_ratio, compact_max_wait_s and compact_slowdown_tolerance cannot be "
         "negative");
   }
-  for (size_t i = 1; i < las.thresholds_gpu_s.size(); ++i) {
-    if (las.thresholds_gpu_s[i] <= las.thresholds_gpu_s[i - 1]) {
-      return Fail("las.thresholds must increase");
+  const auto& las = config.las_thresholds_gpu_s;
+  for (size_t i = 0; i < las.size(); ++i) {
+    if (las[i] <= 0 || (i > 0 && las[i] <= las[i - 1])) {
+      return Fail("scheduler.las_thresholds must be positive and increase");
     }
   }
+  if (config.restart_overhead_s < 0) return Fail("scheduler.restart_overhead cannot be negative");
   return Ok();
 }
 
 std::vector<std::string> PresetNames() {
-  return {"mainstream", "fifo", "slurm", "tiresias", "tianshu"};
+  return {"mainstream", "fifo", "kube-default", "volcano", "slurm", "tiresias", "tianshu"};
 }
 std::vector<std::string> ComparedPresetNames() {
   return {"mainstream", "slurm", "tiresias", "tianshu"};
@@ -114,6 +116,19 @@ Result<EngineOptions> OptionsFromConfig(const model::EngineConfig& config) {
   return o;
 }
 
+namespace {
+
+// A preset that places with `placement`, blind to the network, and never preempts.
+void TopologyUnaware(EngineOptions* o, const std::string& placement) {
+  o->config.algorithm = placement;
+  o->config.topology_aware = false;
+  o->config.preemption = false;
+  o->placement = placement;
+  o->strategy.weights.network = 0;
+}
+
+}  // namespace
+
 Result<EngineOptions> PresetOptions(std::string_view name) {
   std::string n = ToLower(name);
   if (n == "tianshu") {
@@ -130,13 +145,32 @@ Result<EngineOptions> PresetOptions(std::string_view name) {
   // fifo is mainstream with YARN consolidation: the Tiresias simulator's fifo with
   // --scheme=yarn, and Microsoft's YARN on Philly.
   if (n == "mainstream" || n == "fifo") {
-    const std::string placement = n == "fifo" ? "yarn" : "first-fit";
-    o.config.algorithm = placement;
-    o.config.topology_aware = false;
-    o.config.preemption = false;
-    o.placement = placement;
-    o.strategy.weights.network = 0;
+    TopologyUnaware(&o, n == "fifo" ? "yarn" : "first-fit");
     o.policies = {.order = "fifo", .backfill = "none", .preemption = "none"};
+    return o;
+  }
+  // The default Kubernetes scheduler (kube-scheduler's default profile): the PrioritySort
+  // queue (priority, then creation time); each pod scored by NodeResourcesFit with the
+  // LeastAllocated strategy (the emptiest node first: spread) and
+  // NodeResourcesBalancedAllocation (all resources of a node used alike: nothing to balance when
+  // pods ask GPUs alone), bound on its own with no gang (no co-scheduling plugin), so a job's
+  // bound pods hold their GPUs while it waits for the rest; a pod that fits nowhere waits
+  // without blocking the ones behind it. DefaultPreemption (evicting pods of lower priority
+  // classes) is not modelled: the traces have one class.
+  if (n == "kube-default") {
+    TopologyUnaware(&o, "spread");
+    o.binding = Binding::kPodEach;
+    o.policies = {.order = "priority", .backfill = "greedy", .preemption = "none"};
+    return o;
+  }
+  // Volcano with its default actions (enqueue, allocate, backfill; no preempt or reclaim):
+  // the priority and gang plugins (a job's tasks placed one by one and committed all or none;
+  // a job that does not fit is skipped and the next one tried), binpack (the fullest node that
+  // fits a task first, binpack.resources set to the GPU), and no network topology.
+  if (n == "volcano") {
+    TopologyUnaware(&o, "best-fit");
+    o.binding = Binding::kPodGang;
+    o.policies = {.order = "priority", .backfill = "greedy", .preemption = "none"};
     return o;
   }
   if (n == "slurm") {
@@ -151,6 +185,10 @@ Result<EngineOptions> PresetOptions(std::string_view name) {
     o.config.preemption = true;
     o.placement = "best-fit";
     o.policies = {.order = "las", .backfill = "greedy", .preemption = "las"};
+    // The Tiresias simulator's own parameters (its dlas-gpu): queue limits of 3,250 and 7,200
+    // GPU-seconds, and a restart that costs nothing.
+    o.config.las_thresholds_gpu_s = {3250, 7200};
+    o.config.restart_overhead_s = 0;
     return o;
   }
   return Fail("unknown preset '", std::string(name), "'; known: ", Join(PresetNames(), ", "));

@@ -1,6 +1,7 @@
 #include "tianshu/engine/policy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <set>
@@ -9,15 +10,29 @@
 
 namespace tianshu::engine {
 
+// A threshold counts as passed within a millionth of a GPU-second: the engine wakes at the
+// instant one is passed, and the service accrued up to then may fall short of it by rounding.
+constexpr double kLasSlackGpuS = 1e-6;
+
 int LasQueue(double attained_gpu_s, const LasOptions& options) {
   int q = 0;
   for (double t : options.thresholds_gpu_s) {
-    if (attained_gpu_s >= t) ++q;
+    if (attained_gpu_s >= t - kLasSlackGpuS) ++q;
   }
   return q;
 }
 
+double LasQueueEntry(const JobRecord& r) {
+  return r.standing_since_s >= 0 ? std::max(r.submit_s, r.standing_since_s) : r.submit_s;
+}
+
 namespace {
+
+LasOptions LasOptionsOf(const EngineOptions& o) {
+  const auto& t = o.config.las_thresholds_gpu_s;
+  return {.thresholds_gpu_s = {t.begin(), t.end()},
+          .demoted_yields = o.config.restart_overhead_s == 0};
+}
 
 // Ties: submission time, then id, so every order is total and deterministic.
 bool EarlierSubmit(const JobRecord& a, const JobRecord& b) {
@@ -51,8 +66,10 @@ class PriorityOrder final : public OrderPolicy {
   }
 };
 
-// 2D-LAS: the job's attained GPU-service picks its queue; lower queues first, FIFO inside
-// (Gu et al., Tiresias, NSDI'19 §3.1 "discretized 2D-LAS"). Higher priority classes first.
+// 2D-LAS: the job's attained GPU-service picks its queue; lower queues first, FIFO inside by
+// the time each job entered its queue, so a demoted job goes to the back of its new queue
+// (Gu et al., Tiresias, NSDI'19 §3.1 "discretized 2D-LAS", and its simulator). Higher priority
+// classes first.
 class LasOrder final : public OrderPolicy {
  public:
   explicit LasOrder(LasOptions o) : o_(std::move(o)) {}
@@ -71,7 +88,7 @@ class LasOrder final : public OrderPolicy {
     keys.reserve(q->size());
     for (JobId id : *q) {
       const JobRecord& r = v.Job(id);
-      keys.push_back({-r.spec.priority, LasQueue(r.attained_gpu_s, o_), r.submit_s, r.id});
+      keys.push_back({-r.spec.priority, LasQueue(r.attained_gpu_s, o_), LasQueueEntry(r), r.id});
     }
     if (!std::is_sorted(keys.begin(), keys.end())) std::sort(keys.begin(), keys.end());
     for (size_t i = 0; i < keys.size(); ++i) (*q)[i] = keys[i].id;
@@ -81,7 +98,7 @@ class LasOrder final : public OrderPolicy {
     if (rate <= 0) return std::nullopt;
     double attained = r.attained_gpu_s + std::max(0.0, now_s - r.accrued_to_s) * rate;
     for (double t : o_.thresholds_gpu_s) {
-      if (attained < t) return now_s + (t - attained) / rate;
+      if (attained < t - kLasSlackGpuS) return now_s + (t - attained) / rate;
     }
     return std::nullopt;
   }
@@ -189,8 +206,12 @@ class PriorityPreemption final : public PreemptionPolicy {
 };
 
 // Tiresias: a job of a lower 2D-LAS queue evicts running jobs of higher queues, the highest
-// queue (most service received) first. Priority classes come first: jobs of a lower class are
-// victims before any other, jobs of a higher class never. A victim always ranks strictly below
+// queue (most service received) first, and inside a queue the most recently started (the least
+// work lost since it started). Where restarts are free (LasOptions::demoted_yields), a job
+// demoted since the previous cycle has gone to the back of its new queue: the jobs waiting there
+// that entered it earlier may take its GPUs now, as Tiresias' simulator lets them (once it runs on
+// in its new queue, only lower queues evict it). Priority classes come first: jobs of a lower class
+// are victims before any other, jobs of a higher class never. A victim always ranks strictly below
 // its evictor, so eviction cannot cycle.
 class LasPreemption final : public PreemptionPolicy {
  public:
@@ -203,15 +224,20 @@ class LasPreemption final : public PreemptionPolicy {
     for (JobId id : v.running) {
       const JobRecord& r = v.Job(id);
       if (r.spec.priority > c.spec.priority) continue;
-      // A lower priority class is always a victim; inside the class, a later 2D-LAS queue.
+      // A lower priority class is always a victim; inside the class, a later 2D-LAS queue, or
+      // the same queue entered this instant after the candidate.
       int q = r.spec.priority < c.spec.priority ? kLowerClass : LasQueue(r.attained_gpu_s, o_);
-      if (q > qc) cand.emplace_back(q, id);
+      // Demoted since the previous cycle (the simulator's cycle is at the instant; the
+      // server's a tick later).
+      const bool demoted_now = o_.demoted_yields && r.standing_since_s > v.previous_cycle_s &&
+                               LasQueueEntry(r) > LasQueueEntry(c);
+      if (q > qc || (q == qc && demoted_now)) cand.emplace_back(q, id);
     }
     std::sort(cand.begin(), cand.end(), [&](const auto& a, const auto& b) {
       if (a.first != b.first) return a.first > b.first;
       const JobRecord& x = v.Job(a.second);
       const JobRecord& y = v.Job(b.second);
-      if (x.submit_s != y.submit_s) return x.submit_s > y.submit_s;
+      if (x.start_s != y.start_s) return x.start_s > y.start_s;
       return x.id > y.id;
     });
     std::vector<JobId> out;
@@ -273,7 +299,7 @@ Registry<OrderPolicy>& Orders() {
     reg->factories["fifo"] = Simple<OrderPolicy, FifoOrder>();
     reg->factories["priority"] = Simple<OrderPolicy, PriorityOrder>();
     reg->factories["las"] = [](const EngineOptions& o) -> Result<std::unique_ptr<OrderPolicy>> {
-      return std::unique_ptr<OrderPolicy>(new LasOrder(o.las));
+      return std::unique_ptr<OrderPolicy>(new LasOrder(LasOptionsOf(o)));
     };
     return reg;
   }();
@@ -298,7 +324,7 @@ Registry<PreemptionPolicy>& Preemptions() {
     reg->factories["priority"] = Simple<PreemptionPolicy, PriorityPreemption>();
     reg->factories["las"] =
         [](const EngineOptions& o) -> Result<std::unique_ptr<PreemptionPolicy>> {
-      return std::unique_ptr<PreemptionPolicy>(new LasPreemption(o.las));
+      return std::unique_ptr<PreemptionPolicy>(new LasPreemption(LasOptionsOf(o)));
     };
     return reg;
   }();

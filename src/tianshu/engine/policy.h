@@ -27,6 +27,9 @@ namespace tianshu::engine {
 // pure functions of it (plus their options); they never mutate anything.
 struct CycleView {
   double now_s = 0;
+  // The time of the engine's previous cycle (now_s for its first): what changed since then is
+  // new to this one.
+  double previous_cycle_s = 0;
   const model::ClusterState* state = nullptr;  // the snapshot
   const std::unordered_map<JobId, JobRecord>* jobs = nullptr;
   std::span<const JobId> pending;  // in submission order (submit time, then id)

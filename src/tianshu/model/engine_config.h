@@ -6,7 +6,8 @@
 //   task_scheduler: {elastic_scaling: false, min_nodes: 1, max_nodes: 0, scaling_interval: 300}
 //   scheduler.order: priority | fifo | las | srtf | fair-share; scheduler.backfill: time | greedy
 //   | none; scheduler.migration: false; scheduler.colocation: none | time-slice | priority;
-//   scheduler.compact_wait: 12h; queues: [{name, parent, weight, quota, borrow}]
+//   scheduler.compact_wait: 12h; scheduler.las_thresholds: [3600, 36000];
+//   scheduler.restart_overhead: 60s; queues: [{name, parent, weight, quota, borrow}]
 //   NETWORK_BUFFER_SIZE, ALLREDUCE_ALGO, CHECKPOINT_MODE, SCHEDULER_BACKEND (also from env).
 #pragma once
 
@@ -82,6 +83,15 @@ struct EngineConfig {
   // launch orders went out is released (its started ranks stopped, its devices freed) and
   // retried, as a failed attempt. 0: wait for ever.
   int64_t gang_timeout_s = 600;
+  // scheduler.las_thresholds: the attained service, in GPU-seconds, at which a job moves down
+  // to the next queue of the 2D-LAS order and preemption (scheduler.order: las); one queue
+  // more than thresholds. Tiresias' own simulator uses [3250, 7200].
+  std::vector<int> las_thresholds_gpu_s = {3600, 36000};
+  // scheduler.restart_overhead: how long a job restarted from its checkpoint (after a
+  // preemption, a resize or a migration) takes before it makes progress again: re-launch,
+  // rendezvous, checkpoint load. `tianshu simulate` charges it to every resumed start (a live
+  // restart takes what it takes); the elastic and defrag policies weigh their own restart_s.
+  int64_t restart_overhead_s = 60;
   std::vector<QueueConfig> queues;  // queues: [] (then every job runs in "default")
   // Tuning knobs, also read from environment variables of the same names.
   int64_t network_buffer_size_bytes = 4 * 1024 * 1024;      // NETWORK_BUFFER_SIZE, 4-16 MB

@@ -160,6 +160,46 @@ TEST(EngineConfig, DefaultsAndKeys) {
   EXPECT_EQ(std::get<EngineConfig>(sized.document->value).checkpoint_interval_s, 1800);
 }
 
+// scheduler.las_thresholds and scheduler.restart_overhead: the defaults, the peer's values, and
+// bad values named by file, line and field, with nothing taken from the file.
+TEST(EngineConfig, LasThresholdsAndRestartOverhead) {
+  auto empty = ValidateText("e.yaml", "kind: engine\n");
+  ASSERT_TRUE(empty.document);
+  const auto& d = std::get<EngineConfig>(empty.document->value);
+  EXPECT_EQ(d.las_thresholds_gpu_s, (std::vector<int>{3600, 36000}));
+  EXPECT_EQ(d.restart_overhead_s, 60);
+  auto peer = ValidateText(
+      "p.yaml", "scheduler: {las_thresholds: [3250, 7200, 18000], restart_overhead: 0}\n");
+  ASSERT_TRUE(peer.document) << peer.diagnostics[0].message;
+  const auto& p = std::get<EngineConfig>(peer.document->value);
+  EXPECT_EQ(p.las_thresholds_gpu_s, (std::vector<int>{3250, 7200, 18000}));
+  EXPECT_EQ(p.restart_overhead_s, 0);
+  auto minutes = ValidateText("m.yaml", "scheduler: {restart_overhead: 2m, las_thresholds: []}\n");
+  ASSERT_TRUE(minutes.document) << minutes.diagnostics[0].message;
+  EXPECT_EQ(std::get<EngineConfig>(minutes.document->value).restart_overhead_s, 120);
+  EXPECT_TRUE(std::get<EngineConfig>(minutes.document->value).las_thresholds_gpu_s.empty())
+      << "no thresholds: one queue, FIFO by submission";
+  struct Bad {
+    const char* text;
+    const char* field;
+    const char* says;
+  };
+  for (const Bad& b :
+       {Bad{"scheduler:\n  las_thresholds: [3600, 3600]\n", "scheduler.las_thresholds[1]",
+            "more than the threshold before it"},
+        Bad{"scheduler:\n  las_thresholds: [0]\n", "scheduler.las_thresholds[0]", "1.."},
+        Bad{"scheduler:\n  las_thresholds: 3600\n", "scheduler.las_thresholds", "expected a list"},
+        Bad{"scheduler:\n  restart_overhead: -5\n", "scheduler.restart_overhead", "negative"}}) {
+    auto r = ValidateText("bad.yaml", b.text);
+    EXPECT_FALSE(r.document) << b.text;
+    ASSERT_FALSE(r.diagnostics.empty()) << b.text;
+    const std::string m = r.diagnostics[0].ToString();
+    EXPECT_NE(m.find("bad.yaml:2"), std::string::npos) << m;
+    EXPECT_NE(m.find(b.field), std::string::npos) << m;
+    EXPECT_NE(m.find(b.says), std::string::npos) << m;
+  }
+}
+
 // cluster.rendezvous_ports: below the ephemeral range by default; a bad range names its field.
 TEST(EngineConfig, RendezvousPorts) {
   auto d = ValidateText("e.yaml", "kind: engine\n");

@@ -161,6 +161,7 @@ std::string ControlPlane::JobDoc(const Job& j) const {
             {"attained_gpu_s", j.attained_gpu_s},
             {"run_started_ms", j.run_started_ms},
             {"run_gpus", j.run_gpus},
+            {"standing_since_ms", j.standing_since_ms},
             {"colocated", j.colocated},
             {"master_port", j.master_port},
             {"fence_nodes", j.fence_nodes},
@@ -177,7 +178,18 @@ void ControlPlane::SetState(Txn& t, Job& j, JobState to, const std::string& reas
   JobState from = j.state;
   if (HoldsPlacement(from) &&
       !HoldsPlacement(to)) {  // a run ends: its GPU time is attained service
+    // A 2D-LAS threshold passed during the run is dated when it was passed, at the run's rate.
+    const double before = j.attained_gpu_s;
     j.attained_gpu_s = AttainedNow(j, now_ms);
+    const double per_ms = (j.attained_gpu_s - before) /
+                          static_cast<double>(std::max<int64_t>(1, now_ms - j.run_started_ms));
+    for (int threshold : options_.config.las_thresholds_gpu_s) {
+      if (per_ms > 0 && j.run_started_ms > 0 && threshold > before &&
+          threshold <= j.attained_gpu_s) {
+        j.standing_since_ms =
+            j.run_started_ms + static_cast<int64_t>(std::llround((threshold - before) / per_ms));
+      }
+    }
     if (to == JobState::kSucceeded) LearnRuntime(j);
     j.run_gpus = 0;
   }

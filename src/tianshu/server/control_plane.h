@@ -108,6 +108,9 @@ struct Job {
   double attained_gpu_s = 0;
   int64_t run_started_ms = 0;
   int run_gpus = 0;
+  // When it entered its current 2D-LAS queue by passing a threshold (the ledger dates it; FIFO
+  // inside a queue counts from it); 0: never, it is in the queue it was submitted to.
+  int64_t standing_since_ms = 0;
   // An inference service overlaid on GPUs training holds (scheduler.colocation): it holds no
   // GPU share of its own.
   bool colocated = false;
@@ -376,6 +379,7 @@ class ControlPlane {
     int64_t run_start_ms = 0;                // kHolding: service accrues from here
     int64_t queued_since_ms = 0;             // kQueued: its last (re)queueing
     double attained_gpu_s = 0;
+    int64_t standing_since_ms = 0;  // Job::standing_since_ms
     bool colocated = false;
     bool operator==(const LedgerEntry&) const = default;
   };

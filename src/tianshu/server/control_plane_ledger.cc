@@ -48,6 +48,7 @@ ControlPlane::LedgerEntry ControlPlane::EntryOf(const Job& j, int64_t now_ms) co
   LedgerEntry e;
   if (IsTerminal(j.state) || j.held || !view_) return e;
   e.attained_gpu_s = j.attained_gpu_s;
+  e.standing_since_ms = j.standing_since_ms;
   if (j.state == JobState::kPending) {
     // Fenced jobs wait for their lease; one stopped for a resize or a move relaunches on its
     // reserved target (Schedule), and is handed in only where that target is gone.
@@ -88,6 +89,14 @@ int ControlPlane::SyncLedger(engine::Engine& e, const std::vector<int64_t>& seqs
   std::vector<std::pair<Job*, LedgerEntry>> enter;
   for (int64_t seq : seqs) {
     auto it = jobs_.find(seq);
+    const engine::JobRecord* had = e.Find(seq);
+    if (it != jobs_.end() && had && had->standing_since_s > 0) {
+      // The ledger dated a 2D-LAS threshold the job passed while it ran: the record keeps the
+      // newest date (written with its next change).
+      it->second.standing_since_ms =
+          std::max(it->second.standing_since_ms,
+                   static_cast<int64_t>(std::llround(had->standing_since_s * 1000)));
+    }
     LedgerEntry want = it == jobs_.end() ? LedgerEntry{} : EntryOf(it->second, now_ms);
     if (remember) {
       auto known = ledger_entries_.find(seq);
@@ -118,6 +127,9 @@ int ControlPlane::SyncLedger(engine::Engine& e, const std::vector<int64_t>& seqs
       continue;
     }
     (void)e.SetAttainedService(j->seq, want.attained_gpu_s);
+    if (want.standing_since_ms > 0) {
+      (void)e.SetStandingSince(j->seq, Seconds(want.standing_since_ms));
+    }
     if (want.kind == LedgerEntry::kQueued) {
       (void)e.SetPendingSince(j->seq, Seconds(want.queued_since_ms));
     }

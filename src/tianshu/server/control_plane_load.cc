@@ -137,6 +137,7 @@ Status ControlPlane::Load(int64_t now_ms) {
     j.attained_gpu_s = d.value("attained_gpu_s", 0.0);
     j.run_started_ms = d.value("run_started_ms", j.updated_ms);
     j.run_gpus = d.value("run_gpus", static_cast<int>(j.placement.size()));
+    j.standing_since_ms = d.value("standing_since_ms", int64_t{0});
     j.colocated = d.value("colocated", false);
     j.master_port = d.value("master_port", 0);
     j.fence_nodes = d.value("fence_nodes", std::map<std::string, int>{});

@@ -193,8 +193,10 @@ void Sim::StartJob(const engine::StartJob& s, double t) {
   r.idle_w = acc.idle_watts;
   r.gpus = static_cast<double>(s.ranks.size()) * r.spec.gpu_milli / 1000.0;
   r.perf = pm_.Evaluate(r.spec, s.ranks);
-  r.paused = s.restart && so_.restart_overhead_s > 0;
-  r.busy_from = t + (r.paused ? so_.restart_overhead_s : 0);
+  // scheduler.restart_overhead: re-launch and checkpoint load after a resumed start.
+  const auto restart_s = static_cast<double>(eo_.config.restart_overhead_s);
+  r.paused = s.restart && restart_s > 0;
+  r.busy_from = t + (r.paused ? restart_s : 0);
   r.x = r.networked() ? pm_.AloneFraction(r.perf) : 1;
   r.rate = 0;
   r.comm_frac = 0;

@@ -31,9 +31,8 @@ enum class Estimates {
 struct SimOptions {
   bool fixed_durations = false;  // every job runs exactly its trace duration
   Estimates estimates = Estimates::kTrace;
-  double restart_overhead_s = 60;  // re-launch and checkpoint load after a resumed start
-  double node_mtbf_s = 0;          // >0: node failures, exponential with this mean per node
-  double repair_s = 4 * 3600;      // a failed node comes back after this long
+  double node_mtbf_s = 0;      // >0: node failures, exponential with this mean per node
+  double repair_s = 4 * 3600;  // a failed node comes back after this long
   // Node failures at given times (seconds, topology node), besides the random ones of
   // node_mtbf_s; each node comes back after repair_s.
   std::vector<std::pair<double, int>> node_failures;

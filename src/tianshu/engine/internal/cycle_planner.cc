@@ -35,6 +35,11 @@ CyclePlanner::CyclePlanner(const CycleInputs& in, size_t queue_size)
       strategy_(in.policies->placement.get()),
       work_(*in.view->state) {
   result_.stats.pending_seen = static_cast<int>(queue_size);
+  if (options_.binding != Binding::kJob) {
+    for (const auto& n : topology_.nodes) {
+      biggest_node_gpus_ = std::max(biggest_node_gpus_, topology_.GpusOn(n.id));
+    }
+  }
   if (policies_.placement_large_queue && options_.large_queue_threshold > 0 &&
       static_cast<int>(queue_size) > options_.large_queue_threshold) {
     strategy_ = policies_.placement_large_queue.get();
@@ -140,7 +145,88 @@ bool CyclePlanner::HoldForCompact(const JobRecord& job, bool compact_wait) const
          !CompactMayExist(work_, job.request);
 }
 
+bool CyclePlanner::PodCannotFit(const placement::PlacementRequest& pod) const {
+  return std::any_of(failed_pods_.begin(), failed_pods_.end(), [&](const auto& f) {
+    return pod.ranks >= f.ranks && pod.gpu_milli >= f.gpu_milli &&
+           pod.cpu_milli_per_rank >= f.cpu_milli_per_rank &&
+           pod.memory_bytes_per_rank >= f.memory_bytes_per_rank &&
+           pod.device_memory_bytes >= f.device_memory_bytes &&
+           pod.storage_bps_per_node >= f.storage_bps_per_node && pod.backend == f.backend &&
+           pod.accelerators == f.accelerators && pod.node_selector == f.node_selector;
+  });
+}
+
+CyclePlanner::Next CyclePlanner::AdmitPods(JobRecord& job) {
+  // The default Kubernetes scheduler takes one pod at a time off its queue and binds it to the
+  // best-scored node that fits it; a pod that fits nowhere waits, and the next pod is tried.
+  // Volcano places a job's tasks one at a time too, and commits them only all together.
+  // Pods are cut to the biggest node the job may use: its filters can rule the biggest out.
+  int biggest = biggest_node_gpus_;
+  if (job.request.backend || !job.request.accelerators.empty() ||
+      !job.request.node_selector.empty()) {
+    biggest = 1;
+    for (const auto& n : topology_.nodes) {
+      if (placement::StaticCheck(work_, n.id, job.request) == placement::Reject::kNone ||
+          placement::StaticCheck(work_, n.id, job.request) == placement::Reject::kUnhealthy) {
+        biggest = std::max(biggest, topology_.GpusOn(n.id));
+      }
+    }
+  }
+  const int pod_ranks = PodRanks(job.request, biggest);
+  if (job.request.gpu_milli >= model::kMilliPerGpu && pod_ranks > free_whole_) {
+    return Next::kContinue;  // no node has that many free GPUs (nor any in all)
+  }
+  placement::PlacementRequest pod = job.request;
+  pod.ranks = pod_ranks;
+  pod.single_node = true;
+  pod.gpus_per_node = 0;
+  // The Kubernetes schedulers know no nested gang groups, and a pod's node need not sustain a
+  // whole job's checkpoint bandwidth (a node's share is charged per Apply, pods apply one by
+  // one): neither is asked of a pod.
+  pod.groups.clear();
+  pod.storage_bps_per_node = 0;
+  const placement::Strategy* use = StrategyFor(job, strategy_);
+  std::vector<placement::RankSlot> got;
+  int left = job.request.ranks - static_cast<int>(job.bound.size());
+  while (left >= pod.ranks) {
+    if (WholeNeed(pod) > FreeWholeGpus(work_) || PodCannotFit(pod)) break;
+    ++result_.stats.placement_calls;
+    placement::Outcome o = use->Place(work_, pod);
+    if (!o.placed() || !placement::Apply(&work_, pod, o)) {
+      // Remembered only if what it failed against stays: not when this job's own pods, given
+      // back below, took part of it.
+      if (got.empty() || options_.binding == Binding::kPodEach) failed_pods_.push_back(pod);
+      break;
+    }
+    got.insert(got.end(), o.ranks.begin(), o.ranks.end());
+    left -= pod.ranks;
+  }
+  if (got.empty()) return Next::kContinue;
+  if (left > 0 && options_.binding == Binding::kPodGang) {
+    pod.ranks = static_cast<int>(got.size());
+    (void)placement::Release(&work_, pod, placement::PlacedOutcome(std::move(got)));
+    return Next::kContinue;
+  }
+  RefreshFree();
+  if (left > 0) {
+    result_.stats.pods_bound += static_cast<int>(got.size()) / pod.ranks;
+    result_.decisions.emplace_back(std::in_place_type<BindPods>,
+                                   BindPods{.id = job.id, .ranks = std::move(got)});
+    return Next::kContinue;
+  }
+  std::vector<placement::RankSlot> all = job.bound;
+  all.insert(all.end(), got.begin(), got.end());
+  result_.decisions.emplace_back(std::in_place_type<StartJob>,
+                                 StartJob{.id = job.id,
+                                          .ranks = std::move(all),
+                                          .resume_progress = job.progress,
+                                          .restart = job.first_start_s >= 0});
+  ++result_.stats.started;
+  return Next::kContinue;
+}
+
 CyclePlanner::Next CyclePlanner::AdmitOne(JobRecord& job) {
+  if (options_.binding != Binding::kJob) return AdmitPods(job);
   const int64_t need_milli = int64_t{job.request.ranks} * job.request.gpu_milli;
   const model::ClusterState& state = StateFor(job);
   // (The state's free whole GPUs are free_whole_, less any nodes held for a blocked head.)

@@ -58,6 +58,10 @@ class CyclePlanner {
   bool StartOverlaid(JobRecord& job);
   // Everything after the early outs for one job: place, hold, start, preempt or block.
   Next AdmitOne(JobRecord& job);
+  // Binding by pods: places the pods of `job` one at a time; starts it when its last pod is
+  // placed, else binds those placed (kPodEach) or gives them back (kPodGang). The walk always
+  // goes on.
+  Next AdmitPods(JobRecord& job);
   // Whether a job waiting for a compact placement skips the search (none can exist now).
   bool HoldForCompact(const JobRecord& job, bool compact_wait) const;
   // Evicts victims the preemption policy offers until `job` places; true when it started.
@@ -102,6 +106,12 @@ class CyclePlanner {
   model::ClusterState reserved_work_;
   bool nodes_reserved_ = false;
   bool blocked_ = false;
+  // Binding by pods: pods that found no node this cycle. Capacity only shrinks during a cycle
+  // (a gang given back restores it exactly), so a pod asking at least as much of each resource
+  // with the same filters finds none either and costs no search.
+  std::vector<placement::PlacementRequest> failed_pods_;
+  int biggest_node_gpus_ = 1;  // for PodRanks
+  bool PodCannotFit(const placement::PlacementRequest& pod) const;
   int scanned_behind_ = 0;
   int64_t free_whole_ = 0;
   int64_t free_milli_ = 0;

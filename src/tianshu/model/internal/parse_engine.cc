@@ -129,7 +129,7 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
     r.CheckKeys(s, p,
                 {"algorithm", "topology_aware", "max_retries", "preemption", "checkpoint_interval",
                  "allreduce_threshold", "order", "backfill", "migration", "compact_wait",
-                 "colocation", "gang_timeout"});
+                 "colocation", "gang_timeout", "las_thresholds", "restart_overhead"});
     // Plugin names: checked against the registries by engine::OptionsFromConfig.
     r.PluginName(s, p, "algorithm", &c.algorithm, &c.plugin_at);
     r.PluginName(s, p, "order", &c.order, &c.plugin_at);
@@ -141,6 +141,20 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
     }
     if (r.Seconds(s, p, "compact_wait", &c.compact_wait_s) && c.compact_wait_s < 0) {
       r.Error(r.Get(s, "compact_wait"), "scheduler.compact_wait", "cannot be negative");
+    }
+    if (r.Seconds(s, p, "restart_overhead", &c.restart_overhead_s) && c.restart_overhead_s < 0) {
+      r.Error(r.Get(s, "restart_overhead"), "scheduler.restart_overhead", "cannot be negative");
+    }
+    if (r.IntList(s, p, "las_thresholds", &c.las_thresholds_gpu_s, 1, 2'000'000'000)) {
+      const YAML::Node list = r.Get(s, "las_thresholds");
+      for (size_t i = 1; i < c.las_thresholds_gpu_s.size(); ++i) {
+        if (c.las_thresholds_gpu_s[i] <= c.las_thresholds_gpu_s[i - 1]) {
+          r.Error(list[i], YamlReader::Index("scheduler.las_thresholds", i),
+                  "must be more than the threshold before it (" +
+                      std::to_string(c.las_thresholds_gpu_s[i - 1]) + " GPU-seconds)");
+          break;
+        }
+      }
     }
     r.Bool(s, p, "topology_aware", &c.topology_aware);
     r.Int(s, p, "max_retries", &c.max_retries, 0, 1000);
