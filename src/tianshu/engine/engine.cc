@@ -173,6 +173,7 @@ void Engine::Requeue(JobRecord& job, double progress, double now_s) {
   // A resized elastic job waits at the size it asked for (the server hands it in as submitted);
   // the elastic policy grows it again once it runs.
   job.request.ranks = placement::RequestFromJob(job.spec).ranks;
+  if (job.spec.duration_s <= 0) estimates_stale_ = true;  // its size may have changed
   job.progress = progress;
   job.pending_since_s = now_s;
   job.state = JobState::kPending;
@@ -237,6 +238,7 @@ Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
     r.submit_s = now_s;
     r.pending_since_s = now_s;
     r.accrued_to_s = now_s;
+    if (r.spec.duration_s <= 0) estimates_stale_ = true;
     // "Can never fit" is judged once, on the idle, healthy cluster.
     if (auto never = placement::NeverFits(idle_, r.request)) never_fits_[e->id] = never->reason;
     jobs_.emplace(e->id, std::move(r));
@@ -329,7 +331,10 @@ Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
     if (e->success) {
       const double held_gpus =
           r.Gpus() * r.request.gpu_milli / static_cast<double>(model::kMilliPerGpu);
-      if (held_gpus > 0) runtimes_.Add(r.spec, r.Gpus(), r.attained_gpu_s / held_gpus);
+      if (held_gpus > 0) {
+        runtimes_.Add(r.spec, r.Gpus(), r.attained_gpu_s / held_gpus);
+        estimates_stale_ = true;
+      }
       Vacate(r);
       RemoveFrom(running_, r.id);
       r.placement.clear();
@@ -388,6 +393,7 @@ Status Engine::Restore(JobId id, const std::vector<placement::RankSlot>& ranks, 
     return Fail("restore: job ", std::to_string(id), ": ", st.error().message);
   }
   r.request = held;
+  if (r.spec.duration_s <= 0) estimates_stale_ = true;
   r.colocated = false;
   if (colocated) Occupy(r, ranks, /*colocated=*/true);  // the share was taken just above
   MarkRunning(r, ranks, start_s);
@@ -499,6 +505,7 @@ void Engine::Commit(const Decision& d, double now_s) {
     auto st = placement::Release(&state_, r.request, placement::PlacedOutcome(r.placement));
     (void)st;
     r.request.ranks = static_cast<int>(s->ranks.size());
+    if (r.spec.duration_s <= 0) estimates_stale_ = true;
     st = placement::Apply(&state_, r.request, placement::PlacedOutcome(s->ranks));
     (void)st;
     r.placement = s->ranks;
@@ -607,7 +614,9 @@ CycleResult Engine::Cycle(double now_s) {
 // Backfill, SRTF and the consolidation wait need a runtime for jobs that gave none: the
 // learned one is refreshed from the completions seen so far.
 void Engine::RefreshLearnedEstimates() {
-  if (!options_.learn_runtimes || runtimes_.Size() == 0) return;
+  // Only when the history grew or a job without a duration came or changed size since the last.
+  if (!options_.learn_runtimes || runtimes_.Size() == 0 || !estimates_stale_) return;
+  estimates_stale_ = false;
   for (const std::span<const JobId> ids : {pending_.Ids(), std::span<const JobId>(running_)}) {
     for (JobId id : ids) {
       JobRecord& r = jobs_.at(id);

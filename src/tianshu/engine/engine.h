@@ -484,6 +484,9 @@ class Engine {
   std::vector<JobId> running_;                         // start order
   std::unordered_map<JobId, std::string> never_fits_;  // rejected at the next cycle
   int64_t cycles_ = 0;
+  // A learned estimate may be out of date (RefreshLearnedEstimates): the history grew, or a job
+  // without a duration arrived or changed size.
+  bool estimates_stale_ = true;
   double last_cycle_s_ = 0;  // the time of the last Cycle (when cycles_ > 0)
   RuntimeHistory runtimes_;
 };

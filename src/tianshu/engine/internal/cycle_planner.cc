@@ -53,6 +53,7 @@ CyclePlanner::CyclePlanner(const CycleInputs& in, size_t queue_size)
 }
 
 void CyclePlanner::RefreshFree() {
+  ++free_version_;
   free_whole_ = FreeWholeGpus(work_);
   free_milli_ = work_.TotalGpuMilli() - work_.AllocatedGpuMilli();
 }
@@ -145,15 +146,26 @@ bool CyclePlanner::HoldForCompact(const JobRecord& job, bool compact_wait) const
          !CompactMayExist(work_, job.request);
 }
 
-bool CyclePlanner::PodCannotFit(const placement::PlacementRequest& pod) const {
+bool CyclePlanner::PodCannotFit(const placement::PlacementRequest& job, int pod_ranks) const {
   return std::any_of(failed_pods_.begin(), failed_pods_.end(), [&](const auto& f) {
-    return pod.ranks >= f.ranks && pod.gpu_milli >= f.gpu_milli &&
-           pod.cpu_milli_per_rank >= f.cpu_milli_per_rank &&
-           pod.memory_bytes_per_rank >= f.memory_bytes_per_rank &&
-           pod.device_memory_bytes >= f.device_memory_bytes &&
-           pod.storage_bps_per_node >= f.storage_bps_per_node && pod.backend == f.backend &&
-           pod.accelerators == f.accelerators && pod.node_selector == f.node_selector;
+    return pod_ranks >= f.ranks && job.gpu_milli >= f.gpu_milli &&
+           job.cpu_milli_per_rank >= f.cpu_milli_per_rank &&
+           job.memory_bytes_per_rank >= f.memory_bytes_per_rank &&
+           job.device_memory_bytes >= f.device_memory_bytes && job.backend == f.backend &&
+           job.accelerators == f.accelerators && job.node_selector == f.node_selector;
   });
+}
+
+int CyclePlanner::PodsThatFit(int pod_ranks) {
+  if (pod_fit_version_ != free_version_) {
+    pod_fit_.clear();
+    pod_fit_version_ = free_version_;
+  }
+  auto [it, fresh] = pod_fit_.try_emplace(pod_ranks, 0);
+  if (fresh) {
+    for (const auto& n : topology_.nodes) it->second += work_.FreeWholeGpus(n.id) / pod_ranks;
+  }
+  return it->second;
 }
 
 CyclePlanner::Next CyclePlanner::AdmitPods(JobRecord& job) {
@@ -166,15 +178,21 @@ CyclePlanner::Next CyclePlanner::AdmitPods(JobRecord& job) {
       !job.request.node_selector.empty()) {
     biggest = 1;
     for (const auto& n : topology_.nodes) {
-      if (placement::StaticCheck(work_, n.id, job.request) == placement::Reject::kNone ||
-          placement::StaticCheck(work_, n.id, job.request) == placement::Reject::kUnhealthy) {
+      const placement::Reject why = placement::StaticCheck(work_, n.id, job.request);
+      if (why == placement::Reject::kNone || why == placement::Reject::kUnhealthy) {
         biggest = std::max(biggest, topology_.GpusOn(n.id));
       }
     }
   }
   const int pod_ranks = PodRanks(job.request, biggest);
-  if (job.request.gpu_milli >= model::kMilliPerGpu && pod_ranks > free_whole_) {
-    return Next::kContinue;  // no node has that many free GPUs (nor any in all)
+  if ((job.request.gpu_milli >= model::kMilliPerGpu && pod_ranks > free_whole_) ||
+      PodCannotFit(job.request, pod_ranks)) {
+    return Next::kContinue;  // no node has room for one pod
+  }
+  const int left_at_start = job.request.ranks - static_cast<int>(job.bound.size());
+  if (options_.binding == Binding::kPodGang && job.request.gpu_milli >= model::kMilliPerGpu &&
+      PodsThatFit(pod_ranks) < left_at_start / pod_ranks) {
+    return Next::kContinue;  // not enough nodes with room for a pod each: all or none is none
   }
   placement::PlacementRequest pod = job.request;
   pod.ranks = pod_ranks;
@@ -187,9 +205,9 @@ CyclePlanner::Next CyclePlanner::AdmitPods(JobRecord& job) {
   pod.storage_bps_per_node = 0;
   const placement::Strategy* use = StrategyFor(job, strategy_);
   std::vector<placement::RankSlot> got;
-  int left = job.request.ranks - static_cast<int>(job.bound.size());
+  int left = left_at_start;
   while (left >= pod.ranks) {
-    if (WholeNeed(pod) > FreeWholeGpus(work_) || PodCannotFit(pod)) break;
+    if (WholeNeed(pod) > FreeWholeGpus(work_) || PodCannotFit(job.request, pod.ranks)) break;
     ++result_.stats.placement_calls;
     placement::Outcome o = use->Place(work_, pod);
     if (!o.placed() || !placement::Apply(&work_, pod, o)) {

@@ -111,7 +111,14 @@ class CyclePlanner {
   // with the same filters finds none either and costs no search.
   std::vector<placement::PlacementRequest> failed_pods_;
   int biggest_node_gpus_ = 1;  // for PodRanks
-  bool PodCannotFit(const placement::PlacementRequest& pod) const;
+  // Whole-GPU pods of `pod_ranks` the free capacity could hold, one node at a time (an upper
+  // bound: filters and CPU only lower it), cached until the working state changes.
+  int PodsThatFit(int pod_ranks);
+  int64_t free_version_ = 0;  // bumped by RefreshFree
+  int64_t pod_fit_version_ = -1;
+  std::unordered_map<int, int> pod_fit_;
+  // Whether a pod of `pod_ranks` ranks of `job` is known to fit nowhere this cycle.
+  bool PodCannotFit(const placement::PlacementRequest& job, int pod_ranks) const;
   int scanned_behind_ = 0;
   int64_t free_whole_ = 0;
   int64_t free_milli_ = 0;
