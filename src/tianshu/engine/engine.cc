@@ -173,7 +173,7 @@ void Engine::Requeue(JobRecord& job, double progress, double now_s) {
   // A resized elastic job waits at the size it asked for (the server hands it in as submitted);
   // the elastic policy grows it again once it runs.
   job.request.ranks = placement::RequestFromJob(job.spec).ranks;
-  if (job.spec.duration_s <= 0) estimates_stale_ = true;  // its size may have changed
+  MarkEstimateStale(job);  // its size may have changed
   job.progress = progress;
   job.pending_since_s = now_s;
   job.state = JobState::kPending;
@@ -238,7 +238,7 @@ Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
     r.submit_s = now_s;
     r.pending_since_s = now_s;
     r.accrued_to_s = now_s;
-    if (r.spec.duration_s <= 0) estimates_stale_ = true;
+    MarkEstimateStale(r);
     // "Can never fit" is judged once, on the idle, healthy cluster.
     if (auto never = placement::NeverFits(idle_, r.request)) never_fits_[e->id] = never->reason;
     jobs_.emplace(e->id, std::move(r));
@@ -370,36 +370,6 @@ void Engine::MarkRunning(JobRecord& r, const std::vector<placement::RankSlot>& r
   if (r.first_start_s < 0) r.first_start_s = now_s;
 }
 
-Status Engine::Restore(JobId id, const std::vector<placement::RankSlot>& ranks, double start_s,
-                       bool colocated) {
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) return Fail("restore: no job ", std::to_string(id));
-  JobRecord& r = it->second;
-  if (r.state != JobState::kPending)
-    return Fail("restore: job ", std::to_string(id), " is not pending");
-  Unbind(r);  // what it holds now is `ranks`
-  // An elastic job may hold another number of ranks than it asked for.
-  placement::PlacementRequest held = r.request;
-  held.ranks = static_cast<int>(ranks.size());
-  if (colocated) {
-    for (const auto& s : ranks) {
-      if (s.gpu < 0 || s.gpu >= static_cast<int>(overlay_.size()) ||
-          overlay_[s.gpu] + held.gpu_milli > model::kMilliPerGpu) {
-        return Fail("restore: job ", std::to_string(id), ": no overlay room on GPU ",
-                    std::to_string(s.gpu));
-      }
-    }
-  } else if (auto st = placement::Apply(&state_, held, placement::PlacedOutcome(ranks)); !st) {
-    return Fail("restore: job ", std::to_string(id), ": ", st.error().message);
-  }
-  r.request = held;
-  if (r.spec.duration_s <= 0) estimates_stale_ = true;
-  r.colocated = false;
-  if (colocated) Occupy(r, ranks, /*colocated=*/true);  // the share was taken just above
-  MarkRunning(r, ranks, start_s);
-  return Ok();
-}
-
 Status Engine::Withdraw(JobId id) {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return Fail("withdraw: no job ", std::to_string(id));
@@ -425,32 +395,6 @@ Status Engine::Withdraw(JobId id) {
     }
     withdrawn_slots_ = 0;
   }
-  return Ok();
-}
-
-Status Engine::SetPendingSince(JobId id, double since_s) {
-  auto it = jobs_.find(id);
-  if (it == jobs_.end() || it->second.state != JobState::kPending) {
-    return Fail("pending since: job ", std::to_string(id), " is not pending");
-  }
-  it->second.pending_since_s = since_s;
-  return Ok();
-}
-
-Status Engine::SetAttainedService(JobId id, double gpu_s) {
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) return Fail("attained service: no job ", std::to_string(id));
-  if (!(gpu_s >= 0)) return Fail("attained service: job ", std::to_string(id), ": negative");
-  it->second.attained_gpu_s = gpu_s;
-  return Ok();
-}
-
-Status Engine::SetStandingSince(JobId id, double since_s) {
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) return Fail("standing since: no job ", std::to_string(id));
-  if (!std::isfinite(since_s))
-    return Fail("standing since: job ", std::to_string(id), ": not a time");
-  it->second.standing_since_s = since_s;
   return Ok();
 }
 
@@ -505,7 +449,7 @@ void Engine::Commit(const Decision& d, double now_s) {
     auto st = placement::Release(&state_, r.request, placement::PlacedOutcome(r.placement));
     (void)st;
     r.request.ranks = static_cast<int>(s->ranks.size());
-    if (r.spec.duration_s <= 0) estimates_stale_ = true;
+    MarkEstimateStale(r);
     st = placement::Apply(&state_, r.request, placement::PlacedOutcome(s->ranks));
     (void)st;
     r.placement = s->ranks;
@@ -609,6 +553,10 @@ CycleResult Engine::Cycle(double now_s) {
   CycleResult result = std::move(planner).Finish();
   ApplyDecisions(result.decisions, now_s);
   return result;
+}
+
+void Engine::MarkEstimateStale(const JobRecord& r) {
+  if (r.spec.duration_s <= 0) estimates_stale_ = true;
 }
 
 // Backfill, SRTF and the consolidation wait need a runtime for jobs that gave none: the

@@ -454,6 +454,8 @@ class Engine {
   // a co-located service.
   void Occupy(JobRecord& r, const std::vector<placement::RankSlot>& ranks, bool colocated);
   void Vacate(JobRecord& r);
+  // A job without a duration arrived or changed size: its learned estimate is out of date.
+  void MarkEstimateStale(const JobRecord& r);
   // Gives back what the pods bound to a pending job hold (all of them, or those on `node`).
   void Unbind(JobRecord& r, int node = -1);
   void Accrue(JobRecord& job, double now_s);

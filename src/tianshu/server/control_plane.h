@@ -108,8 +108,9 @@ struct Job {
   double attained_gpu_s = 0;
   int64_t run_started_ms = 0;
   int run_gpus = 0;
-  // When it entered its current 2D-LAS queue by passing a threshold (the ledger dates it; FIFO
-  // inside a queue counts from it); 0: never, it is in the queue it was submitted to.
+  // When it entered its current 2D-LAS queue by passing a threshold, dated when its run ends
+  // (SetState); a running job's crossing the ledger dates itself from run_started_ms. FIFO inside
+  // a queue counts from it. 0: never, it is in the queue it was submitted to.
   int64_t standing_since_ms = 0;
   // An inference service overlaid on GPUs training holds (scheduler.colocation): it holds no
   // GPU share of its own.

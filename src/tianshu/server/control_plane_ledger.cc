@@ -89,14 +89,6 @@ int ControlPlane::SyncLedger(engine::Engine& e, const std::vector<int64_t>& seqs
   std::vector<std::pair<Job*, LedgerEntry>> enter;
   for (int64_t seq : seqs) {
     auto it = jobs_.find(seq);
-    const engine::JobRecord* had = e.Find(seq);
-    if (it != jobs_.end() && had && had->standing_since_s > 0) {
-      // The ledger dated a 2D-LAS threshold the job passed while it ran: the record keeps the
-      // newest date (written with its next change).
-      it->second.standing_since_ms =
-          std::max(it->second.standing_since_ms,
-                   static_cast<int64_t>(std::llround(had->standing_since_s * 1000)));
-    }
     LedgerEntry want = it == jobs_.end() ? LedgerEntry{} : EntryOf(it->second, now_ms);
     if (remember) {
       auto known = ledger_entries_.find(seq);

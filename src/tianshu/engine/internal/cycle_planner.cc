@@ -19,6 +19,16 @@ int64_t WholeNeed(const placement::PlacementRequest& r) {
   return r.gpu_milli >= model::kMilliPerGpu ? r.ranks : 0;
 }
 
+// The start of `job` on `ranks`, resuming from its progress.
+StartJob StartOf(const JobRecord& job, std::vector<placement::RankSlot> ranks,
+                 bool colocated = false) {
+  return {.id = job.id,
+          .ranks = std::move(ranks),
+          .resume_progress = job.progress,
+          .restart = job.first_start_s >= 0,
+          .colocated = colocated};
+}
+
 }  // namespace
 
 CyclePlanner::CyclePlanner(const CycleInputs& in, size_t queue_size)
@@ -85,10 +95,7 @@ bool CyclePlanner::Start(JobRecord& job, placement::Outcome& o, bool backfilled)
   // The reserved view follows (taking GPUs ignores health, so a job ending before the head
   // starts may use reserved nodes and the view stays exact).
   if (nodes_reserved_) (void)placement::Apply(&reserved_work_, job.request, o);
-  StartJob s{.id = job.id,
-             .ranks = std::move(o.ranks),
-             .resume_progress = job.progress,
-             .restart = job.first_start_s >= 0};
+  StartJob s = StartOf(job, std::move(o.ranks));
   if (colocate_) MarkTrained(job, s.ranks);
   result_.decisions.emplace_back(std::in_place_type<StartJob>, std::move(s));
   ++result_.stats.started;
@@ -130,12 +137,8 @@ bool CyclePlanner::StartOverlaid(JobRecord& job) {
       PlaceOverlay(topology_, work_, job, overlay_work_, trained_, options_.colocation_fits);
   if (!ranks) return false;
   for (const auto& slot : *ranks) overlay_work_[slot.gpu] += job.request.gpu_milli;
-  StartJob s{.id = job.id,
-             .ranks = std::move(*ranks),
-             .resume_progress = job.progress,
-             .restart = job.first_start_s >= 0,
-             .colocated = true};
-  result_.decisions.emplace_back(std::in_place_type<StartJob>, std::move(s));
+  result_.decisions.emplace_back(std::in_place_type<StartJob>,
+                                 StartOf(job, std::move(*ranks), /*colocated=*/true));
   ++result_.stats.started;
   ++result_.stats.colocated;
   return true;
@@ -234,11 +237,7 @@ CyclePlanner::Next CyclePlanner::AdmitPods(JobRecord& job) {
   }
   std::vector<placement::RankSlot> all = job.bound;
   all.insert(all.end(), got.begin(), got.end());
-  result_.decisions.emplace_back(std::in_place_type<StartJob>,
-                                 StartJob{.id = job.id,
-                                          .ranks = std::move(all),
-                                          .resume_progress = job.progress,
-                                          .restart = job.first_start_s >= 0});
+  result_.decisions.emplace_back(std::in_place_type<StartJob>, StartOf(job, std::move(all)));
   ++result_.stats.started;
   return Next::kContinue;
 }
