@@ -14,6 +14,7 @@ PACKAGES=(
   chromium
   dpkg-dev lintian systemd adduser
   etcd-server curl
+  libspdlog-dev prometheus
 )
 
 missing=()

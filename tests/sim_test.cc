@@ -376,7 +376,7 @@ TEST(SimReport, WritesCsvAndSelfContainedHtml) {
   std::string header;
   std::getline(in, header);
   EXPECT_EQ(header,
-            "config,job_id,num_gpu,submit_time,start_time,end_time,jct,queue_time,slowdown,"
+            "config,job_id,queue,num_gpu,submit_time,start_time,end_time,jct,queue_time,slowdown,"
             "preemptions,nodes,leaves_spanned,slo_attainment,p99_latency_ms,colocated");
   std::string html = RenderHtml("test", topo, rs);
   EXPECT_NE(html.find("<svg"), std::string::npos);

@@ -8,7 +8,10 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <optional>
+#include <ostream>
+#include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -44,7 +47,34 @@ int ExitCodeOf(const Result<server::ApiResponse>& r);
 std::string ErrorOf(const Result<server::ApiResponse>& r);
 // Prints the outcome of a call; returns the exit code when it was not a success.
 std::optional<int> Failed(const Result<server::ApiResponse>& r, const std::string& what);
+// Prints a server answer as --output json (indented) or yaml.
+void PrintStructured(const nlohmann::json& body, const OutputFlag& out);
+// A job id as typed ("42", "000042" or "j-000042") in the server's form ("j-000042"); anything
+// else unchanged, for the server to refuse.
+std::string JobIdArg(const std::string& id);
 // A field of a server answer as text for a terminal ("" when absent).
 std::string S(const nlohmann::json& j, const char* key);
+// How long ago `then_ms` was ("3m20s"; "-" for 0), and `ms` as a UTC time with milliseconds.
+std::string Age(int64_t then_ms);
+std::string Time(int64_t ms);
+// The elements of a JSON array, comma-separated, escaped for a terminal.
+std::string JoinArray(const nlohmann::json& a);
+
+// A table whose columns are as wide as their widest cell (the last one is not padded), as
+// kubectl and squeue print them; `right`: the columns aligned right (numbers).
+//   Table t({"ID", "STATE"}); t.Add({"j-000001", "running"}); t.Print(std::cout);
+class Table {
+ public:
+  explicit Table(std::vector<std::string> headers, std::set<size_t> right = {})
+      : headers_(std::move(headers)), right_(std::move(right)) {}
+  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  size_t Rows() const { return rows_.size(); }
+  void Print(std::ostream& out, bool with_headers = true) const;
+
+ private:
+  std::vector<std::string> headers_;
+  std::set<size_t> right_;
+  std::vector<std::vector<std::string>> rows_;
+};
 
 }  // namespace tianshu::cli

@@ -15,11 +15,15 @@
 
 #include "commands.h"
 #include "tianshu/agent/agent.h"
+#include "tianshu/agent/agent_metrics.h"
 #include "tianshu/agent/cgroup.h"
+#include "tianshu/agent/device_monitor.h"
 #include "tianshu/agent/discovery.h"
 #include "tianshu/agent/log_server.h"
+#include "tianshu/agent/process.h"
 #include "tianshu/agent/session.h"
 #include "tianshu/agent/work_watcher.h"
+#include "tianshu/base/log.h"
 #include "tianshu/base/secret_files.h"
 #include "tianshu/base/strings.h"
 #include "tianshu/base/units.h"
@@ -45,6 +49,7 @@ struct AgentArgs {
   std::string checkpoint_grace = "120s";
   bool apply_partitions = false;
   bool no_nvml = false;
+  std::string log_format = "text";
 };
 
 int64_t NowNs() {
@@ -66,13 +71,14 @@ std::string Env(const char* name) {
 }
 
 int Run(const AgentArgs& a) {
+  SetLogFormat(ParseLogFormat(a.log_format).value_or(LogFormat::kText));
   agent::RealSystemFiles fs;
   agent::HwlocProbe hwloc;
   agent::NvmlLibrary nvml;
   agent::DiscoveryProbes probes{.cpu = &hwloc, .nvml = a.no_nvml ? nullptr : &nvml};
   auto host = agent::Discover(fs, probes, {.declared_devices = a.devices, .hostname = a.node});
   if (!host) {
-    std::cerr << "tianshu agent: " << host.error().message << "\n";
+    LogLine(LogLevel::kError, "agent") << host.error().message;
     return kExitInvalid;
   }
   // One directory per node name: several agents on one machine (tests, scale runs) must never
@@ -90,7 +96,7 @@ int Run(const AgentArgs& a) {
     return kExitOk;
   }
   if (!cgroups) {
-    std::cerr << "tianshu agent: " << cgroups.error().message << "\n";
+    LogLine(LogLevel::kError, "agent") << cgroups.error().message;
     return kExitFailure;
   }
   std::string server = a.server.empty() ? Env("TIANSHU_SERVER") : a.server;
@@ -99,27 +105,27 @@ int Run(const AgentArgs& a) {
   if (!a.token_file.empty()) {
     auto read = ReadSecretFile(a.token_file);
     if (!read) {
-      std::cerr << "tianshu agent: --token-file: " << read.error().message << "\n";
+      LogLine(LogLevel::kError, "agent") << "--token-file: " << read.error().message;
       return kExitInvalid;
     }
     token = *read;
   }
   auto duration = ParseDurationNs(a.checkpoint_grace);
   if (!duration) {
-    std::cerr << "tianshu agent: --checkpoint-grace: " << duration.error().message << "\n";
+    LogLine(LogLevel::kError, "agent") << "--checkpoint-grace: " << duration.error().message;
     return kExitInvalid;
   }
   std::map<std::string, std::string> labels;
   for (const auto& l : a.labels) {
     auto eq = l.find('=');
     if (eq == std::string::npos) {
-      std::cerr << "tianshu agent: --label wants KEY=VALUE, got '" << l << "'\n";
+      LogLine(LogLevel::kError, "agent") << "--label wants KEY=VALUE, got '" << l << "'";
       return kExitInvalid;
     }
     labels[l.substr(0, eq)] = l.substr(eq + 1);
   }
   if (Status s = fs.MakeDirs(a.workdir); !s) {
-    std::cerr << "tianshu agent: --workdir: " << s.error().message << "\n";
+    LogLine(LogLevel::kError, "agent") << "--workdir: " << s.error().message;
     return kExitFailure;
   }
   agent::AgentOptions options{
@@ -146,12 +152,31 @@ int Run(const AgentArgs& a) {
   agent::PosixProcessRunner runner;
   agent::Agent core(options, *host, fs, **cgroups, runner);
   if (Status s = core.Recover(NowNs()); !s) {
-    std::cerr << "tianshu agent: journal: " << s.error().message << "\n";
+    LogLine(LogLevel::kError, "agent") << "journal: " << s.error().message;
     return kExitFailure;
   }
   for (const auto& w : core.RecoveryWarnings()) {
-    std::cerr << "tianshu agent: " << w << " (skipped; kept in the .rejected file)\n";
+    LogLine(LogLevel::kWarning, "agent") << w << " (skipped; kept in the .rejected file)";
   }
+  // The devices' usage (NVML) for heartbeats and /metrics; none where it cannot be measured.
+  std::unique_ptr<agent::DeviceMonitor> monitor;
+  if (!a.no_nvml) {
+    if (auto m = agent::NvmlDeviceMonitor::Open(host->accelerators)) {
+      monitor = std::move(*m);
+    } else if (!host->declared_accelerators && !host->accelerators.empty()) {
+      LogLine(LogLevel::kInfo, "agent") << "device usage not measured: " << m.error().message;
+    }
+  }
+  std::vector<wire::DeviceUsage> last_usage;  // the monitor's last reading (for /metrics)
+  agent::AgentMetrics metrics;                // outlives the log server that serves it
+  const std::vector<wire::Device> devices = core.Hardware().devices;
+  const std::string cgroup_mode((*cgroups)->Mode());
+  // What /metrics shows until the loop publishes: who it is, nothing done yet.
+  metrics.Publish({.node = host->hostname,
+                   .cgroup_mode = cgroup_mode,
+                   .devices = devices,
+                   .measuring = monitor != nullptr,
+                   .held = core.Held()});
   // The rank logs, for `tianshu logs` through the server: on the address's port, or any free
   // one; the node registers as host:port.
   std::string log_host = a.address;
@@ -159,16 +184,19 @@ int Run(const AgentArgs& a) {
   if (auto colon = a.address.rfind(':'); colon != std::string::npos) {
     log_host = a.address.substr(0, colon);
     if (!ParseInt64(a.address.substr(colon + 1), &log_port) || log_port < 0 || log_port > 65535) {
-      std::cerr << "tianshu agent: --address: expected host or host:port, got '" << a.address
-                << "'\n";
+      LogLine(LogLevel::kError, "agent")
+          << "--address: expected host or host:port, got '" << a.address << "'";
       return kExitInvalid;
     }
   }
   // The log server accepts only the key the server hands over at registration.
-  auto log_server = agent::LogServer::Start(
-      {.host = log_host, .port = static_cast<int>(log_port), .token = "", .workdir = a.workdir});
+  auto log_server = agent::LogServer::Start({.host = log_host,
+                                             .port = static_cast<int>(log_port),
+                                             .token = "",
+                                             .workdir = a.workdir,
+                                             .metrics = [&metrics] { return metrics.Render(); }});
   if (!log_server) {
-    std::cerr << "tianshu agent: " << log_server.error().message << "\n";
+    LogLine(LogLevel::kError, "agent") << log_server.error().message;
     return kExitFailure;
   }
   const std::string address = log_host + ":" + std::to_string((*log_server)->port());
@@ -179,27 +207,27 @@ int Run(const AgentArgs& a) {
   std::string ca_file = a.ca_file.empty() ? Env("TIANSHU_CA_FILE") : a.ca_file;
   auto opened = agent::HttpControlPlane::Open(server, token, ca_file);
   if (!opened) {
-    std::cerr << "tianshu agent: --server: " << opened.error().message << "\n";
+    LogLine(LogLevel::kError, "agent") << "--server: " << opened.error().message;
     return kExitInvalid;
   }
   agent::HttpControlPlane& http = **opened;
   // The work watcher's own connection (it holds a request open while the session talks).
   auto watch_opened = agent::HttpControlPlane::Open(server, token, ca_file);
   if (!watch_opened) {
-    std::cerr << "tianshu agent: --server: " << watch_opened.error().message << "\n";
+    LogLine(LogLevel::kError, "agent") << "--server: " << watch_opened.error().message;
     return kExitInvalid;
   }
   agent::HttpControlPlane& watch_http = **watch_opened;
   const std::string credential_file = a.workdir + "/credential";
   if (!std::filesystem::exists(credential_file)) {
     if (Status s = WritePrivateFile(credential_file, net::NewToken() + "\n"); !s) {
-      std::cerr << "tianshu agent: cannot keep a node credential: " << s.error().message << "\n";
+      LogLine(LogLevel::kError, "agent") << "cannot keep a node credential: " << s.error().message;
       return kExitInvalid;
     }
   }
   auto credential = ReadSecretFile(credential_file);
   if (!credential) {
-    std::cerr << "tianshu agent: " << credential.error().message << "\n";
+    LogLine(LogLevel::kError, "agent") << credential.error().message;
     return kExitInvalid;
   }
   // Both connections (the session's and the work watcher's) speak with the same credential.
@@ -219,8 +247,9 @@ int Run(const AgentArgs& a) {
     }
     // A server that minted one (the node was registered without a hash): keep that one.
     if (Status s = ReplacePrivateFile(credential_file, r.credential + "\n"); !s) {
-      std::cerr << "tianshu agent: cannot keep the node credential: " << s.error().message
-                << " (the next start will need the node forgotten by an admin)\n";
+      LogLine(LogLevel::kError, "agent")
+          << "cannot keep the node credential: " << s.error().message
+          << " (the next start will need the node forgotten by an admin)";
     }
     set_credential(r.credential);
   };
@@ -230,11 +259,17 @@ int Run(const AgentArgs& a) {
                           .labels = labels,
                           .on_register = on_register,
                           .credential_sha256 = net::TokenHash(*credential),
+                          .device_usage =
+                              [&monitor, &last_usage] {
+                                if (monitor) last_usage = monitor->Sample();
+                                return last_usage;
+                              },
                           .seed = std::hash<std::string>{}(agent_id)},
                          http, core);
-  std::cerr << "tianshu agent: node " << host->hostname << ", " << host->accelerators.size()
-            << (host->declared_accelerators ? " declared" : "") << " device(s), cgroups "
-            << (*cgroups)->Mode() << ", server " << server << ", logs on " << address << "\n";
+  LogLine(LogLevel::kInfo, "agent")
+      << "node " << host->hostname << ", " << host->accelerators.size()
+      << (host->declared_accelerators ? " declared" : "") << " device(s), cgroups "
+      << (*cgroups)->Mode() << ", server " << server << ", logs on " << address;
   const pthread_t main_thread = pthread_self();
   agent::WorkWatcher watcher({.node = host->hostname, .agent_id = agent_id}, watch_http,
                              [main_thread] { pthread_kill(main_thread, SIGUSR1); });
@@ -245,12 +280,25 @@ int Run(const AgentArgs& a) {
     core.Tick(now);
     session.Deliver(watcher.Take(), now);
     int64_t next = session.Step(now);
+    const int64_t lease = core.LeaseDeadline();
+    metrics.Publish(
+        {.node = host->hostname,
+         .cgroup_mode = cgroup_mode,
+         .devices = devices,
+         .measuring = monitor != nullptr,
+         .usage = last_usage,
+         .held = core.Held(),
+         .session = session.stats(),
+         .registrations = session.registrations(),
+         .registered = session.registered(),
+         .reports_pending = static_cast<int64_t>(core.PendingReports().size()),
+         .lease_remaining_ns = lease > 0 ? std::max<int64_t>(0, lease - agent::BootTimeNs()) : -1});
     watcher.SetActive(session.registered());
     if (session.registered() != was_registered || session.last_error() != last_error) {
       if (session.registered() && !was_registered) {
-        std::cerr << "tianshu agent: registered (" << session.registrations() << ")\n";
+        LogLine(LogLevel::kInfo, "agent") << "registered (" << session.registrations() << ")";
       } else if (!session.last_error().empty() && session.last_error() != last_error) {
-        std::cerr << "tianshu agent: " << session.last_error() << "\n";
+        LogLine(LogLevel::kWarning, "agent") << session.last_error();
       }
       was_registered = session.registered();
       last_error = session.last_error();
@@ -266,8 +314,8 @@ int Run(const AgentArgs& a) {
     timespec ts{static_cast<time_t>(wait / 1'000'000'000), static_cast<long>(wait % 1'000'000'000)};
     int sig = sigtimedwait(&set, nullptr, &ts);
     if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
-      std::cerr << "tianshu agent: stopping on signal " << sig
-                << " (ranks keep running; a restarted agent adopts them)\n";
+      LogLine(LogLevel::kInfo, "agent")
+          << "stopping on signal " << sig << " (ranks keep running; a restarted agent adopts them)";
       return kExitOk;
     }
   }
@@ -342,6 +390,11 @@ Runner RegisterAgent(CLI::App& app) {
   cmd->add_flag("--apply-partitions", a->apply_partitions,
                 "Run MIG / NVMe namespace commands (otherwise planned and shown only)");
   cmd->add_flag("--no-nvml", a->no_nvml, "Do not load NVML");
+  cmd->add_option("--log-format", a->log_format,
+                  "The log on stderr: text (TIME LEVEL COMPONENT: MESSAGE) or json (one object a "
+                  "line: time, level, component, message)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
   auto l = std::make_shared<LogsArgs>();
   auto* logs = cmd->add_subcommand("logs", "Print a rank's log kept by this node's agent");
   logs->add_option("job", l->job, "Job id")->required();

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
 
 #include "client_flags.h"
 #include "commands.h"
@@ -32,7 +33,8 @@ void AddClientFlags(CLI::App* cmd, ClientFlags* flags) {
   cmd->add_option("--server", flags->server,
                   "Server address (default: $TIANSHU_SERVER, else http://127.0.0.1:7070)");
   cmd->add_option("--token-file", flags->token_file,
-                  "File holding the API token (default: $TIANSHU_TOKEN, else ~/.tianshu/token)");
+                  "File holding the API token (default: ~/.tianshu/token; the token itself, not "
+                  "a file, may instead be given in $TIANSHU_TOKEN)");
   cmd->add_option("--ca-file", flags->ca_file,
                   "With an https:// server: the CA that signed its certificate (default: "
                   "$TIANSHU_CA_FILE, else the system's CAs)");
@@ -92,11 +94,90 @@ std::string S(const json& j, const char* key) {
 CLI::App* Command(CLI::App& app, const char* name, const char* help, Common* c) {
   auto* cmd = app.add_subcommand(name, help);
   AddClientFlags(cmd, &c->client);
-  AddOutputFlag(cmd, &c->out);
+  AddClientOutputFlag(cmd, &c->out);
   return cmd;
 }
 
 namespace {
+
+// A string YAML would read as another type (a number, a boolean, null) or as nothing.
+bool LooksTyped(const std::string& s) {
+  if (s.empty()) return true;
+  static const std::set<std::string> words = {"true", "false", "yes", "no", "on",
+                                              "off",  "null",  "~",   "y",  "n"};
+  std::string lower;
+  for (char c : s) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (words.contains(lower)) return true;
+  char* end = nullptr;
+  (void)std::strtod(s.c_str(), &end);
+  return end != s.c_str() && *end == '\0';
+}
+
+void EmitYaml(YAML::Emitter& e, const json& j) {
+  if (j.is_object()) {
+    if (j.empty()) e << YAML::Flow;
+    e << YAML::BeginMap;
+    for (const auto& [k, v] : j.items()) {
+      e << YAML::Key << k << YAML::Value;
+      EmitYaml(e, v);
+    }
+    e << YAML::EndMap;
+  } else if (j.is_array()) {
+    if (j.empty()) e << YAML::Flow;
+    e << YAML::BeginSeq;
+    for (const auto& v : j) EmitYaml(e, v);
+    e << YAML::EndSeq;
+  } else if (j.is_string()) {
+    const std::string& v = j.get_ref<const std::string&>();
+    if (LooksTyped(v)) e << YAML::DoubleQuoted;
+    e << v;
+  } else {
+    e << j.dump();  // numbers, booleans and null as JSON writes them: plain YAML scalars
+  }
+}
+
+}  // namespace
+
+void PrintStructured(const json& body, const OutputFlag& out) {
+  if (out.Yaml()) {
+    YAML::Emitter e;
+    EmitYaml(e, body);
+    std::cout << e.c_str() << "\n";
+  } else {
+    std::cout << body.dump(2) << "\n";
+  }
+}
+
+std::string JobIdArg(const std::string& id) {
+  auto seq = server::ParseJobId(id);
+  return seq ? server::FormatJobId(*seq) : id;
+}
+
+void Table::Print(std::ostream& out, bool with_headers) const {
+  std::vector<size_t> width(headers_.size(), 0);
+  auto measure = [&](const std::vector<std::string>& row) {
+    for (size_t i = 0; i < row.size() && i < width.size(); ++i) {
+      width[i] = std::max(width[i], row[i].size());
+    }
+  };
+  measure(headers_);
+  for (const auto& r : rows_) measure(r);
+  auto print = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t i = 0; i < row.size() && i < width.size(); ++i) {
+      const bool last = i + 1 == width.size();
+      const size_t pad = width[i] - row[i].size();
+      if (right_.contains(i)) line += std::string(pad, ' ');
+      line += row[i];
+      if (!right_.contains(i) && !last) line += std::string(pad, ' ');
+      if (!last) line += "  ";
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << "\n";
+  };
+  if (with_headers) print(headers_);
+  for (const auto& r : rows_) print(r);
+}
 
 std::string Age(int64_t then_ms) {
   if (then_ms <= 0) return "-";
@@ -123,6 +204,8 @@ std::string JoinArray(const json& a) {
   return Join(parts, ",");
 }
 
+namespace {
+
 void PrintEvent(const json& e) {
   std::cout << fmt::format("{:>6}  {}  {:<4}  {:<10} {:>9} -> {:<9}  {}\n",
                            e.value("seq", int64_t{0}), Time(e.value("time_ms", int64_t{0})),
@@ -131,122 +214,6 @@ void PrintEvent(const json& e) {
 }
 
 }  // namespace
-
-Runner RegisterJobs(CLI::App& app) {
-  struct Args : Common {
-    std::string state, queue;
-    int limit = 1000;
-  };
-  auto a = std::make_shared<Args>();
-  auto* cmd = Command(app, "jobs", "List jobs", a.get());
-  cmd->add_option("--state", a->state, "Only these states (comma-separated)");
-  cmd->add_option("--queue", a->queue, "Only this queue");
-  cmd->add_option("--limit", a->limit, "At most this many")->capture_default_str();
-  return [a] {
-    auto client = MakeClient(a->client);
-    if (!client) {
-      std::cerr << "tianshu jobs: " << client.error().message << "\n";
-      return kExitInvalid;
-    }
-    std::string path = "/v1/jobs?limit=" + std::to_string(a->limit);
-    if (!a->state.empty()) path += "&state=" + a->state;
-    if (!a->queue.empty()) path += "&queue=" + a->queue;
-    auto r = (*client)->Get(path);
-    if (auto code = Failed(r, "jobs")) return *code;
-    if (a->out.Json()) {
-      std::cout << r->body.dump(2) << "\n";
-      return kExitOk;
-    }
-    std::cout << fmt::format("{:<10} {:<24} {:<10} {:<10} {:<10} {:>5} {:>4} {:>7}  {}\n", "ID",
-                             "NAME", "OWNER", "QUEUE", "STATE", "GPUS", "TRY", "AGE",
-                             "NODES / MESSAGE");
-    for (const auto& j : r->body["jobs"]) {
-      std::string where = j["nodes"].empty() ? S(j, "message") : JoinArray(j["nodes"]);
-      // A task of an array shows its index, as sacct shows JOBID_INDEX.
-      const std::string index = j.contains("array") ? "[" + S(j["array"], "index") + "]" : "";
-      const std::string name = S(j, "name").substr(0, 24 - index.size()) + index;
-      std::cout << fmt::format("{:<10} {:<24} {:<10} {:<10} {:<10} {:>5} {:>4} {:>7}  {}\n",
-                               S(j, "id"), name, S(j, "owner").substr(0, 10), S(j, "queue"),
-                               j.value("held", false) ? "held" : S(j, "state"), S(j, "gpus"),
-                               S(j, "attempt"), Age(j.value("submitted_ms", int64_t{0})), where);
-    }
-    return kExitOk;
-  };
-}
-
-Runner RegisterJob(CLI::App& app) {
-  struct Args : Common {
-    std::string id;
-  };
-  auto a = std::make_shared<Args>();
-  auto* cmd = Command(app, "job", "Show one job: state, history, placement", a.get());
-  cmd->add_option("id", a->id, "Job id (j-000001)")->required();
-  return [a] {
-    auto client = MakeClient(a->client);
-    if (!client) {
-      std::cerr << "tianshu job: " << client.error().message << "\n";
-      return kExitInvalid;
-    }
-    auto r = (*client)->Get("/v1/jobs/" + a->id);
-    if (auto code = Failed(r, "job")) return *code;
-    const json& j = r->body;
-    if (a->out.Json()) {
-      std::cout << j.dump(2) << "\n";
-      return kExitOk;
-    }
-    std::cout << S(j, "id") << "  " << S(j, "name") << "  (" << S(j, "kind") << ", queue "
-              << S(j, "queue") << ", priority " << S(j, "priority") << ", " << S(j, "gpus")
-              << " GPUs)\n";
-    std::cout << "owner:    " << S(j, "owner") << "\n";
-    if (j.contains("array")) {
-      std::cout << "array:    " << S(j["array"], "id") << ", task " << S(j["array"], "index")
-                << " (" << S(j["array"], "count") << " tasks)\n";
-    }
-    std::cout << "state:    " << S(j, "state") << (j.value("held", false) ? " (held)" : "")
-              << "  attempt " << S(j, "attempt") << ", retries " << S(j, "retries") << "/"
-              << S(j, "max_retries") << "\n";
-    if (!S(j, "message").empty()) std::cout << "message:  " << S(j, "message") << "\n";
-    const std::string source = j.value("runtime_estimate_source", "none");
-    std::cout << "service:  " << fmt::format("{:.2f}", j.value("attained_gpu_s", 0.0) / 3600)
-              << " GPU-h attained; runtime estimate "
-              << (source == "none" ? std::string("unknown")
-                                   : fmt::format("{:.2f} h ({})",
-                                                 j.value("runtime_estimate_s", 0.0) / 3600, source))
-              << "\n";
-    if (j.value("resizes", 0) + j.value("migrations", 0) > 0 || j.contains("reshape") ||
-        j.value("colocated", false)) {
-      std::cout << "reshaped: " << j.value("resizes", 0) << " resizes, " << j.value("migrations", 0)
-                << " moves (holds " << S(j, "gpus") << " of " << S(j, "gpus_requested")
-                << " GPUs asked)" << (j.value("colocated", false) ? "; overlaid on training" : "");
-      if (j.contains("reshape")) {
-        std::cout << "; " << j["reshape"].value("kind", "") << " to "
-                  << j["reshape"].value("gpus", 0) << " GPUs in progress";
-      }
-      std::cout << "\n";
-    }
-    if (j.value("last_step", int64_t{-1}) >= 0) {
-      std::cout << "checkpoint: step " << S(j, "last_step") << " " << S(j, "last_checkpoint")
-                << "\n";
-    }
-    if (j.contains("run") && !j["run"]["command"].empty()) {
-      std::cout << "command:  " << JoinArray(j["run"]["command"]) << "\n";
-    }
-    std::cout << "history:\n";
-    for (const auto& h : j["history"]) {
-      std::cout << "  " << Time(h.value("time_ms", int64_t{0})) << "  "
-                << (S(h, "from").empty() ? "-" : S(h, "from")) << " -> " << S(h, "to") << "  "
-                << S(h, "reason") << "\n";
-    }
-    if (!j["placement"].empty()) {
-      std::cout << "placement (rank: node/device):\n ";
-      for (const auto& p : j["placement"]) {
-        std::cout << " " << S(p, "rank") << ":" << S(p, "node") << "/" << S(p, "device");
-      }
-      std::cout << "\n";
-    }
-    return kExitOk;
-  };
-}
 
 Runner RegisterCancel(CLI::App& app) {
   struct Args : Common {
@@ -267,8 +234,8 @@ Runner RegisterCancel(CLI::App& app) {
     auto r = (*client)->Post("/v1/jobs/" + a->id + "/cancel" + (a->array ? "?array=true" : ""), "",
                              "application/json");
     if (auto code = Failed(r, "cancel")) return *code;
-    if (a->out.Json()) {
-      std::cout << r->body.dump(2) << "\n";
+    if (a->out.Structured()) {
+      PrintStructured(r->body, a->out);
     } else if (a->array) {
       std::cout << a->id << ": cancelled " << r->body["cancelled"].size() << " task(s), "
                 << S(r->body, "already_finished") << " already finished\n";
@@ -283,57 +250,6 @@ Runner RegisterCancel(CLI::App& app) {
 
 // `tianshu logs ID [--rank N] [-f]`: a rank's log, read through the server from the agent of
 // its node; -f keeps printing until the job has ended and the log is read to its end.
-Runner RegisterLogs(CLI::App& app) {
-  struct Args : Common {
-    std::string id;
-    int rank = 0;
-    bool follow = false;
-  };
-  auto a = std::make_shared<Args>();
-  auto* cmd = Command(app, "logs", "Print a rank's log (from the agent of its node)", a.get());
-  cmd->add_option("id", a->id, "Job id")->required();
-  cmd->add_option("--rank", a->rank, "Rank")->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--follow,-f", a->follow, "Keep printing until the job has ended");
-  return [a] {
-    auto client = MakeClient(a->client);
-    if (!client) {
-      std::cerr << "tianshu logs: " << client.error().message << "\n";
-      return kExitInvalid;
-    }
-    int64_t offset = 0;
-    while (true) {
-      auto r = (*client)->Get("/v1/jobs/" + a->id + "/logs?rank=" + std::to_string(a->rank) +
-                              "&offset=" + std::to_string(offset));
-      if (!r) {
-        std::cerr << "tianshu logs: " << r.error().message << "\n";
-        return kExitFailure;
-      }
-      const bool waiting = r->status == 409 && a->follow;  // not placed yet: wait for it
-      if (!r->ok() && !waiting) {
-        std::cerr << "tianshu logs: " << r->ErrorText() << "\n";
-        return r->status >= 500 ? kExitFailure : kExitInvalid;
-      }
-      if (r->ok()) {
-        std::cout << r->text << std::flush;
-        int64_t next = offset;
-        if (auto h = r->headers.find("X-Tianshu-Log-Next"); h != r->headers.end()) {
-          (void)ParseInt64(h->second, &next);
-        }
-        const bool more = next > offset;
-        offset = next;
-        if (more) continue;  // drain before deciding
-        if (!a->follow) return kExitOk;
-      }
-      auto job = (*client)->Get("/v1/jobs/" + a->id);
-      if (job && job->ok()) {
-        std::string state = S(job->body, "state");
-        if (state == "succeeded" || state == "failed" || state == "cancelled") return kExitOk;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    }
-  };
-}
-
 Runner RegisterNodes(CLI::App& app) {
   struct Args : Common {
     std::string forget;
@@ -356,8 +272,8 @@ Runner RegisterNodes(CLI::App& app) {
     if (forget->parsed()) {
       auto f = (*client)->Post("/v1/nodes/" + a->forget + "/forget", "", "application/json");
       if (auto code = Failed(f, "nodes forget")) return *code;
-      if (a->out.Json()) {
-        std::cout << f->body.dump(2) << "\n";
+      if (a->out.Structured()) {
+        PrintStructured(f->body, a->out);
       } else {
         std::cout << "node " << ForTerminal(a->forget)
                   << ": credential dropped; its agent joins again with a join token\n";
@@ -366,12 +282,11 @@ Runner RegisterNodes(CLI::App& app) {
     }
     auto r = (*client)->Get("/v1/nodes");
     if (auto code = Failed(r, "nodes")) return *code;
-    if (a->out.Json()) {
-      std::cout << r->body.dump(2) << "\n";
+    if (a->out.Structured()) {
+      PrintStructured(r->body, a->out);
       return kExitOk;
     }
-    std::cout << fmt::format("{:<20} {:<9} {:<22} {:>5} {:>9}  {}\n", "NAME", "STATE", "DEVICES",
-                             "USED", "HEARTBEAT", "ADDRESS / MESSAGE");
+    Table t({"NAME", "STATE", "DEVICES", "USED", "HEARTBEAT", "ADDRESS / MESSAGE"}, {3, 4});
     for (const auto& n : r->body["nodes"]) {
       int used = 0;
       std::string model;
@@ -390,10 +305,70 @@ Runner RegisterNodes(CLI::App& app) {
           n.contains("heartbeat_age_ms")
               ? FormatSeconds(static_cast<double>(n.value("heartbeat_age_ms", int64_t{0})) / 1000.0)
               : "-";
-      std::cout << fmt::format("{:<20} {:<9} {:<22} {:>5} {:>9}  {}\n", S(n, "name"), S(n, "state"),
-                               devices, used, heartbeat, tail);
+      // As kubectl shows it: Ready,SchedulingDisabled.
+      std::string state = S(n, "state");
+      if (n.value("draining", false)) {
+        state += used > 0 ? ",draining" : ",drained";
+      } else if (n.value("cordoned", false)) {
+        state += ",cordoned";
+      }
+      t.Add({S(n, "name"), state, devices, std::to_string(used), heartbeat, tail});
     }
+    t.Print(std::cout);
     return kExitOk;
+  };
+}
+
+// `tianshu node cordon|drain|uncordon|remove NAME...`: kubectl's node verbs, an admin's.
+Runner RegisterNode(CLI::App& app) {
+  struct Args : Common {
+    std::vector<std::string> names;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = Command(app, "node", "Cordon, drain, uncordon or remove nodes (admin)", a.get());
+  cmd->require_subcommand(1, 1);
+  cmd->fallthrough();
+  std::vector<CLI::App*> verbs = {
+      cmd->add_subcommand("cordon", "Place no new work on the nodes; what runs there goes on"),
+      cmd->add_subcommand("drain",
+                          "Cordon the nodes, and checkpoint and requeue the jobs running there "
+                          "(they resume elsewhere; no retry spent)"),
+      cmd->add_subcommand("uncordon", "Let the nodes take new work again"),
+      cmd->add_subcommand("remove",
+                          "Delete the nodes' records and credentials (a lost node, or one drained "
+                          "empty); an agent there registers again with a join token")};
+  for (auto* v : verbs) v->add_option("names", a->names, "Node names")->required();
+  return [a, verbs] {
+    auto client = MakeClient(a->client);
+    if (!client) {
+      std::cerr << "tianshu node: " << client.error().message << "\n";
+      return kExitInvalid;
+    }
+    std::string verb;
+    for (auto* v : verbs) {
+      if (v->parsed()) verb = v->get_name();
+    }
+    int code = kExitOk;
+    json out = json::array();
+    for (const auto& name : a->names) {
+      auto r = verb == "remove"
+                   ? (*client)->Delete("/v1/nodes/" + name)
+                   : (*client)->Post("/v1/nodes/" + name + "/" + verb, "", "application/json");
+      if (auto failed = Failed(r, "node " + verb)) {
+        code = std::max(code, *failed);
+        continue;
+      }
+      out.push_back(r->body);
+      if (!a->out.Structured()) {
+        std::cout << "node " << ForTerminal(name) << ": "
+                  << (verb == "remove"  ? "removed"
+                      : verb == "drain" ? "drained"
+                                        : verb + "ed")
+                  << "\n";
+      }
+    }
+    if (a->out.Structured()) PrintStructured(json{{"nodes", out}}, a->out);
+    return code;
   };
 }
 
@@ -435,8 +410,8 @@ Runner RegisterUsers(CLI::App& app) {
       r = (*client)->Delete("/v1/users/" + a->name);
     }
     if (auto code = Failed(r, "users")) return *code;
-    if (a->out.Json()) {
-      std::cout << r->body.dump(2) << "\n";
+    if (a->out.Structured()) {
+      PrintStructured(r->body, a->out);
     } else if (add->parsed()) {
       std::cout << "user " << S(r->body, "name") << " (" << S(r->body, "role") << ")"
                 << (S(r->body, "unix_user").empty() ? ""
@@ -468,18 +443,24 @@ Runner RegisterQueues(CLI::App& app) {
     }
     auto r = (*client)->Get("/v1/queues");
     if (auto code = Failed(r, "queues")) return *code;
-    if (a->out.Json()) {
-      std::cout << r->body.dump(2) << "\n";
+    if (a->out.Structured()) {
+      PrintStructured(r->body, a->out);
       return kExitOk;
     }
-    std::cout << fmt::format("{:<16} {:>8} {:>8} {:>9} {:>8} {:>7}  {}\n", "QUEUE", "PENDING",
-                             "ACTIVE", "FINISHED", "GPUS", "SHARE", "QUOTA");
+    Table t({"QUEUE", "PENDING", "ACTIVE", "FINISHED", "GPUS", "SHARE", "QUOTA", "WEIGHT"},
+            {1, 2, 3, 4, 5, 6, 7});
     for (const auto& q : r->body["queues"]) {
-      std::cout << fmt::format("{:<16} {:>8} {:>8} {:>9} {:>8.1f} {:>6.1f}%  {}\n", S(q, "name"),
-                               S(q, "pending"), S(q, "active"), S(q, "finished"),
-                               q.value("gpus_in_use", 0.0),
-                               100.0 * q.value("share_of_cluster", 0.0), "none");
+      const json& quota = q.value("quota_gpus", json(nullptr));
+      t.Add({S(q, "name") + (q.value("configured", true) ? "" : " (not configured)"),
+             S(q, "pending"), S(q, "active"), S(q, "finished"),
+             fmt::format("{:.1f}", q.value("gpus_in_use", 0.0)),
+             fmt::format("{:.1f}%", 100.0 * q.value("share_of_cluster", 0.0)),
+             quota.is_number()
+                 ? quota.dump() + " GPUs" + (q.value("borrow", true) ? "" : " (no borrowing)")
+                 : "none",
+             q.contains("weight") ? fmt::format("{:g}", q.value("weight", 1.0)) : "-"});
     }
+    t.Print(std::cout);
     return kExitOk;
   };
 }
@@ -516,12 +497,11 @@ Runner RegisterStatus(CLI::App& app) {
       }
       rows.push_back(row);
     }
-    if (a->out.Json()) {
-      std::cout << nlohmann::json{{"servers", rows},
-                                  {"leader", leader.empty() ? nlohmann::json(nullptr)
-                                                            : nlohmann::json(leader)}}
-                       .dump(2)
-                << "\n";
+    if (a->out.Structured()) {
+      PrintStructured(nlohmann::json{{"servers", rows},
+                                     {"leader", leader.empty() ? nlohmann::json(nullptr)
+                                                               : nlohmann::json(leader)}},
+                      a->out);
     } else {
       std::cout << fmt::format("{:<28} {:<12} {:<16} {}\n", "SERVER", "ROLE", "REPLICA", "LEADER");
       for (const auto& row : rows) {
@@ -563,7 +543,10 @@ Runner RegisterEvents(CLI::App& app) {
       if (auto code = Failed(r, "events")) return *code;
       for (const auto& e : r->body["events"]) {
         if (a->out.Json()) {
-          std::cout << e.dump() << "\n";
+          std::cout << e.dump() << "\n";  // one JSON document a line, as it streams
+        } else if (a->out.Yaml()) {
+          std::cout << "---\n";
+          PrintStructured(e, a->out);
         } else {
           PrintEvent(e);
         }

@@ -19,6 +19,7 @@
 
 #include "client_flags.h"
 #include "commands.h"
+#include "tianshu/base/log.h"
 #include "tianshu/base/strings.h"
 #include "tianshu/base/units.h"
 #include "tianshu/model/load.h"
@@ -48,6 +49,7 @@ struct ServeArgs {
   std::string replica_id, advertise;  // on etcd: this replica's name and address
   std::string lease = "5s";           // on etcd: the leader's lease
   int http_threads = 1024;
+  std::string log_format = "text";
 };
 
 void AddServeFlags(CLI::App* cmd, ServeArgs* a) {
@@ -107,6 +109,11 @@ void AddServeFlags(CLI::App* cmd, ServeArgs* a) {
                   "Most connections served at once (one thread each, started on demand)")
       ->capture_default_str()
       ->check(CLI::Range(8, 65536));
+  cmd->add_option("--log-format", a->log_format,
+                  "The log on stderr: text (TIME LEVEL COMPONENT: MESSAGE) or json (one object a "
+                  "line: time, level, component, message)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
 }
 
 // Builds the server options from the flags (and the environment for the engine's knobs).
@@ -192,7 +199,13 @@ Result<server::ServerOptions> BuildOptions(const ServeArgs& a) {
                                     : server::ReadTokenFile(token_file);
   if (!token) return std::unexpected(token.error());
   o.token = *token;
-  o.log = [](const std::string& line) { std::cerr << line << "\n"; };
+  // The server's own lines ("tianshu serve: store: ..."), through the log.
+  o.log = [](const std::string& line) {
+    const std::string_view prefix = "tianshu serve: ";
+    std::string_view text = line;
+    if (text.starts_with(prefix)) text.remove_prefix(prefix.size());
+    Log(text.starts_with("store: ") ? LogLevel::kWarning : LogLevel::kInfo, "serve", text);
+  };
   return o;
 }
 
@@ -228,7 +241,8 @@ sigset_t BlockStopSignals() {
   sigemptyset(&none);
   pthread_sigmask(SIG_SETMASK, &none, nullptr);
   ::execv("/proc/self/exe", argv.data());
-  std::cerr << "tianshu serve: cannot start again as a follower: " << std::strerror(errno) << "\n";
+  LogLine(LogLevel::kError, "serve")
+      << "cannot start again as a follower: " << std::strerror(errno);
   std::_Exit(kExitFailure);
 }
 
@@ -264,9 +278,10 @@ struct StopSignals {
 
 int Serve(const ServeArgs& a) {
   sigset_t set = BlockStopSignals();  // before any thread starts, so they all inherit it
+  SetLogFormat(ParseLogFormat(a.log_format).value_or(LogFormat::kText));
   auto options = BuildOptions(a);
   if (!options) {
-    std::cerr << "tianshu serve: " << options.error().message << "\n";
+    LogLine(LogLevel::kError, "serve") << options.error().message;
     return kExitInvalid;
   }
   StopSignals& signals = *new StopSignals(set);  // outlives the threads that use it
@@ -282,7 +297,7 @@ int Serve(const ServeArgs& a) {
         options->host == "0.0.0.0" || options->host == "::" ? std::string(host) : options->host;
     auto ttl = ParseDurationNs(a.lease);
     if (!ttl || *ttl < 1'000'000'000) {
-      std::cerr << "tianshu serve: --leader-lease " << a.lease << ": 1s or more\n";
+      LogLine(LogLevel::kError, "serve") << "--leader-lease " << a.lease << ": 1s or more";
       return kExitInvalid;
     }
     auto e = server::LeaderElection::Open(
@@ -293,13 +308,13 @@ int Serve(const ServeArgs& a) {
                                     : a.advertise,
          .lease_ttl_ms = *ttl / 1'000'000});
     if (!e) {
-      std::cerr << "tianshu serve: " << e.error().message << "\n";
+      LogLine(LogLevel::kError, "serve") << e.error().message;
       return kExitFailure;
     }
     election = std::move(*e);
     // What the server would refuse (plain HTTP off loopback), the follower refuses too.
     if (auto ok = server::CheckListenOptions(*options); !ok) {
-      std::cerr << "tianshu serve: " << ok.error().message << "\n";
+      LogLine(LogLevel::kError, "serve") << ok.error().message;
       return kExitInvalid;
     }
     // Reads come from the store, with the control plane's options and the admin token.
@@ -313,18 +328,18 @@ int Serve(const ServeArgs& a) {
                                                    .store = *url,
                                                    .control = std::move(reads)});
     if (!follower) {
-      std::cerr << "tianshu serve: " << follower.error().message << "\n";
+      LogLine(LogLevel::kError, "serve") << follower.error().message;
       return kExitFailure;
     }
-    std::cerr << "tianshu serve: replica " << election->options().id
-              << " campaigning for the leadership of " << options->store << "\n";
+    LogLine(LogLevel::kInfo, "serve") << "replica " << election->options().id
+                                      << " campaigning for the leadership of " << options->store;
     const bool won = election->Campaign(signals.stop, [&](const server::LeaderInfo& l) {
       (*follower)->SetLeader(l);
       if (!l.problem.empty()) {
-        std::cerr << "tianshu serve: no leader can be elected now: " << l.problem << "\n";
+        LogLine(LogLevel::kWarning, "serve") << "no leader can be elected now: " << l.problem;
       } else {
-        std::cerr << "tianshu serve: following " << l.id << (l.url.empty() ? "" : " at " + l.url)
-                  << "\n";
+        LogLine(LogLevel::kInfo, "serve")
+            << "following " << l.id << (l.url.empty() ? "" : " at " + l.url);
       }
     });
     if (won) {
@@ -341,26 +356,27 @@ int Serve(const ServeArgs& a) {
     // A write that waits for etcd longer than half the lease is answered 503; by then the
     // lease may be gone too, and this replica with it.
     options->store_wait_ms = election->options().lease_ttl_ms / 2;
-    std::cerr << "tianshu serve: replica " << options->replica_id << " leads (lease " << a.lease
-              << ")\n";
+    LogLine(LogLevel::kInfo, "serve")
+        << "replica " << options->replica_id << " leads (lease " << a.lease << ")";
   }
   auto s = server::Server::Start(*options);
   options->control.earlier.reset();
   ::malloc_trim(0);  // the follower's views are gone: give their pages back (glibc keeps them)
   if (!s) {
-    std::cerr << "tianshu serve: " << s.error().message << "\n";
+    LogLine(LogLevel::kError, "serve") << s.error().message;
     if (signals.lost) StartAgainAsFollower();  // deposed while it loaded
     if (election) election->Resign();
     return kExitFailure;
   }
-  std::cerr << "tianshu serve: token in "
-            << (a.token_file.empty() ? options->data_dir + "/token" : a.token_file)
-            << "; Ctrl-C stops\n";
+  LogLine(LogLevel::kInfo, "serve")
+      << "token in " << (a.token_file.empty() ? options->data_dir + "/token" : a.token_file)
+      << "; Ctrl-C stops";
   std::thread store_watch;
   if (election) {
     const auto loaded = (*s)->control_plane().Loaded();
-    std::cerr << "tianshu serve: loaded " << loaded.jobs << " jobs (" << loaded.specs_reused
-              << " of their specs as the follower had parsed them)\n";
+    LogLine(LogLevel::kInfo, "serve")
+        << "loaded " << loaded.jobs << " jobs (" << loaded.specs_reused
+        << " of their specs as the follower had parsed them)";
     // A replica whose store failed a write (etcd unavailable too long, or its leadership gone)
     // accepts no more changes: it starts again as a follower, from what the store holds.
     store_watch = std::thread([&signals, cp = &(*s)->control_plane()] {
@@ -378,12 +394,13 @@ int Serve(const ServeArgs& a) {
   if (signals.lost && !signals.stop) {
     // Deposed (the lease ran out: etcd unreachable, or this process was paused): its writes
     // already fail on etcd; it stops at once and campaigns again from a clean start.
-    std::cerr << "tianshu serve: lost the leadership (the lease was not renewed in time, or the "
-                 "store refused a write); starting again as a follower\n";
+    LogLine(LogLevel::kWarning, "serve")
+        << "lost the leadership (the lease was not renewed in time, or the "
+           "store refused a write); starting again as a follower";
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // answers in flight go out
     StartAgainAsFollower();
   }
-  std::cerr << "tianshu serve: stopping\n";
+  LogLine(LogLevel::kInfo, "serve") << "stopping";
   (*s)->Stop();
   if (election) election->Resign();  // the next replica need not wait for the lease to run out
   return kExitOk;
@@ -396,27 +413,29 @@ struct UpArgs : ServeArgs {
 
 int Up(const UpArgs& a) {
   sigset_t set = BlockStopSignals();
+  SetLogFormat(ParseLogFormat(a.log_format).value_or(LogFormat::kText));
   auto options = BuildOptions(a);
   if (!options) {
-    std::cerr << "tianshu up: " << options.error().message << "\n";
+    LogLine(LogLevel::kError, "up") << options.error().message;
     return kExitInvalid;
   }
   if (!options->store.empty()) {
-    std::cerr << "tianshu up: --store is for `tianshu serve` (replicas on etcd elect a leader); "
-                 "`tianshu up` runs one server on its own SQLite store in --data\n";
+    LogLine(LogLevel::kError, "up")
+        << "--store is for `tianshu serve` (replicas on etcd elect a leader); "
+           "`tianshu up` runs one server on its own SQLite store in --data";
     return kExitInvalid;
   }
   auto s = server::Server::Start(*options);
   if (!s) {
-    std::cerr << "tianshu up: " << s.error().message << "\n";
+    LogLine(LogLevel::kError, "up") << s.error().message;
     return kExitFailure;
   }
   std::string token_file = a.token_file.empty() ? options->data_dir + "/token" : a.token_file;
   std::string devices = a.devices;
   if (devices.empty() && !std::filesystem::exists("/dev/nvidia0")) {
     devices = "8xA100-80GB";
-    std::cerr << "tianshu up: no accelerators found; the local agent declares " << devices
-              << " to try things out (--devices changes it)\n";
+    LogLine(LogLevel::kWarning, "up") << "no accelerators found; the local agent declares "
+                                      << devices << " to try things out (--devices changes it)";
   }
   std::string node = a.node;
   if (node.empty()) {
@@ -428,8 +447,9 @@ int Up(const UpArgs& a) {
   std::string server = (options->tls_cert.empty() ? "" : "https://") + options->host + ":" +
                        std::to_string((*s)->port());
   std::vector<std::string> argv = {
-      "/proc/self/exe", "agent",  "--server", server,      "--token-file",
-      token_file,       "--node", node,       "--workdir", options->data_dir + "/agent"};
+      "/proc/self/exe", "agent",     "--server", server,      "--token-file",
+      token_file,       "--node",    node,       "--workdir", options->data_dir + "/agent",
+      "--log-format",   a.log_format};
   if (!options->tls_cert.empty()) {
     argv.push_back("--ca-file");
     argv.push_back(options->tls_cert);
@@ -450,13 +470,13 @@ int Up(const UpArgs& a) {
     _exit(127);
   }
   if (agent < 0) {
-    std::cerr << "tianshu up: cannot start the agent\n";
+    LogLine(LogLevel::kError, "up") << "cannot start the agent";
     (*s)->Stop();
     return kExitFailure;
   }
-  std::cerr << "tianshu up: server on http://" << server << " (token in " << token_file
-            << "), agent pid " << agent << " as node " << node
-            << ".\n  Submit a job: tianshu submit JOB.yaml   Ctrl-C stops both.\n";
+  LogLine(LogLevel::kInfo, "up") << "server on http://" << server << " (token in " << token_file
+                                 << "), agent pid " << agent << " as node " << node
+                                 << ". Submit a job: tianshu submit JOB.yaml; Ctrl-C stops both.";
   int code = kExitOk;
   for (;;) {
     int sig = 0;
@@ -464,10 +484,11 @@ int Up(const UpArgs& a) {
     if (sig == SIGCHLD) {
       int status = 0;
       if (waitpid(agent, &status, WNOHANG) == agent) {
-        std::cerr << "tianshu up: the agent stopped ("
-                  << (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
-                                        : "signal " + std::to_string(WTERMSIG(status)))
-                  << "); stopping the server\n";
+        LogLine(LogLevel::kError, "up")
+            << "the agent stopped ("
+            << (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
+                                  : "signal " + std::to_string(WTERMSIG(status)))
+            << "); stopping the server";
         agent = -1;
         code = kExitFailure;
         break;
@@ -476,7 +497,7 @@ int Up(const UpArgs& a) {
     }
     break;
   }
-  std::cerr << "tianshu up: stopping\n";
+  LogLine(LogLevel::kInfo, "up") << "stopping";
   if (agent > 0) {
     kill(agent, SIGTERM);
     for (int i = 0; i < 100; ++i) {

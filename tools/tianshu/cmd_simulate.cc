@@ -179,13 +179,13 @@ int Run(const SimulateFlags& f) {
               << sim::FormatTable(results);
   }
   if (!f.jobs_csv.empty()) {
-    if (auto st = sim::WriteJobsCsv(f.jobs_csv, results); !st) {
+    if (auto st = sim::WriteJobsCsv(f.jobs_csv, results, &*workload); !st) {
       std::cerr << "tianshu simulate: " << st.error().message << "\n";
       return kExitFailure;
     }
   }
   if (!f.report.empty()) {
-    if (auto st = sim::WriteHtmlReport(f.report, title, *topo, results); !st) {
+    if (auto st = sim::WriteHtmlReport(f.report, title, *topo, results, &*workload); !st) {
       std::cerr << "tianshu simulate: " << st.error().message << "\n";
       return kExitFailure;
     }

@@ -202,7 +202,7 @@ Runner RegisterSubmit(CLI::App& app) {
       code = std::max(code, o.code);
       if (o.job) {
         submitted.push_back(*o.job);
-        if (!a->out.Json()) {
+        if (!a->out.Structured()) {
           const json& j = *o.job;
           if (j.contains("array_id")) {
             const json& ids = j.value("ids", json::array());
@@ -220,12 +220,12 @@ Runner RegisterSubmit(CLI::App& app) {
         std::cerr << "tianshu submit: " << specs[i].file << ": " << o.error << "\n";
       }
     }
-    if (a->out.Json()) {
+    if (a->out.Structured()) {
       // One file: the job itself (as before); many: what was submitted and what was not.
       if (specs.size() == 1 && !submitted.empty()) {
-        std::cout << submitted[0].dump(2) << "\n";
+        PrintStructured(submitted[0], a->out);
       } else if (specs.size() > 1) {
-        std::cout << json{{"submitted", submitted}, {"failed", failed}}.dump(2) << "\n";
+        PrintStructured(json{{"submitted", submitted}, {"failed", failed}}, a->out);
       }
     }
     return code;
@@ -243,9 +243,10 @@ Runner HoldOrRelease(CLI::App& app, bool hold) {
                       hold ? "Hold pending jobs: not scheduled until released (all or none)"
                            : "Release held jobs: they are scheduled together (all or none)",
                       a.get());
-  cmd->add_option("ids", a->ids, "Job ids")->required();
+  cmd->add_option("ids", a->ids, "Job ids (j-000042 or 42)")->required();
   const std::string what = hold ? "hold" : "release";
   return [a, what] {
+    for (auto& id : a->ids) id = JobIdArg(id);
     auto client = MakeClient(a->client);
     if (!client) {
       std::cerr << "tianshu " << what << ": " << client.error().message << "\n";
@@ -253,8 +254,8 @@ Runner HoldOrRelease(CLI::App& app, bool hold) {
     }
     auto r = (*client)->Post("/v1/jobs/" + what, json{{"ids", a->ids}}.dump(), "application/json");
     if (auto code = Failed(r, what)) return *code;
-    if (a->out.Json()) {
-      std::cout << r->body.dump(2) << "\n";
+    if (a->out.Structured()) {
+      PrintStructured(r->body, a->out);
     } else {
       const json& jobs = r->body["jobs"];
       std::cout << (what == "hold" ? "held " : "released ") << jobs.size() << " job(s)";

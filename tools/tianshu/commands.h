@@ -22,12 +22,17 @@ inline constexpr int kExitFailure = 3;  // something broke (I/O, server unreacha
 
 using Runner = std::function<int()>;
 
-// `--output text|json`, shared by every command that prints figures.
+// `--output text|json`, shared by every command that prints figures; the commands that talk
+// to a server also take wide (more columns) and yaml (kubectl's -o).
 struct OutputFlag {
   std::string format = "text";
   bool Json() const { return format == "json"; }
+  bool Yaml() const { return format == "yaml"; }
+  bool Wide() const { return format == "wide"; }
+  bool Structured() const { return Json() || Yaml(); }
 };
 void AddOutputFlag(CLI::App* cmd, OutputFlag* flag);
+void AddClientOutputFlag(CLI::App* cmd, OutputFlag* flag);
 
 // The command line this process was started with (main.cc), for a replica that starts itself
 // again (tianshu serve).
@@ -44,11 +49,13 @@ Runner RegisterUp(CLI::App& app);
 Runner RegisterSubmit(CLI::App& app);  // cmd_submit.cc
 Runner RegisterHold(CLI::App& app);
 Runner RegisterRelease(CLI::App& app);
-Runner RegisterJobs(CLI::App& app);  // cmd_client.cc
+Runner RegisterJobs(CLI::App& app);  // cmd_jobs.cc
 Runner RegisterJob(CLI::App& app);
-Runner RegisterCancel(CLI::App& app);
 Runner RegisterLogs(CLI::App& app);
+Runner RegisterHistory(CLI::App& app);
+Runner RegisterCancel(CLI::App& app);  // cmd_client.cc
 Runner RegisterNodes(CLI::App& app);
+Runner RegisterNode(CLI::App& app);
 Runner RegisterUsers(CLI::App& app);
 Runner RegisterQueues(CLI::App& app);
 Runner RegisterEvents(CLI::App& app);

@@ -16,6 +16,13 @@ void AddOutputFlag(CLI::App* cmd, OutputFlag* flag) {
       ->capture_default_str();
 }
 
+void AddClientOutputFlag(CLI::App* cmd, OutputFlag* flag) {
+  cmd->add_option("--output,-o", flag->format,
+                  "Output format: text, wide (more columns), json, yaml")
+      ->check(CLI::IsMember({"text", "wide", "json", "yaml"}))
+      ->capture_default_str();
+}
+
 namespace {
 std::vector<std::string> process_args;
 }
@@ -55,7 +62,9 @@ int main(int argc, char** argv) {
   add(RegisterJob);
   add(RegisterCancel);
   add(RegisterLogs);
+  add(RegisterHistory);
   add(RegisterNodes);
+  add(RegisterNode);
   add(RegisterUsers);
   add(RegisterQueues);
   add(RegisterEvents);

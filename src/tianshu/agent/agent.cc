@@ -124,10 +124,12 @@ void Agent::Apply(const wire::WorkOrder& order, int64_t now_ns) {
             .job_id = order.job_id,
             .message = s.error().message});
     seen_orders_.insert(order.id);
+    ++orders_applied_["rejected"];
     return;
   }
   JournalOrLog({{"t", "order"}, {"order", wire::ToJson(order)}});
   seen_orders_.insert(order.id);
+  ++orders_applied_[std::string(wire::OrderKindName(order.kind))];
   switch (order.kind) {
     case wire::OrderKind::kLaunch:
       Launch(order, now_ns, false);
@@ -238,6 +240,18 @@ std::vector<wire::RunningRank> Agent::Running() const {
     }
   }
   return out;
+}
+
+Agent::Holdings Agent::Held() const {
+  Holdings h;
+  h.orders = orders_applied_;
+  for (const auto& [key, job] : jobs_) {
+    if (job.done) continue;
+    ++h.jobs;
+    h.cgroups += job.cgroup_created ? 1 : 0;
+    for (const RankRun& r : job.ranks) h.ranks_running += r.started && !r.exited ? 1 : 0;
+  }
+  return h;
 }
 
 bool Agent::Busy() const {

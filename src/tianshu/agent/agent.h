@@ -90,6 +90,14 @@ class Agent {
   // heartbeats). The first call reports the average since boot.
   std::pair<double, int64_t> HostUsage();
   const HostInfo& host() const { return host_; }
+  // What it holds now and what it did, for its /metrics (agent_metrics.h): job attempts, the
+  // cgroups it made for them, ranks running, and orders carried out by kind (repeats not
+  // counted; "rejected" for invalid ones).
+  struct Holdings {
+    int64_t jobs = 0, cgroups = 0, ranks_running = 0;
+    std::map<std::string, int64_t> orders;
+  };
+  Holdings Held() const;
   // Per-rank log file of a job (the newest attempt on this node), "" when unknown.
   std::string LogPath(const std::string& job_id, int rank) const;
 
@@ -122,7 +130,8 @@ class Agent {
   Journal journal_;
   internal::JobContext job_context_;  // what every JobRun call gets: the OS, Report, the journal
   std::set<std::string> seen_orders_;
-  std::map<std::string, JobRun> jobs_;  // by key
+  std::map<std::string, int64_t> orders_applied_;  // by kind (Held)
+  std::map<std::string, JobRun> jobs_;             // by key
   std::vector<wire::Report> reports_;
   std::vector<std::string> recovery_warnings_;  // from Recover
   std::set<std::string> report_keys_;           // (order, kind, rank) already queued

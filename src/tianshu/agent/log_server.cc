@@ -93,6 +93,11 @@ Result<std::unique_ptr<LogServer>> LogServer::Start(LogServerOptions options) {
         res.set_header("X-Tianshu-Log-Ended", chunk->ended ? "1" : "0");
         res.set_content(chunk->data, "application/octet-stream");
       });
+  if (impl->options.metrics) {
+    impl->http.Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
+      res.set_content(self->options.metrics(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+  }
   const std::string& host = impl->options.host;
   if (impl->options.port == 0) {
     impl->port = impl->http.bind_to_any_port(host);

@@ -4,11 +4,14 @@
 // answers the log's bytes from `offset` (at most `max`, 1 MiB by default) with
 // `X-Tianshu-Log-Next` (the offset to ask for next), `X-Tianshu-Log-Size` and
 // `X-Tianshu-Log-Ended` ("1" once the rank has ended); 404 when the agent has no such rank.
+//   GET /metrics   (no token: counts only, no job ids; agent_metrics.h)
+// answers the agent's metrics in the Prometheus text format, when `metrics` is set.
 //   auto logs = LogServer::Start({.host = "0.0.0.0", .port = 0, .token = t, .workdir = w});
 //   int port = (*logs)->port();   // registered with the node's address
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -21,6 +24,8 @@ struct LogServerOptions {
   int port = 0;         // 0: any free port
   std::string token;    // the key to accept; "" accepts nothing until SetKey
   std::string workdir;  // the agent's work directory (jobs/<cgroup>/rank-<R>.log)
+  // The text of GET /metrics, called on the server's thread; 404 when empty.
+  std::function<std::string()> metrics;
 };
 
 class LogServer {

@@ -184,8 +184,10 @@ bool Session::Flush() {
         .reports = {pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(n)}};
     if (Status s = server_.SendReports(options_.node, batch); !s) {
       last_error_ = s.error().message;
+      ++stats_.report_failures;
       return false;
     }
+    ++stats_.report_batches;
     agent_.AckReports(n);
   }
   return true;
@@ -212,6 +214,7 @@ int64_t Session::Step(int64_t now_ns) {
     for (const auto& [k, v] : options_.labels) req.hardware.labels[k] = v;
     auto resp = server_.Register(req);
     if (!resp) {
+      ++stats_.register_failures;
       Failed(resp.error().message, now_ns);
       return next_ns_;
     }
@@ -230,12 +233,15 @@ int64_t Session::Step(int64_t now_ns) {
       .agent_id = options_.agent_id, .health = wire::Health::kOk, .running = agent_.Running()};
   // Node CPU and memory use since the previous heartbeat (/proc/stat, /proc/meminfo).
   std::tie(hb.cpu_utilization, hb.memory_used_bytes) = agent_.HostUsage();
+  if (options_.device_usage) hb.devices = options_.device_usage();
   const int64_t sent_boot_ns = BootTimeNs();  // the lease counts from the send, never later
   auto resp = server_.Heartbeat(options_.node, hb);
   if (!resp) {
+    ++stats_.heartbeat_failures;
     Failed(resp.error().message, now_ns);
     return next_ns_;
   }
+  ++stats_.heartbeats;
   if (resp->reregister) {
     registered_ = false;
     last_error_ = "server asked to register again";
@@ -247,6 +253,7 @@ int64_t Session::Step(int64_t now_ns) {
   if (resp->pending_orders > 0) {
     auto work = server_.FetchWork(options_.node);
     if (!work) {
+      ++stats_.work_failures;
       Failed(work.error().message, now_ns);
       return next_ns_;
     }

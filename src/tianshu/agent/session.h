@@ -97,10 +97,22 @@ struct SessionOptions {
   // the log key); may be empty.
   std::function<void(const wire::RegisterResponse&)> on_register;
   std::string credential_sha256;  // of the credential the agent made and keeps
+  // The devices' usage for each heartbeat (measured ones only: NVML); may be empty.
+  std::function<std::vector<wire::DeviceUsage>()> device_usage;
   uint64_t seed = 1;
   int64_t backoff_base_ns = 500'000'000;
   int64_t backoff_cap_ns = 30'000'000'000;
   size_t max_reports_per_call = 512;
+};
+
+// What a session did since it started (for the agent's /metrics): calls answered and failed.
+struct SessionStats {
+  int64_t register_failures = 0;
+  int64_t heartbeats = 0;  // answered
+  int64_t heartbeat_failures = 0;
+  int64_t report_batches = 0;  // acknowledged by the server
+  int64_t report_failures = 0;
+  int64_t work_failures = 0;  // fetching outstanding orders
 };
 
 class Session {
@@ -116,6 +128,7 @@ class Session {
   int registrations() const { return registrations_; }
   const std::string& last_error() const { return last_error_; }
   int64_t heartbeat_interval_ns() const { return heartbeat_ns_; }
+  const SessionStats& stats() const { return stats_; }
 
  private:
   bool Flush();
@@ -130,6 +143,7 @@ class Session {
   int64_t next_ns_ = 0;
   int64_t heartbeat_ns_ = 1'000'000'000;
   std::string last_error_;
+  SessionStats stats_;
 };
 
 }  // namespace tianshu::agent

@@ -25,6 +25,7 @@ class FakeServer final : public ControlPlane {
   std::vector<wire::WorkOrder> work;
   std::vector<wire::Report> reports;
   wire::RegisterRequest last_register;
+  wire::Heartbeat last_heartbeat;
 
   Result<wire::RegisterResponse> Register(const wire::RegisterRequest& r) override {
     if (down) return Fail("register: server unreachable");
@@ -34,9 +35,11 @@ class FakeServer final : public ControlPlane {
     return wire::RegisterResponse{
         .node = r.node, .heartbeat_interval_ms = 1000, .lease_ms = lease_ms};
   }
-  Result<wire::HeartbeatResponse> Heartbeat(const std::string&, const wire::Heartbeat&) override {
+  Result<wire::HeartbeatResponse> Heartbeat(const std::string&,
+                                            const wire::Heartbeat& hb) override {
     if (down) return Fail("heartbeat: server unreachable");
     ++heartbeats;
+    last_heartbeat = hb;
     if (forget) return wire::HeartbeatResponse{.reregister = true};
     return wire::HeartbeatResponse{.pending_orders = static_cast<int64_t>(work.size())};
   }
@@ -109,6 +112,31 @@ TEST(Session, BacksOffWhileTheServerIsDownThenRegisters) {
   EXPECT_EQ(next - now, 1000 * kMs);  // the server's heartbeat interval
   EXPECT_EQ(f.server.last_register.hardware.devices.size(), 8u);
   EXPECT_TRUE(f.server.last_register.hardware.devices[0].declared);
+}
+
+TEST(Session, CountsItsCallsAndSendsTheMeasuredDeviceUsage) {
+  Fixture f;
+  int samples = 0;
+  Session s({.node = "n0",
+             .agent_id = "a1",
+             .device_usage =
+                 [&samples] {
+                   ++samples;
+                   return std::vector<wire::DeviceUsage>{
+                       {.index = 3, .utilization = 0.5, .memory_used_bytes = 7}};
+                 }},
+            f.server, *f.agent);
+  int64_t now = s.Step(0);
+  EXPECT_EQ(samples, 1);
+  ASSERT_EQ(f.server.last_heartbeat.devices.size(), 1u);
+  EXPECT_EQ(f.server.last_heartbeat.devices[0].index, 3);
+  EXPECT_EQ(f.server.last_heartbeat.devices[0].utilization, 0.5);
+  EXPECT_EQ(s.stats().heartbeats, 1);
+  f.server.down = true;
+  now = s.Step(now);
+  EXPECT_EQ(s.stats().heartbeat_failures, 1);
+  EXPECT_EQ(s.stats().heartbeats, 1);
+  EXPECT_EQ(s.stats().register_failures, 0);
 }
 
 TEST(Session, FetchesWorkWhenPendingAndReportsBack) {

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "tianshu/base/csv.h"
 #include "tianshu/base/strings.h"
 
 namespace tianshu::comm {
@@ -31,16 +32,12 @@ Result<BandwidthMatrix> ParseBandwidthMatrix(const std::string& name, const std:
     }
     return Fail(name, ":", std::to_string(line), ": unknown node '", text_s, "'");
   };
-  int line_no = 0;
-  std::istringstream in(text);
-  std::string raw;
-  while (std::getline(in, raw)) {
-    ++line_no;
-    std::string_view line = raw;
-    if (auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
-    line = Trim(line);
-    if (line.empty()) continue;
-    auto cols = SplitString(line, ',');
+  // CSV (base/csv.h) with '#' comments; fields trimmed.
+  auto records = ParseCsv(name, text, {.trim = true, .comment = '#'});
+  if (!records) return std::unexpected(records.error().ToError());
+  for (const CsvRecord& record : *records) {
+    const int line_no = record.line;
+    const std::vector<std::string>& cols = record.fields;
     if (cols.size() != 3) {
       return Fail(name, ":", std::to_string(line_no), ": expected 3 columns a,b,gbps, got ",
                   std::to_string(cols.size()));

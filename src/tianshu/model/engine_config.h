@@ -57,6 +57,11 @@ struct EngineConfig {
   std::string algorithm = "genetic";
   bool topology_aware = true;
   int max_retries = 5;
+  // scheduler.no_retry_exit_codes: a rank exiting with one of these codes (and not by a signal)
+  // fails its job at once, whatever retries it has left: the failure is deterministic (2: a
+  // usage error, Python's "can't open file"; 126: not executable; 127: command not found), and
+  // a retry would fail the same way. [] retries every failure.
+  std::vector<int> no_retry_exit_codes = {2, 126, 127};
   bool preemption = true;
   int64_t checkpoint_interval_s = 1800;
   int64_t allreduce_threshold_bytes = 8'000'000;

@@ -1,8 +1,7 @@
-// Importers of the real clusters in shared/data. Both formats are plain CSV without quoting.
-#include <fstream>
+// Importers of the real clusters in data/. Both formats are CSV (base/csv.h), fields trimmed.
 #include <map>
-#include <sstream>
 
+#include "tianshu/base/csv.h"
 #include "tianshu/base/strings.h"
 #include "tianshu/model/internal/importers.h"
 
@@ -12,52 +11,58 @@ namespace {
 struct CsvRow {
   int line;
   std::vector<std::string> fields;
+  std::vector<CsvPosition> positions;
 };
 
-// Reads a CSV with the expected header; reports a missing or different header.
+// Line `n` (1-based) of `text`, without its line end: what a diagnostic quotes.
+std::string LineOf(const std::string& text, int n) {
+  size_t begin = 0;
+  for (int i = 1; i < n && begin != std::string::npos; ++i) {
+    begin = text.find('\n', begin);
+    if (begin != std::string::npos) ++begin;
+  }
+  if (begin == std::string::npos) return "";
+  std::string line = text.substr(begin, text.find('\n', begin) - begin);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  return line;
+}
+
+// Reads a CSV with the expected header; reports malformed CSV, a missing or different header.
 bool ReadCsv(const std::string& file, const std::string& text,
              const std::vector<std::string>& header, std::vector<CsvRow>* rows,
              std::vector<Diagnostic>* diags) {
-  std::istringstream in(text);
-  std::string line;
-  int n = 0;
-  bool have_header = false;
-  while (std::getline(in, line)) {
-    ++n;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (Trim(line).empty()) continue;
-    auto fields = SplitString(line, ',');
-    for (auto& f : fields) f = std::string(Trim(f));
-    if (!have_header) {
-      if (fields != header) {
-        diags->push_back({file, n, 1, "(header)",
-                          "expected the header '" + Join(header, ",") + "', got '" + line + "'"});
-        return false;
-      }
-      have_header = true;
-      continue;
-    }
-    if (fields.size() != header.size()) {
-      diags->push_back({file, n, 1, "(row)",
-                        "expected " + std::to_string(header.size()) + " fields, got " +
-                            std::to_string(fields.size())});
-      continue;
-    }
-    rows->push_back({n, std::move(fields)});
+  auto records = ParseCsv(file, text, {.trim = true});
+  if (!records) {
+    const CsvError& e = records.error();
+    diags->push_back({file, e.line, e.column, "(csv)", e.message});
+    return false;
   }
-  if (!have_header) {
+  if (records->empty()) {
     diags->push_back({file, 0, 0, "(file)", "is empty; expected a CSV with a header"});
     return false;
+  }
+  const CsvRecord& first = records->front();
+  if (first.fields != header) {
+    diags->push_back({file, first.line, 1, "(header)",
+                      "expected the header '" + Join(header, ",") + "', got '" +
+                          LineOf(text, first.line) + "'"});
+    return false;
+  }
+  for (size_t i = 1; i < records->size(); ++i) {
+    CsvRecord& r = (*records)[i];
+    if (r.fields.size() != header.size()) {
+      diags->push_back({file, r.line, 1, "(row)",
+                        "expected " + std::to_string(header.size()) + " fields, got " +
+                            std::to_string(r.fields.size())});
+      continue;
+    }
+    rows->push_back({r.line, std::move(r.fields), std::move(r.positions)});
   }
   return true;
 }
 
 // Column (1-based) where field i of a row starts, for diagnostics.
-int ColumnOf(const CsvRow& row, size_t i) {
-  int col = 1;
-  for (size_t k = 0; k < i; ++k) col += static_cast<int>(row.fields[k].size()) + 1;
-  return col;
-}
+int ColumnOf(const CsvRow& row, size_t i) { return row.positions[i].column; }
 
 }  // namespace
 

@@ -133,7 +133,11 @@ struct JobSpec {
   std::vector<std::string> accelerators;  // acceptable models; empty = any of the backend
   int64_t checkpoint_interval_s = 0;      // 0: the engine's scheduler.checkpoint_interval
   std::optional<CheckpointMode> checkpoint_mode;
-  int max_retries = -1;    // -1: the engine's scheduler.max_retries
+  int max_retries = -1;  // -1: the engine's scheduler.max_retries
+  // time_limit: the longest the job may run, its attempts' run times added up (a wait in the
+  // queue does not count). At the limit it is checkpointed, stopped and failed, with no retry
+  // (Slurm's --time). 0: none.
+  int64_t time_limit_s = 0;
   int64_t iterations = 0;  // training length, optional
   double duration_s = 0;   // expected run time under ideal placement, optional
   InferenceSpec inference;

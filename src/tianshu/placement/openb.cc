@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
-#include <sstream>
 
+#include "tianshu/base/csv.h"
 #include "tianshu/base/data_files.h"
 #include "tianshu/base/strings.h"
 #include "tianshu/placement/fgd.h"
@@ -14,9 +13,11 @@
 namespace tianshu::placement {
 namespace {
 
+// A CSV's header and rows (base/csv.h); `lines[i]` is where row i starts in the file.
 struct Csv {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
+  std::vector<int> lines;
   int Col(const std::string& name) const {
     for (size_t i = 0; i < header.size(); ++i) {
       if (header[i] == name) return static_cast<int>(i);
@@ -25,42 +26,27 @@ struct Csv {
   }
 };
 
-std::vector<std::string> SplitCsvLine(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char ch : line) {
-    if (ch == ',') {
-      out.push_back(cur);
-      cur.clear();
-    } else if (ch != '\r') {
-      cur += ch;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
-
 Result<Csv> ReadCsv(const std::string& path) {
   auto text = ReadDataFile(path);
   if (!text) return std::unexpected(text.error());
-  std::istringstream in(*text);
+  auto records = ParseCsv(path, *text);
+  if (!records) return std::unexpected(records.error().ToError());
+  if (records->empty()) return Fail(path, ": empty file");
   Csv csv;
-  std::string line;
-  if (!std::getline(in, line)) return Fail(path, ": empty file");
-  csv.header = SplitCsvLine(line);
-  while (std::getline(in, line)) {
-    if (line.empty() || line == "\r") continue;
-    csv.rows.push_back(SplitCsvLine(line));
+  csv.header = std::move(records->front().fields);
+  for (size_t i = 1; i < records->size(); ++i) {
+    csv.rows.push_back(std::move((*records)[i].fields));
+    csv.lines.push_back((*records)[i].line);
   }
   return csv;
 }
 
-Result<int64_t> Int(const std::string& path, size_t row, const std::string& field,
+Result<int64_t> Int(const std::string& path, int line, const std::string& field,
                     const std::string& text) {
   int64_t v = 0;
   if (text.empty() || text == "nan") return 0;
   if (!ParseInt64(text, &v) || v < 0) {
-    return Fail(path, ":", std::to_string(row + 2), ": ", field, ": expected a whole number, got '",
+    return Fail(path, ":", std::to_string(line), ": ", field, ": expected a whole number, got '",
                 text, "'");
   }
   return v;
@@ -80,13 +66,13 @@ Result<std::vector<OpenbNode>> ReadOpenbNodes(const std::string& path) {
   for (size_t i = 0; i < csv->rows.size(); ++i) {
     const auto& r = csv->rows[i];
     if (static_cast<int>(r.size()) < static_cast<int>(csv->header.size())) {
-      return Fail(path, ":", std::to_string(i + 2), ": too few fields");
+      return Fail(path, ":", std::to_string(csv->lines[i]), ": too few fields");
     }
     OpenbNode n;
     n.name = r[sn];
-    auto c = Int(path, i, "cpu_milli", r[cpu]);
-    auto m = Int(path, i, "memory_mib", r[mem]);
-    auto g = Int(path, i, "gpu", r[gpu]);
+    auto c = Int(path, csv->lines[i], "cpu_milli", r[cpu]);
+    auto m = Int(path, csv->lines[i], "memory_mib", r[mem]);
+    auto g = Int(path, csv->lines[i], "gpu", r[gpu]);
     if (!c) return std::unexpected(c.error());
     if (!m) return std::unexpected(m.error());
     if (!g) return std::unexpected(g.error());
@@ -111,20 +97,20 @@ Result<std::vector<OpenbPod>> ReadOpenbPods(const std::string& path) {
   for (size_t i = 0; i < csv->rows.size(); ++i) {
     const auto& r = csv->rows[i];
     if (static_cast<int>(r.size()) < static_cast<int>(csv->header.size())) {
-      return Fail(path, ":", std::to_string(i + 2), ": too few fields");
+      return Fail(path, ":", std::to_string(csv->lines[i]), ": too few fields");
     }
     OpenbPod p;
     p.name = r[name];
-    auto c = Int(path, i, "cpu_milli", r[cpu]);
-    auto m = Int(path, i, "memory_mib", r[mem]);
-    auto g = Int(path, i, "num_gpu", r[ng]);
-    auto k = Int(path, i, "gpu_milli", r[gm]);
+    auto c = Int(path, csv->lines[i], "cpu_milli", r[cpu]);
+    auto m = Int(path, csv->lines[i], "memory_mib", r[mem]);
+    auto g = Int(path, csv->lines[i], "num_gpu", r[ng]);
+    auto k = Int(path, csv->lines[i], "gpu_milli", r[gm]);
     if (!c) return std::unexpected(c.error());
     if (!m) return std::unexpected(m.error());
     if (!g) return std::unexpected(g.error());
     if (!k) return std::unexpected(k.error());
     if (*k > 1000) {
-      return Fail(path, ":", std::to_string(i + 2), ": gpu_milli above 1000");
+      return Fail(path, ":", std::to_string(csv->lines[i]), ": gpu_milli above 1000");
     }
     p.cpu_milli = *c;
     p.memory_mib = *m;

@@ -58,6 +58,7 @@ int64_t BytesOf(const Change& c) {
   size_t n = 0;
   for (const auto& j : c.jobs) n += j.id.size() + j.state.size() + j.doc.size();
   for (const auto& r : c.nodes) n += r.name.size() + r.doc.size();
+  for (const auto& name : c.nodes_removed) n += name.size();
   for (const auto& o : c.orders) n += o.id.size() + o.node.size() + o.status.size() + o.doc.size();
   for (const auto& e : c.events) n += e.doc.size();
   for (const auto& [k, v] : c.meta) n += k.size() + v.size();

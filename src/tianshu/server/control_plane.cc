@@ -38,6 +38,15 @@ std::vector<std::string> Job::Nodes() const {
   return out;
 }
 
+int64_t Job::RanMs(int64_t now_ms) const {
+  int64_t ms = 0;
+  for (const Run& r : runs) ms += r.end_ms - r.start_ms;
+  const bool running =
+      state == JobState::kStarting || state == JobState::kRunning || state == JobState::kStopping;
+  if (running && run_started_ms > 0) ms += std::max<int64_t>(0, now_ms - run_started_ms);
+  return ms;
+}
+
 // The writes one call makes, gathered and serialised when it finishes.
 ControlPlane::ControlPlane(std::unique_ptr<Store> store, ControlPlaneOptions options)
     : store_(std::move(store)), options_(std::move(options)) {
@@ -162,6 +171,8 @@ std::string ControlPlane::JobDoc(const Job& j) const {
             {"run_started_ms", j.run_started_ms},
             {"run_gpus", j.run_gpus},
             {"standing_since_ms", j.standing_since_ms},
+            {"runs", RunsJson(j.runs)},
+            {"failed_rank", j.failed_rank},
             {"colocated", j.colocated},
             {"master_port", j.master_port},
             {"fence_nodes", j.fence_nodes},
@@ -176,6 +187,7 @@ std::string ControlPlane::JobDoc(const Job& j) const {
 void ControlPlane::SetState(Txn& t, Job& j, JobState to, const std::string& reason,
                             int64_t now_ms) {
   JobState from = j.state;
+  if (from == JobState::kPending && to == JobState::kStarting) CountWait(j, now_ms);
   if (HoldsPlacement(from) &&
       !HoldsPlacement(to)) {  // a run ends: its GPU time is attained service
     // A 2D-LAS threshold passed during the run is dated when it was passed, at the run's rate.
@@ -189,6 +201,10 @@ void ControlPlane::SetState(Txn& t, Job& j, JobState to, const std::string& reas
         j.standing_since_ms =
             j.run_started_ms + static_cast<int64_t>(std::llround((threshold - before) / per_ms));
       }
+    }
+    if (j.run_started_ms > 0 && now_ms > j.run_started_ms) {
+      j.runs.push_back({j.run_started_ms, now_ms,
+                        static_cast<double>(j.run_gpus) * j.spec.gpu_milli / model::kMilliPerGpu});
     }
     if (to == JobState::kSucceeded) LearnRuntime(j);
     j.run_gpus = 0;

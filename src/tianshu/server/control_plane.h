@@ -112,6 +112,16 @@ struct Job {
   // (SetState); a running job's crossing the ledger dates itself from run_started_ms. FIFO inside
   // a queue counts from it. 0: never, it is in the queue it was submitted to.
   int64_t standing_since_ms = 0;
+  // Accounting (`tianshu history`, time_limit): every run that has ended, with the GPUs it held
+  // (whole-GPU equivalents: run_gpus x gpu_milli); the current run is run_started_ms..now.
+  struct Run {
+    int64_t start_ms = 0, end_ms = 0;
+    double gpus = 0;
+  };
+  std::vector<Run> runs;
+  // The rank whose exit (or loss) failed the last failed attempt, -1 when none did: what
+  // `tianshu logs` shows by default.
+  int failed_rank = -1;
   // An inference service overlaid on GPUs training holds (scheduler.colocation): it holds no
   // GPU share of its own.
   bool colocated = false;
@@ -133,6 +143,8 @@ struct Job {
   int64_t fence_until_ms = 0;
 
   std::vector<std::string> Nodes() const;  // nodes of the placement, node_rank order
+  // How long it has run, its ended runs and the current one (up to now_ms) added up.
+  int64_t RanMs(int64_t now_ms) const;
 };
 
 enum class NodeState {
@@ -156,7 +168,11 @@ struct NodeEntry {
   std::string credential_hash;    // SHA-256 of its node credential (minted at first register)
   std::string log_key;            // what the server shows the node's agent to read rank logs
   bool rejoin = false;            // forgotten by an admin: a join token may register it again
-  wire::Heartbeat last;           // not persisted
+  // Set by an admin (`tianshu node cordon|drain`): no new work is placed here; `draining` also
+  // sent the jobs running here back to the queue from a checkpoint. Kept across registrations.
+  bool cordoned = false;
+  bool draining = false;
+  wire::Heartbeat last;  // not persisted
 };
 
 // What a submission made: the job (full view), and whether it was made before (an earlier
@@ -234,6 +250,12 @@ class ControlPlane {
   // Admin only: drops a node's credential, so that its next registration (with a join token)
   // mints a new one; for an agent that lost its work directory.
   ApiResult<nlohmann::json> ForgetNode(const std::string& name);
+  // Admin only: `action` is cordon (no new work), drain (cordon, and the jobs there are
+  // checkpointed and requeued), uncordon (both undone) or remove (the node's record and
+  // credential are deleted; refused with 409 while a job holds a placement there, unless the node
+  // is lost or failed). Returns the node's view ({"node", "removed": true} for remove).
+  ApiResult<nlohmann::json> AdminNode(const std::string& name, const std::string& action,
+                                      const Identity& who, int64_t now_ms);
 
   // ---- users ----
   // Accepts a validated job; durable before it returns. Returns the job's JSON view.
@@ -244,6 +266,10 @@ class ControlPlane {
   // jobs' views.
   ApiResult<nlohmann::json> SetHeld(const std::vector<std::string>& ids, bool hold,
                                     const Identity& who, int64_t now_ms);
+  // Sends a job back to the queue (scontrol requeue): a starting or running one is checkpointed
+  // and stopped, then waits again without spending a retry; a failed or cancelled one is
+  // pending again with its retries reset. 409 for a pending or succeeded job.
+  ApiResult<nlohmann::json> Requeue(const std::string& id, const Identity& who, int64_t now_ms);
   // pending -> cancelled; starting/running -> stopping (then cancelled); 409 when terminal.
   // Only its owner or an admin may cancel a job (403 otherwise).
   // Cancels job `id`; with whole_array, every unfinished task of the array whose id it is
@@ -256,14 +282,21 @@ class ControlPlane {
   // Where to read a rank's log: the registered host:port of the agent holding `rank` of the
   // job's current (or last) attempt, and the key that agent accepts from the server. Only the
   // job's owner or an admin (403 otherwise).
+  // `rank` -1: the rank that failed the job when it failed, else rank 0. The answer names the
+  // job's id and the rank it resolved to.
   struct LogSource {
-    std::string address, key;
+    std::string address, key, job_id;
+    int rank = 0;
   };
   ApiResult<LogSource> RankLog(const std::string& id, int rank, const Identity& who) const;
   nlohmann::json ListJobs(const JobFilter& filter) const;
   nlohmann::json ListNodes(int64_t now_ms) const;
   ApiResult<nlohmann::json> GetNode(const std::string& name, int64_t now_ms) const;
   nlohmann::json ListQueues() const;
+  // GPU-hours used in [since_ms, until_ms), by user and by queue, from every job's runs
+  // (sreport's cluster utilisation by account): {"since_ms", "until_ms", "total_gpu_hours",
+  // "users": [{"name", "gpu_hours", "jobs"}], "queues": [...]}.
+  nlohmann::json Accounting(int64_t since_ms, int64_t until_ms, int64_t now_ms) const;
   // Events after `since` (durable ones only), waiting up to wait_ms for the first one.
   nlohmann::json WaitEvents(const EventQuery& query);
   std::string Metrics() const;
@@ -350,6 +383,8 @@ class ControlPlane {
   bool Visible(const Job& j) const;
 
   void SetState(Txn& t, Job& j, JobState to, const std::string& reason, int64_t now_ms);
+  // Observes a start's wait in its queue's histogram (control_plane_metrics.cc).
+  void CountWait(const Job& j, int64_t now_ms);
   void NodeEvent(Txn& t, NodeEntry& n, NodeState to, const std::string& reason, int64_t now_ms);
   void AddOrder(Txn& t, const std::string& node, wire::WorkOrder order);
   void FinishOrder(Txn& t, const std::string& id, const std::string& status);

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "tianshu/base/strings.h"
+#include "tianshu/base/units.h"
 #include "tianshu/comm/comm_plan.h"
 #include "tianshu/engine/engine.h"
 #include "tianshu/estimate/serving.h"
@@ -110,6 +111,13 @@ inline json PlacesJson(const std::vector<RankPlace>& places) {
   return out;
 }
 
+// A job's ended runs as stored: [[start_ms, end_ms, gpus], ...].
+inline json RunsJson(const std::vector<Job::Run>& runs) {
+  json out = json::array();
+  for (const auto& r : runs) out.push_back(json::array({r.start_ms, r.end_ms, r.gpus}));
+  return out;
+}
+
 // Topology slots as the agents name them (node name, device index), in rank order.
 inline std::vector<RankPlace> PlacesOf(const ClusterView& view,
                                        const std::vector<placement::RankSlot>& ranks) {
@@ -176,6 +184,7 @@ inline RunSpec RunFromJson(const json& j) {
 struct ControlPlane::Txn {
   std::set<int64_t> jobs;
   std::set<std::string> nodes;
+  std::set<std::string> nodes_removed;  // deleted from the store (and gone from nodes_)
   std::vector<OrderRow> orders;
   std::vector<json> events;
   std::vector<int64_t> created;
@@ -185,8 +194,8 @@ struct ControlPlane::Txn {
   std::set<std::string> wake_work;          // nodes whose Work waiters have new orders to see
   uint64_t wait_for = 0;  // a commit the answer depends on (a replayed submission's)
   bool Empty() const {
-    return jobs.empty() && nodes.empty() && orders.empty() && events.empty() && meta.empty() &&
-           progress.empty() && progress_reset.empty();
+    return jobs.empty() && nodes.empty() && nodes_removed.empty() && orders.empty() &&
+           events.empty() && meta.empty() && progress.empty() && progress_reset.empty();
   }
 };
 
@@ -222,6 +231,7 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
     c.jobs.push_back({j.id, j.seq, std::string(JobStateName(j.state)), JobDoc(j)});
   }
   for (const auto& name : txn.nodes) {
+    if (txn.nodes_removed.contains(name)) continue;
     const NodeEntry& n = nodes_.at(name);
     json d = {{"agent_id", n.agent_id},
               {"address", n.address},
@@ -231,9 +241,12 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
               {"registered_ms", n.registered_ms},
               {"credential_sha256", n.credential_hash},
               {"rejoin", n.rejoin},
+              {"cordoned", n.cordoned},
+              {"draining", n.draining},
               {"log_key", n.log_key}};
     c.nodes.push_back({name, wire::Dump(d)});
   }
+  c.nodes_removed.assign(txn.nodes_removed.begin(), txn.nodes_removed.end());
   std::vector<OrderEntry*> added;  // orders of this change, durable with its ticket
   for (const auto& row : txn.orders) {
     if (auto o = orders_.find(row.id);

@@ -475,7 +475,21 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
         std::string how = !r.message.empty() ? ForTerminal(r.message.substr(0, 300))
                           : r.signal != 0    ? "was killed by signal " + std::to_string(r.signal)
                                              : "exited with code " + std::to_string(r.exit_code);
-        FailAttempt(t, j, "rank " + std::to_string(r.rank) + " on " + node + " " + how, "", now_ms);
+        const std::string what = "rank " + std::to_string(r.rank) + " on " + node + " " + how;
+        j.failed_rank = r.rank;
+        t.jobs.insert(j.seq);
+        const auto& final_codes = options_.config.no_retry_exit_codes;
+        if (r.signal == 0 &&
+            std::find(final_codes.begin(), final_codes.end(), r.exit_code) != final_codes.end()) {
+          // A deterministic failure (a usage error, a file or command not found): a retry
+          // would fail the same way, so none is spent.
+          BeginStop(t, j, "failed",
+                    what + " (exit code " + std::to_string(r.exit_code) +
+                        " is not retried: scheduler.no_retry_exit_codes)",
+                    "", false, now_ms);
+        } else {
+          FailAttempt(t, j, what, "", now_ms);
+        }
       } else if (j.exited.size() == j.placement.size()) {
         bool all_zero = true;
         for (const auto& [rank, e] : j.exited) all_zero = all_zero && e.first == 0 && e.second == 0;

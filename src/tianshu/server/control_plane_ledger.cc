@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "tianshu/base/log.h"
 #include "tianshu/server/control_plane_internal.h"
 
 namespace tianshu::server {
@@ -41,7 +42,7 @@ ControlPlane::LedgerStats ControlPlane::Ledger() const {
 
 void ControlPlane::NoteLedgerChanges(const Txn& t) {
   ledger_dirty_.insert(t.jobs.begin(), t.jobs.end());
-  if (!t.nodes.empty()) ledger_nodes_changed_ = true;
+  if (!t.nodes.empty() || !t.nodes_removed.empty()) ledger_nodes_changed_ = true;
 }
 
 ControlPlane::LedgerEntry ControlPlane::EntryOf(const Job& j, int64_t now_ms) const {
@@ -159,9 +160,13 @@ Result<std::unique_ptr<engine::Engine>> ControlPlane::ReplayLedger(int64_t now_m
   }
   auto e = engine::Engine::Create(topo, options);
   if (!e) return std::unexpected(e.error());
-  for (int i = 0; i < topo.NumNodes(); ++i) {  // degraded nodes keep their work, get nothing new
-    if (nodes_.at(view_->node_names[static_cast<size_t>(i)]).state != NodeState::kReady) {
-      (void)(*e)->Apply(engine::NodeFailed{.node = i, .reason = "degraded"}, Seconds(now_ms));
+  // Degraded and cordoned nodes keep their work, get nothing new.
+  for (int i = 0; i < topo.NumNodes(); ++i) {
+    const NodeEntry& n = nodes_.at(view_->node_names[static_cast<size_t>(i)]);
+    if (n.state != NodeState::kReady || n.cordoned) {
+      (void)(*e)->Apply(
+          engine::NodeFailed{.node = i, .reason = n.cordoned ? "cordoned" : "degraded"},
+          Seconds(now_ms));
     }
   }
   (*e)->SetRuntimeHistory(runtimes_);
@@ -228,8 +233,7 @@ bool ControlPlane::PrepareLedger(int64_t now_ms, const std::vector<Job*>& pendin
     if (!diff.empty()) {
       ++ledger_stats_.mismatches;
       ledger_stats_.last_mismatch = diff;
-      std::fprintf(stderr, "tianshu serve: the ledger differs from the records (%s); rebuilt\n",
-                   diff.c_str());
+      LogError("ledger", "the ledger differs from the records (" + diff + "); rebuilt");
       return rebuild();
     }
   }

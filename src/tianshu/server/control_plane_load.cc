@@ -138,6 +138,13 @@ Status ControlPlane::Load(int64_t now_ms) {
     j.run_started_ms = d.value("run_started_ms", j.updated_ms);
     j.run_gpus = d.value("run_gpus", static_cast<int>(j.placement.size()));
     j.standing_since_ms = d.value("standing_since_ms", int64_t{0});
+    for (const auto& r : d.value("runs", json::array())) {
+      if (r.is_array() && r.size() == 3 && r[0].is_number_integer() && r[1].is_number_integer() &&
+          r[2].is_number()) {
+        j.runs.push_back({r[0].get<int64_t>(), r[1].get<int64_t>(), r[2].get<double>()});
+      }
+    }
+    j.failed_rank = d.value("failed_rank", -1);
     j.colocated = d.value("colocated", false);
     j.master_port = d.value("master_port", 0);
     j.fence_nodes = d.value("fence_nodes", std::map<std::string, int>{});
@@ -184,6 +191,8 @@ Status ControlPlane::Load(int64_t now_ms) {
     n.credential_hash = d.value("credential_sha256", "");
     n.log_key = d.value("log_key", "");
     n.rejoin = d.value("rejoin", false);
+    n.cordoned = d.value("cordoned", false);
+    n.draining = d.value("draining", false);
     if (!n.credential_hash.empty()) node_by_credential_[n.credential_hash] = n.name;
     n.last_heartbeat_ms = now_ms;
     // Agents retry a lost server with a backoff of up to 30 s: after a restart no node known

@@ -63,6 +63,22 @@ void ControlPlane::Tick(int64_t now_ms) {
                       " s; the partial gang is released",
                   "", now_ms);
     }
+    // time_limit: a job that has run for its limit (its attempts added up) is checkpointed,
+    // stopped and failed, without a retry (Slurm's TIMEOUT).
+    for (int64_t seq : ActiveSeqs()) {
+      Job& j = jobs_.at(seq);
+      if (j.spec.time_limit_s <= 0 ||
+          (j.state != JobState::kStarting && j.state != JobState::kRunning)) {
+        continue;
+      }
+      const int64_t ran_ms = j.RanMs(now_ms);
+      if (ran_ms < j.spec.time_limit_s * 1000) continue;
+      BeginStop(t, j, "failed",
+                "time limit of " + FormatSeconds(static_cast<double>(j.spec.time_limit_s)) +
+                    " reached (ran " + FormatSeconds(static_cast<double>(ran_ms) / 1000.0) +
+                    "): checkpointed and stopped, not retried",
+                "", /*checkpoint_first=*/true, now_ms);
+    }
     for (int64_t seq : active_seqs_) {  // adds orders only: no state changes
       Job& j = jobs_.at(seq);
       if (j.state != JobState::kRunning) continue;

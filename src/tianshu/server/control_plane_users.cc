@@ -140,7 +140,38 @@ std::optional<ApiError> ControlPlane::OverStoreLimits(size_t ops, size_t bytes,
                            "--max-request-bytes and the store URL's limits (docs/operations.md)"};
 }
 
+namespace {
+
+// With `queues:` configured, a job must name one of its leaf queues (a queue no other names as
+// its parent): a typo would otherwise wait for ever, or run unaccounted.
+std::optional<ApiError> UnknownQueue(const std::vector<model::QueueConfig>& queues,
+                                     const std::string& queue) {
+  if (queues.empty()) return std::nullopt;  // one pool: every name runs in it
+  std::set<std::string> parents;
+  for (const auto& q : queues) parents.insert(q.parent);
+  std::vector<std::string> leaves;
+  bool known = false;
+  for (const auto& q : queues) {
+    if (parents.contains(q.name)) continue;
+    leaves.push_back(q.name);
+    known = known || q.name == queue;
+  }
+  if (known) return std::nullopt;
+  const bool inner = std::any_of(queues.begin(), queues.end(),
+                                 [&](const model::QueueConfig& q) { return q.name == queue; });
+  return ApiError{400, "queue: '" + queue.substr(0, 64) + "' " +
+                           (inner ? "has queues under it: submit to one of them"
+                                  : "is not a queue of this cluster") +
+                           " (known: " + Join(leaves, ", ") + ")"};
+}
+
+}  // namespace
+
 ApiResult<Submitted> ControlPlane::Submit(SubmitRequest request, int64_t now_ms) {
+  if (auto bad = UnknownQueue(options_.config.queues, request.spec.queue)) {
+    metrics_.submissions_rejected++;
+    return std::unexpected(*bad);
+  }
   // Each task keeps a copy of the body: an array's bodies are bounded together.
   constexpr size_t kMaxArrayBytes = size_t{16} << 20;
   if (request.array.size() * request.text.size() > kMaxArrayBytes) {
@@ -367,6 +398,110 @@ ApiResult<json> ControlPlane::Cancel(const std::string& id, const Identity& who,
                              "cancelled");
     }
     return JobJson(j, true);
+  });
+}
+
+ApiResult<json> ControlPlane::Requeue(const std::string& id, const Identity& who, int64_t now_ms) {
+  return Mutate<json>([&](Txn& t) -> ApiResult<json> {
+    auto seq = ParseJobId(id);
+    auto it = seq ? jobs_.find(*seq) : jobs_.end();
+    if (it == jobs_.end() || !Visible(it->second)) return Refuse(404, "no job " + id);
+    Job& j = it->second;
+    if (!who.ActsFor(j.owner)) {
+      return Refuse(403, "job " + j.id + " belongs to " + j.owner +
+                             ": only its owner or an admin may requeue it");
+    }
+    const std::string by = "requeued by " + who.name;
+    switch (j.state) {
+      case JobState::kStarting:
+      case JobState::kRunning:
+        // As a preemption: from a checkpoint, and no retry spent.
+        BeginStop(t, j, "preempted", by + ": checkpointed, back in the queue", "",
+                  /*checkpoint_first=*/true, now_ms);
+        break;
+      case JobState::kFailed:
+      case JobState::kCancelled:
+        j.retries = 0;
+        j.cancel_requested = false;
+        j.failed_rank = -1;
+        if (!j.placement.empty()) j.last_placement = j.placement;
+        j.placement.clear();
+        SetState(t, j, JobState::kPending, by + " (its retries reset)", now_ms);
+        break;
+      default:
+        return Refuse(409, "job " + j.id + " is " + std::string(JobStateName(j.state)) +
+                               ": only a starting, running, failed or cancelled job can be "
+                               "requeued");
+    }
+    return JobJson(j, true);
+  });
+}
+
+ApiResult<json> ControlPlane::AdminNode(const std::string& name, const std::string& action,
+                                        const Identity& who, int64_t now_ms) {
+  return Mutate<json>([&](Txn& t) -> ApiResult<json> {
+    auto it = nodes_.find(name);
+    if (it == nodes_.end()) return Refuse(404, "no node " + name);
+    NodeEntry& n = it->second;
+    auto jobs_here = [&] {
+      std::vector<int64_t> out;
+      for (int64_t seq : active_seqs_) {
+        const auto nodes = jobs_.at(seq).Nodes();
+        if (std::find(nodes.begin(), nodes.end(), name) != nodes.end()) out.push_back(seq);
+      }
+      return out;
+    };
+    auto note = [&](const std::string& what) {
+      t.nodes.insert(name);
+      t.events.push_back({{"seq", next_event_seq_++},
+                          {"time_ms", now_ms},
+                          {"type", "node"},
+                          {"id", name},
+                          {"from", NodeStateName(n.state)},
+                          {"to", NodeStateName(n.state)},
+                          {"reason", what + " by " + who.name}});
+      schedule_dirty_ = true;
+    };
+    if (action == "cordon" || action == "drain") {
+      const bool drain = action == "drain";
+      if (n.cordoned && n.draining == drain) return NodeJson(n, now_ms);  // no change
+      n.cordoned = true;
+      n.draining = n.draining || drain;
+      note(drain ? "drained" : "cordoned");
+      if (drain) {
+        for (int64_t seq : jobs_here()) {
+          Job& j = jobs_.at(seq);
+          if (j.state != JobState::kStarting && j.state != JobState::kRunning) continue;
+          BeginStop(
+              t, j, "preempted",
+              "node " + name + " drained by " + who.name + ": checkpointed, back in the queue", "",
+              /*checkpoint_first=*/true, now_ms);
+        }
+      }
+      return NodeJson(n, now_ms);
+    }
+    if (action == "uncordon") {
+      if (!n.cordoned && !n.draining) return NodeJson(n, now_ms);
+      n.cordoned = false;
+      n.draining = false;
+      note("uncordoned");
+      return NodeJson(n, now_ms);
+    }
+    if (action == "remove") {
+      const bool gone = n.state == NodeState::kLost || n.state == NodeState::kFailed;
+      if (!gone && !jobs_here().empty()) {
+        return Refuse(409, "node " + name + " runs " + std::to_string(jobs_here().size()) +
+                               " job(s): drain it first (`tianshu node drain " + name + "`)");
+      }
+      note("removed");
+      node_by_credential_.erase(n.credential_hash);
+      DropOrdersFor(t, name);
+      t.nodes_removed.insert(name);
+      nodes_.erase(it);
+      return json{{"node", name}, {"removed", true}};
+    }
+    return Refuse(400, "unknown node action '" + action.substr(0, 32) +
+                           "' (expected cordon, drain, uncordon or remove)");
   });
 }
 

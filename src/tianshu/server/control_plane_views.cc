@@ -1,4 +1,5 @@
-// What the API shows: jobs, nodes, queues, events, metrics (read only).
+// What the API shows: jobs, nodes, queues, events (read only); /metrics is in
+// control_plane_metrics.cc.
 #include "tianshu/server/control_plane_internal.h"
 
 namespace tianshu::server {
@@ -34,7 +35,10 @@ json ControlPlane::JobJson(const Job& j, bool full) const {
               {"attained_gpu_s", AttainedNow(j, last_tick_ms_)},
               {"colocated", j.colocated},
               {"held", j.held},
-              {"owner", j.owner}};
+              {"owner", j.owner},
+              {"ran_s", static_cast<double>(j.RanMs(last_tick_ms_)) / 1000.0}};
+  if (j.spec.time_limit_s > 0) out["time_limit_s"] = j.spec.time_limit_s;
+  if (j.failed_rank >= 0) out["failed_rank"] = j.failed_rank;
   if (j.array_index >= 0) {
     out["array"] = {{"id", j.array_id}, {"index", j.array_index}, {"count", j.array_count}};
   }
@@ -87,17 +91,33 @@ json ControlPlane::ListJobs(const JobFilter& filter) const {
   json out = json::array();
   uint64_t durable = committer_->Durable();
   int64_t total = 0;
-  for (const auto& [seq, j] : jobs_) {
-    if (j.created_ticket > durable) continue;
-    if (!filter.queue.empty() && j.spec.queue != filter.queue) continue;
-    if (!filter.states.empty() && std::find(filter.states.begin(), filter.states.end(),
-                                            JobStateName(j.state)) == filter.states.end()) {
-      continue;
+  auto matches = [&](const Job& j) {
+    if (j.created_ticket > durable) return false;
+    if (!filter.queue.empty() && j.spec.queue != filter.queue) return false;
+    if (!filter.owner.empty() && j.owner != filter.owner) return false;
+    if (!filter.node.empty() &&
+        std::none_of(j.placement.begin(), j.placement.end(),
+                     [&](const RankPlace& p) { return p.node == filter.node; })) {
+      return false;
     }
+    if (filter.states.empty()) return true;
+    const bool held = j.held && j.state == JobState::kPending;
+    const std::string_view state = held ? "held" : JobStateName(j.state);
+    return std::any_of(filter.states.begin(), filter.states.end(), [&](const std::string& s) {
+      return s == state || s == JobStateName(j.state);
+    });
+  };
+  auto visit = [&](const Job& j) {
+    if (!matches(j)) return;
     ++total;
     if (static_cast<int64_t>(out.size()) < filter.limit) out.push_back(JobJson(j, false));
+  };
+  if (filter.newest_first) {
+    for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) visit(it->second);
+  } else {
+    for (const auto& [seq, j] : jobs_) visit(j);
   }
-  return {{"jobs", out}, {"total", total}};
+  return {{"jobs", out}, {"total", total}, {"shown", out.size()}};
 }
 
 json ControlPlane::NodeJson(const NodeEntry& n, int64_t now_ms) const {
@@ -127,6 +147,9 @@ json ControlPlane::NodeJson(const NodeEntry& n, int64_t now_ms) const {
   }
   return {{"name", n.name},
           {"state", NodeStateName(n.state)},
+          {"cordoned", n.cordoned},
+          {"draining", n.draining},
+          {"schedulable", n.state == NodeState::kReady && !n.cordoned},
           {"message", n.message},
           {"address", n.address},
           {"agent_id", n.agent_id},
@@ -168,6 +191,7 @@ ApiResult<ControlPlane::LogSource> ControlPlane::RankLog(const std::string& id, 
                            ": only its owner or an admin may read its logs");
   }
   const auto& places = j.placement.empty() ? j.last_placement : j.placement;
+  if (rank < 0) rank = j.state == JobState::kFailed && j.failed_rank >= 0 ? j.failed_rank : 0;
   if (places.empty()) {
     return Refuse(409, "job " + id + " has not been placed yet (" +
                            std::string(JobStateName(j.state)) + "): no log");
@@ -182,7 +206,7 @@ ApiResult<ControlPlane::LogSource> ControlPlane::RankLog(const std::string& id, 
     if (n->second.log_key.empty()) {
       return Refuse(404, "node " + p.node + " has not registered since logs needed a key");
     }
-    return LogSource{n->second.address, n->second.log_key};
+    return LogSource{n->second.address, n->second.log_key, j.id, rank};
   }
   return Refuse(404, "job " + id + " has no rank " + std::to_string(rank) + " (" +
                          std::to_string(places.size()) + " ranks)");
@@ -199,8 +223,13 @@ json ControlPlane::ListQueues() const {
   std::lock_guard l(mu_);
   struct Q {
     int64_t pending = 0, active = 0, done = 0, gpu_milli = 0;
+    const model::QueueConfig* config = nullptr;
   };
+  // Every configured queue (or "default" when none is), with or without jobs; a job of a queue
+  // the configuration no longer names is counted under its own name.
   std::map<std::string, Q> queues;
+  for (const auto& q : options_.config.queues) queues[q.name].config = &q;
+  if (options_.config.queues.empty()) queues["default"];
   uint64_t durable = committer_->Durable();
   for (const auto& [seq, j] : jobs_) {
     if (j.created_ticket > durable) continue;
@@ -223,15 +252,68 @@ json ControlPlane::ListQueues() const {
   json out = json::array();
   for (const auto& [name, q] : queues) {
     double used = static_cast<double>(q.gpu_milli) / 1000.0;
-    out.push_back({{"name", name},
-                   {"pending", q.pending},
-                   {"active", q.active},
-                   {"finished", q.done},
-                   {"gpus_in_use", used},
-                   {"share_of_cluster", total_gpus ? used / static_cast<double>(total_gpus) : 0.0},
-                   {"quota_gpus", nullptr}});
+    json row = {{"name", name},
+                {"pending", q.pending},
+                {"active", q.active},
+                {"finished", q.done},
+                {"gpus_in_use", used},
+                {"share_of_cluster", total_gpus ? used / static_cast<double>(total_gpus) : 0.0},
+                {"configured", q.config != nullptr || options_.config.queues.empty()},
+                {"quota_gpus", nullptr}};
+    if (q.config) {
+      row["parent"] = q.config->parent;
+      row["weight"] = q.config->weight;
+      row["borrow"] = q.config->borrow;
+      if (q.config->quota_gpus > 0) row["quota_gpus"] = q.config->quota_gpus;
+    }
+    out.push_back(std::move(row));
   }
   return {{"queues", out}, {"cluster_gpus", total_gpus}};
+}
+
+json ControlPlane::Accounting(int64_t since_ms, int64_t until_ms, int64_t now_ms) const {
+  std::lock_guard l(mu_);
+  struct Row {
+    double gpu_s = 0;
+    int64_t jobs = 0;
+  };
+  std::map<std::string, Row> users, queues;
+  double total_gpu_s = 0;
+  const uint64_t durable = committer_->Durable();
+  for (const auto& [seq, j] : jobs_) {
+    if (j.created_ticket > durable) continue;
+    std::vector<Job::Run> runs = j.runs;
+    if (HoldsPlacement(j.state) && j.run_started_ms > 0) {  // the run going on: up to now
+      runs.push_back({j.run_started_ms, std::max(j.run_started_ms, now_ms),
+                      static_cast<double>(j.run_gpus) * j.spec.gpu_milli / model::kMilliPerGpu});
+    }
+    double gpu_s = 0;
+    for (const auto& r : runs) {
+      const int64_t from = std::max(r.start_ms, since_ms), to = std::min(r.end_ms, until_ms);
+      if (to > from) gpu_s += static_cast<double>(to - from) / 1000.0 * r.gpus;
+    }
+    if (gpu_s <= 0) continue;
+    total_gpu_s += gpu_s;
+    for (Row* row : {&users[j.owner], &queues[j.spec.queue]}) {
+      row->gpu_s += gpu_s;
+      row->jobs++;
+    }
+  }
+  auto rows = [&](const std::map<std::string, Row>& by) {
+    json out = json::array();
+    for (const auto& [name, r] : by) {
+      out.push_back({{"name", name}, {"gpu_hours", r.gpu_s / 3600.0}, {"jobs", r.jobs}});
+    }
+    std::stable_sort(out.begin(), out.end(), [](const json& a, const json& b) {
+      return a["gpu_hours"].get<double>() > b["gpu_hours"].get<double>();
+    });
+    return out;
+  };
+  return {{"since_ms", since_ms},
+          {"until_ms", until_ms},
+          {"total_gpu_hours", total_gpu_s / 3600.0},
+          {"users", rows(users)},
+          {"queues", rows(queues)}};
 }
 
 json ControlPlane::WaitEvents(const EventQuery& q) {
@@ -259,118 +341,16 @@ json ControlPlane::WaitEvents(const EventQuery& q) {
     }
   }
   int64_t next = events.empty() ? q.since : events.back()["seq"].get<int64_t>();
-  return {{"events", events}, {"next", next}};
-}
-
-std::string ControlPlane::Metrics() const {
-  std::lock_guard l(mu_);
-  std::map<std::string, int64_t> by_state, queue_len;
-  for (const auto& n : JobStateNames()) by_state[n] = 0;
-  int64_t allocated_milli = 0;
-  for (const auto& [seq, j] : jobs_) {
-    by_state[std::string(JobStateName(j.state))]++;
-    if (j.state == JobState::kPending) queue_len[j.spec.queue]++;
-    if (HoldsPlacement(j.state) && !j.colocated) {  // an overlaid service holds no GPU share
-      allocated_milli += static_cast<int64_t>(j.placement.size()) * j.spec.gpu_milli;
+  // The newest durable event: where a client that only wants what happens from now on starts.
+  int64_t latest = 0;
+  const uint64_t durable = committer_->Durable();
+  for (auto it = events_.rbegin(); it != events_.rend(); ++it) {
+    if (it->ticket <= durable) {
+      latest = it->seq;
+      break;
     }
   }
-  std::map<std::string, int64_t> node_states = {
-      {"ready", 0}, {"degraded", 0}, {"failed", 0}, {"lost", 0}};
-  int64_t gpus = 0;
-  for (const auto& [name, n] : nodes_) {
-    node_states[std::string(NodeStateName(n.state))]++;
-    if (n.state == NodeState::kReady || n.state == NodeState::kDegraded) {
-      gpus += static_cast<int64_t>(n.hardware.devices.size());
-    }
-  }
-  std::string out;
-  out += MetricHeader("tianshu_queue_length", "gauge", "Jobs waiting for a placement.");
-  out += "tianshu_queue_length " + std::to_string(by_state["pending"]) + "\n";
-  out += MetricHeader("tianshu_queue_pending", "gauge", "Pending jobs per queue.");
-  for (const auto& [q, n] : queue_len) {
-    out += "tianshu_queue_pending{queue=\"" + LabelValue(q) + "\"} " + std::to_string(n) + "\n";
-  }
-  out += MetricHeader("tianshu_jobs", "gauge", "Jobs by state.");
-  for (const auto& [s, n] : by_state) {
-    out += "tianshu_jobs{state=\"" + s + "\"} " + std::to_string(n) + "\n";
-  }
-  out += MetricHeader("tianshu_nodes", "gauge", "Registered nodes by state.");
-  for (const auto& [s, n] : node_states) {
-    out += "tianshu_nodes{state=\"" + s + "\"} " + std::to_string(n) + "\n";
-  }
-  char buf[64];
-  double alloc = static_cast<double>(allocated_milli) / 1000.0;
-  out += MetricHeader("tianshu_gpus", "gauge",
-                      "Accelerators of ready and degraded nodes, allocated or free.");
-  std::snprintf(buf, sizeof buf, "%.3f", alloc);
-  out += std::string("tianshu_gpus{state=\"allocated\"} ") + buf + "\n";
-  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(gpus) - alloc);
-  out += std::string("tianshu_gpus{state=\"free\"} ") + buf + "\n";
-  out += metrics_.cycle_seconds.Render("tianshu_cycle_seconds", "Latency of one scheduling cycle.");
-  out +=
-      MetricHeader("tianshu_placement_outcomes_total", "counter", "Placement attempts by outcome.");
-  for (const char* k : {"placed", "does-not-fit-now", "can-never-fit"}) {
-    auto it = metrics_.placement_outcomes.find(k);
-    int64_t v = it == metrics_.placement_outcomes.end() ? 0 : it->second;
-    out += std::string("tianshu_placement_outcomes_total{outcome=\"") + k + "\"} " +
-           std::to_string(v) + "\n";
-  }
-  out += MetricHeader("tianshu_submissions_total", "counter", "Job submissions by result.");
-  out += "tianshu_submissions_total{result=\"accepted\"} " +
-         std::to_string(metrics_.submissions_accepted.load()) + "\n";
-  out += "tianshu_submissions_total{result=\"rejected\"} " +
-         std::to_string(metrics_.submissions_rejected.load()) + "\n";
-  const CommitStats cs = committer_->Stats();
-  // Counters: name, help, value.
-  const std::pair<const char*, std::pair<const char*, int64_t>> counters[] = {
-      {"tianshu_cycles_total", {"Scheduling cycles run.", metrics_.cycles}},
-      {"tianshu_ledger_rebuilds_total",
-       {"Times the scheduling ledger was rebuilt from the records (a node changed, the store was "
-        "loaded).",
-        ledger_stats_.rebuilds}},
-      {"tianshu_ledger_synced_jobs_total",
-       {"Jobs handed to the scheduling ledger again after their record changed.",
-        ledger_stats_.synced_jobs}},
-      {"tianshu_ledger_mismatches_total",
-       {"Cycles at which the ledger differed from a replay of the records (checked only with "
-        "TIANSHU_VERIFY_LEDGER=1).",
-        ledger_stats_.mismatches}},
-      {"tianshu_job_retries_total", {"Attempts restarted after a failure.", metrics_.retries}},
-      {"tianshu_gang_timeouts_total",
-       {"Gangs released because not every rank started within scheduler.gang_timeout.",
-        metrics_.gang_timeouts}},
-      {"tianshu_job_preemptions_total",
-       {"Running jobs stopped (with a checkpoint) for a higher-priority job.",
-        metrics_.preemptions}},
-      {"tianshu_job_resizes_total",
-       {"Elastic resizes begun (checkpoint, relaunch at the new size).", metrics_.resizes}},
-      {"tianshu_job_migrations_total",
-       {"Moves begun (checkpoint, relaunch on another placement).", metrics_.migrations}},
-      {"tianshu_nodes_lost_total", {"Nodes declared lost or failed.", metrics_.nodes_lost}},
-      {"tianshu_jobs_quarantined_total",
-       {"Jobs failed at start because their stored record could not be read back.",
-        metrics_.quarantined}},
-      {"tianshu_mass_silences_total",
-       {"Times more than half of the live nodes went silent at once (no node is declared lost "
-        "while it lasts).",
-        metrics_.mass_silences}},
-      {"tianshu_idempotent_replays_total",
-       {"Submissions answered with the job their Idempotency-Key made before.",
-        metrics_.idempotent_replays}},
-      {"tianshu_store_commits_total", {"Durable store transactions.", cs.commits}},
-      {"tianshu_store_changes_total", {"State changes written.", cs.changes}},
-      {"tianshu_store_written_bytes_total",
-       {"Bytes of keys and documents handed to the store.", cs.bytes}},
-  };
-  for (const auto& [name, rest] : counters) {
-    out += MetricHeader(name, "counter", rest.first);
-    out += std::string(name) + " " + std::to_string(rest.second) + "\n";
-  }
-  out += MetricHeader("tianshu_store_commit_seconds_total", "counter",
-                      "Time spent writing to the store.");
-  std::snprintf(buf, sizeof buf, "%.6f", cs.commit_seconds);
-  out += std::string("tianshu_store_commit_seconds_total ") + buf + "\n";
-  return out;
+  return {{"events", events}, {"next", next}, {"latest", latest}};
 }
 
 }  // namespace tianshu::server

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "tianshu/base/log.h"
 #include "tianshu/server/etcd_client.h"
 #include "tianshu/server/store.h"
 
@@ -321,11 +322,12 @@ class EtcdStore final : public Store {
       // orders for a job that does not know it was placed. Refusing it would fail the store,
       // and the next leader would make the same change again.
       std::vector<Change> pieces = Pieces(*c);
-      std::fprintf(stderr,
-                   "tianshu serve: etcd store: a change of %zu operations is over max-txn-ops %d "
-                   "or max-request-bytes %zu: written as %zu pieces, not atomically (raise etcd's "
-                   "--max-txn-ops and the store URL's max-txn-ops)\n",
-                   one.Ops(), o_.max_txn_ops, o_.max_request_bytes, pieces.size());
+      LogWarning("store", "etcd store: a change of " + std::to_string(one.Ops()) +
+                              " operations is over max-txn-ops " + std::to_string(o_.max_txn_ops) +
+                              " or max-request-bytes " + std::to_string(o_.max_request_bytes) +
+                              ": written as " + std::to_string(pieces.size()) +
+                              " pieces, not atomically (raise etcd's --max-txn-ops and the store "
+                              "URL's max-txn-ops)");
       for (const Change& piece : pieces) {
         TxnBuilder alone(o_.prefix);
         Add(piece, alone);
@@ -372,6 +374,7 @@ class EtcdStore final : public Store {
       t.Put(p + "jobs/" + j.id, nlohmann::json::array({j.seq, j.state}).dump() + "\n" + j.doc);
     }
     for (const auto& n : c.nodes) t.Put(p + "nodes/" + n.name, n.doc);
+    for (const auto& name : c.nodes_removed) t.Delete(p + "nodes/" + name);
     for (const auto& o : c.orders) {
       // Done orders are never read back (Load returns the outstanding and accepted ones).
       if (o.status == "done") {
@@ -401,6 +404,7 @@ class EtcdStore final : public Store {
     if (!c.progress_reset.empty()) out.push_back(Change{.progress_reset = c.progress_reset});
     for (const auto& p : c.progress) out.push_back(Change{.progress = {p}});
     for (const auto& n : c.nodes) out.push_back(Change{.nodes = {n}});
+    for (const auto& n : c.nodes_removed) out.push_back(Change{.nodes_removed = {n}});
     if (!c.meta.empty()) out.push_back(Change{.meta = c.meta});
     for (const auto& e : c.events) out.push_back(Change{.events = {e}});
     for (const auto& o : c.orders) out.push_back(Change{.orders = {o}});

@@ -60,6 +60,18 @@ void Server::AgentRoutes() {
            Respond(res, 200, *out);
          });
 
+  // Cordon, drain, uncordon (POST) and remove (DELETE) a node: kubectl's verbs, an admin's.
+  auto node_verb = [cp, now, allowed](const httplib::Request& req, httplib::Response& res) {
+    auto who = allowed(req, res, {Role::kAdmin}, "cordon, drain or remove nodes");
+    if (!who) return;
+    const std::string verb = req.method == "DELETE" ? "remove" : std::string(req.matches[2]);
+    auto out = cp->AdminNode(req.matches[1], verb, *who, now());
+    if (!out) return RespondError(res, out.error());
+    Respond(res, 200, *out);
+  };
+  h.Post(R"(/v1/nodes/([^/]+)/(cordon|drain|uncordon))", node_verb);
+  h.Delete(R"(/v1/nodes/([^/]+))", node_verb);
+
   // ---- agents ----
   h.Post("/v1/agents/register",
          [cp, now, allowed](const httplib::Request& req, httplib::Response& res) {

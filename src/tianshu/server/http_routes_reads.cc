@@ -82,10 +82,10 @@ void AddReadRoutes(httplib::Server& h, ReadRoutesOptions options) {
   h.Get(R"(/v1/jobs/([^/]+)/logs)", [reader](const httplib::Request& req, httplib::Response& res) {
     auto r = reader(req, res, "read logs");
     if (!r) return;
-    int64_t rank = 0, offset = 0;
-    if ((req.has_param("rank") && !ParseInt64(req.get_param_value("rank"), &rank)) ||
+    int64_t rank = -1, offset = 0;  // no rank: the one that failed the job, else 0
+    if ((req.has_param("rank") && (!ParseInt64(req.get_param_value("rank"), &rank) || rank < 0)) ||
         (req.has_param("offset") && !ParseInt64(req.get_param_value("offset"), &offset)) ||
-        rank < 0 || offset < 0) {
+        rank > 1'000'000 || offset < 0) {
       return RespondError(res, {400, "rank and offset are non-negative integers"});
     }
     // Only ever the node's registered address, with the key that node's agent was given: no
@@ -95,7 +95,7 @@ void AddReadRoutes(httplib::Server& h, ReadRoutesOptions options) {
     httplib::Client agent("http://" + where->address);
     agent.set_connection_timeout(2, 0);
     agent.set_read_timeout(10, 0);
-    auto got = agent.Get("/v1/logs/" + std::string(req.matches[1]) + "/" + std::to_string(rank) +
+    auto got = agent.Get("/v1/logs/" + where->job_id + "/" + std::to_string(where->rank) +
                              "?offset=" + std::to_string(offset),
                          {{"Authorization", "Bearer " + where->key}});
     if (!got) {
@@ -109,6 +109,7 @@ void AddReadRoutes(httplib::Server& h, ReadRoutesOptions options) {
     for (const char* name : {"X-Tianshu-Log-Next", "X-Tianshu-Log-Size", "X-Tianshu-Log-Ended"}) {
       res.set_header(name, got->get_header_value(name));
     }
+    res.set_header("X-Tianshu-Log-Rank", std::to_string(where->rank));
     res.set_content(got->body, "application/octet-stream");
   });
 
@@ -128,6 +129,21 @@ void AddReadRoutes(httplib::Server& h, ReadRoutesOptions options) {
     auto r = reader(req, res, "list queues");
     if (!r) return;
     Respond(res, 200, r->first->ListQueues());
+  });
+  // GPU-hours by user and by queue over [since_ms, until_ms) (default: all time up to now).
+  h.Get("/v1/accounting", [reader, o](const httplib::Request& req, httplib::Response& res) {
+    auto r = reader(req, res, "read accounting");
+    if (!r) return;
+    const int64_t now = o->now();
+    int64_t since = 0, until = now;
+    for (const auto& [name, out] : {std::pair{"since_ms", &since}, std::pair{"until_ms", &until}}) {
+      if (req.has_param(name) && (!ParseInt64(req.get_param_value(name), out) || *out < 0)) {
+        return RespondError(res,
+                            {400, std::string(name) + ": expected milliseconds since the epoch"});
+      }
+    }
+    if (until <= since) return RespondError(res, {400, "until_ms must be after since_ms"});
+    Respond(res, 200, r->first->Accounting(since, until, now));
   });
   h.Get("/v1/events", [reader, o](const httplib::Request& req, httplib::Response& res) {
     if (!reader(req, res, "read events")) return;

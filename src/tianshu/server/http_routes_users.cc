@@ -120,21 +120,24 @@ void Server::Routes() {
         [role](const httplib::Request&, httplib::Response& res) { Respond(res, 200, role()); });
   h.Get("/metrics", [this, cp, allowed](const httplib::Request& req, httplib::Response& res) {
     if (!allowed(req, res, {Role::kAdmin, Role::kUser, Role::kNode}, "read metrics")) return;
-    std::string out = cp->Metrics();
-    out += MetricHeader("tianshu_http_workers", "gauge",
-                        "HTTP worker threads alive (one per connection being served).");
-    out += "tianshu_http_workers " + std::to_string(pool_->Threads()) + "\n";
-    out += MetricHeader("tianshu_http_workers_peak", "gauge", "Most HTTP worker threads at once.");
-    out += "tianshu_http_workers_peak " + std::to_string(pool_->Peak()) + "\n";
-    out += MetricHeader("tianshu_http_connections_refused_total", "counter",
-                        "Connections refused because their client held its share of busy "
-                        "workers.");
-    out += "tianshu_http_connections_refused_total " + std::to_string(shares_->Refused()) + "\n";
-    out += MetricHeader("tianshu_http_queue_wait_seconds", "gauge",
-                        "How long the oldest connection has waited for a worker.");
-    out += "tianshu_http_queue_wait_seconds " +
-           std::to_string(static_cast<double>(pool_->OldestWaitMs()) / 1000.0) + "\n";
-    res.set_content(out, "text/plain; version=0.0.4");
+    Exposition out;
+    out.Raw(cp->Metrics());
+    out.Family("tianshu_http_workers", "gauge",
+               "HTTP worker threads alive (one per connection being served).")
+        .Sample(static_cast<double>(pool_->Threads()));
+    out.Family("tianshu_http_workers_peak", "gauge", "Most HTTP worker threads at once.")
+        .Sample(static_cast<double>(pool_->Peak()));
+    out.Family("tianshu_http_connections_refused_total", "counter",
+               "Connections refused because their client held its share of busy workers.")
+        .Sample(static_cast<double>(shares_->Refused()));
+    out.Family("tianshu_http_queue_wait_seconds", "gauge",
+               "How long the oldest connection has waited for a worker.")
+        .Sample(static_cast<double>(pool_->OldestWaitMs()) / 1000.0);
+    http_requests_.Append(out);
+    AppendBuildInfo(out, "tianshu_build_info",
+                    "1, with the version of the tianshu server and the compiler that built it.");
+    AppendProcessMetrics(out);
+    res.set_content(out.Take(), "text/plain; version=0.0.4; charset=utf-8");
   });
 
   // ---- jobs ----
@@ -220,6 +223,14 @@ void Server::Routes() {
              Respond(res, 200, *out);
            });
   }
+  h.Post(R"(/v1/jobs/([^/]+)/requeue)",
+         [cp, now, allowed, people](const httplib::Request& req, httplib::Response& res) {
+           auto who = allowed(req, res, people, "requeue jobs");
+           if (!who) return;
+           auto j = cp->Requeue(req.matches[1], *who, now());
+           if (!j) return RespondError(res, j.error());
+           Respond(res, 200, *j);
+         });
   h.Post(R"(/v1/jobs/([^/]+)/cancel)", cancel);
   h.Delete(R"(/v1/jobs/([^/]+))", cancel);
 

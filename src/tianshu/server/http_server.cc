@@ -177,6 +177,18 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
   // drops connections the clients already think are open (they fail reading the answer).
   // Keep the listening socket and raise its backlog once bound.
   s->Routes();
+  // Every answer, counted by its route's pattern (not the raw path: bounded label values).
+  s->http_->set_logger([self = s.get()](const httplib::Request& req, const httplib::Response& res) {
+    std::vector<std::pair<size_t, size_t>> spans;
+    for (size_t i = 1; i < req.matches.size(); ++i) {
+      if (req.matches[i].matched) {
+        spans.emplace_back(static_cast<size_t>(req.matches.position(i)),
+                           static_cast<size_t>(req.matches.length(i)));
+      }
+    }
+    self->http_requests_.Count(req.method, RoutePattern(req.path, !req.matches.empty(), spans),
+                               res.status);
+  });
   const auto& o = s->options_;
   // Connections come through our own accept loop (Listener): each is weighed by its client
   // address before a worker serves it. cpp-httplib's own loop listens on a loopback port of

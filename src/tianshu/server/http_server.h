@@ -86,6 +86,7 @@ class Server {
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<ClientShares> shares_;
   std::unique_ptr<Listener> listen_;  // our accept loop (the real port)
+  HttpRequests http_requests_;        // by route and status, for /metrics
   // Refresh by the ticker: the nodes' hosts; when a connection from one was last refused.
   std::shared_ptr<const std::set<std::string>> node_hosts_;
   std::mutex node_hosts_mu_;

@@ -1,61 +1,50 @@
 #include "tianshu/server/metrics.h"
 
-#include <algorithm>
-#include <cstdio>
-
 namespace tianshu::server {
-namespace {
-std::string Num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
-}  // namespace
 
-Histogram::Histogram(std::vector<double> upper_bounds)
-    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {
-  std::sort(bounds_.begin(), bounds_.end());
-}
-
-void Histogram::Observe(double value) {
-  size_t i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) -
-                                 bounds_.begin());
-  counts_[i]++;
-  sum_ += value;
-  count_++;
-}
-
-std::string Histogram::Render(const std::string& name, const std::string& help) const {
-  std::string out = MetricHeader(name, "histogram", help);
-  int64_t cumulative = 0;
-  for (size_t i = 0; i < bounds_.size(); ++i) {
-    cumulative += counts_[i];
-    out += name + "_bucket{le=\"" + Num(bounds_[i]) + "\"} " + std::to_string(cumulative) + "\n";
+void Metrics::ObserveWait(const std::string& queue, double seconds) {
+  auto it = queue_wait_seconds.find(queue);
+  if (it == queue_wait_seconds.end()) {
+    it = queue_wait_seconds.emplace(queue, Histogram(kQueueWaitBuckets)).first;
   }
-  cumulative += counts_.back();
-  out += name + "_bucket{le=\"+Inf\"} " + std::to_string(cumulative) + "\n";
-  out += name + "_sum " + Num(sum_) + "\n";
-  out += name + "_count " + std::to_string(count_) + "\n";
-  return out;
+  it->second.Observe(seconds);
 }
 
-std::string MetricHeader(const std::string& name, const std::string& type,
-                         const std::string& help) {
-  return "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+void HttpRequests::Count(std::string_view method, std::string_view route, int status) {
+  std::lock_guard l(mu_);
+  ++counts_[{std::string(method), std::string(route), status}];
 }
 
-std::string LabelValue(const std::string& v) {
+void HttpRequests::Append(Exposition& out) const {
+  out.Family("tianshu_http_requests_total", "counter",
+             "HTTP requests answered, by method, route pattern (\"none\": answered before "
+             "routing, e.g. a missing or wrong token, or no such route) and status code.");
+  std::lock_guard l(mu_);
+  for (const auto& [key, n] : counts_) {
+    const auto& [method, route, code] = key;
+    out.Sample({{"method", method}, {"route", route}, {"code", std::to_string(code)}},
+               static_cast<double>(n));
+  }
+}
+
+std::string RoutePattern(std::string_view path, bool matched,
+                         const std::vector<std::pair<size_t, size_t>>& spans) {
+  if (!matched) return "none";
   std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
+  size_t at = 0;
+  for (const auto& [offset, length] : spans) {
+    if (offset < at || offset + length > path.size()) return "none";  // not spans of this path
+    out.append(path.substr(at, offset - at));
+    // The segment before the span names it: /v1/jobs/(...) -> {job}.
+    std::string_view before = path.substr(0, offset);
+    if (before.ends_with('/')) before.remove_suffix(1);
+    std::string name(before.substr(before.rfind('/') + 1));
+    if (name.ends_with('s')) name.pop_back();
+    if (name.empty()) name = "param";
+    out += "{" + name + "}";
+    at = offset + length;
   }
+  out.append(path.substr(at));
   return out;
 }
 

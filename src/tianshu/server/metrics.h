@@ -1,33 +1,35 @@
-// Counters and a latency histogram for /metrics, rendered in the Prometheus text format
-// (version 0.0.4).
-//   Histogram h({0.001, 0.01, 0.1});  h.Observe(0.004);
-//   std::string text = h.Render("tianshu_cycle_seconds", "Scheduling cycle latency");
+// What the server counts for /metrics between scrapes: the control plane's counters and
+// histograms (guarded by its lock), and the HTTP requests by route and status (thread-safe).
+// The families themselves are written in control_plane_metrics.cc and the /metrics route, in the
+// Prometheus text format (base/exposition.h); docs/api.md lists them.
+//   Metrics m;  m.cycle_seconds.Observe(0.004);  m.ObserveWait("default", 12.5);
+//   HttpRequests http;  http.Count("GET", "/v1/jobs/{job}", 200);
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <vector>
+
+#include "tianshu/base/exposition.h"
 
 namespace tianshu::server {
 
-// Not thread-safe; the owner guards it.
-class Histogram {
- public:
-  explicit Histogram(std::vector<double> upper_bounds);
-  void Observe(double value);
-  std::string Render(const std::string& name, const std::string& help) const;
+// Upper bounds of the queue-wait histogram (seconds): from a second to a day.
+inline const std::vector<double> kQueueWaitBuckets = {
+    1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 28800, 43200, 86400};
 
- private:
-  std::vector<double> bounds_;
-  std::vector<int64_t> counts_;  // per bucket (not cumulative); +Inf last
-  double sum_ = 0;
-  int64_t count_ = 0;
-};
-
+// Not thread-safe but for the atomics; the control plane's lock guards the rest.
 struct Metrics {
   Histogram cycle_seconds{{0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5}};
+  // Per queue: seconds from entering the queue (submitted, or back after a failed attempt) to
+  // being placed; one observation per start.
+  std::map<std::string, Histogram> queue_wait_seconds;
+  void ObserveWait(const std::string& queue, double seconds);
   std::map<std::string, int64_t> placement_outcomes;  // by OutcomeKindName
   int64_t cycles = 0;
   int64_t retries = 0;
@@ -43,9 +45,25 @@ struct Metrics {
   std::atomic<int64_t> submissions_rejected{0};
 };
 
-// "# HELP name help\n# TYPE name type\n"
-std::string MetricHeader(const std::string& name, const std::string& type, const std::string& help);
-// Escapes a label value (backslash, quote, newline).
-std::string LabelValue(const std::string& v);
+// HTTP requests answered, by method, route pattern and status code. The route is the pattern
+// that matched ("/v1/jobs/{job}/logs", see RoutePattern), never the raw path, so the number of
+// series is bounded by the routes. Thread-safe.
+class HttpRequests {
+ public:
+  void Count(std::string_view method, std::string_view route, int status);
+  // The family tianshu_http_requests_total.
+  void Append(Exposition& out) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::tuple<std::string, std::string, int>, int64_t> counts_;
+};
+
+// The route pattern of a request from the path and the spans its route's capture groups matched
+// (offset, length): each span becomes {name}, the name being the path segment before it without
+// a trailing "s" ("/v1/jobs/j-1/logs" with (9, 3) -> "/v1/jobs/{job}/logs"). A request that no
+// route matched (no spans, and `matched` false) is "none".
+std::string RoutePattern(std::string_view path, bool matched,
+                         const std::vector<std::pair<size_t, size_t>>& spans);
 
 }  // namespace tianshu::server

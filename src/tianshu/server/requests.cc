@@ -298,22 +298,31 @@ ApiResult<bool> CheckParams(const std::map<std::string, std::string>& params,
 }
 
 ApiResult<JobFilter> ParseJobFilter(const std::map<std::string, std::string>& params) {
-  if (auto ok = CheckParams(params, {"state", "queue", "limit"}); !ok) {
+  if (auto ok = CheckParams(params, {"state", "queue", "owner", "node", "order", "limit"}); !ok) {
     return std::unexpected(ok.error());
   }
   JobFilter f;
   if (auto it = params.find("state"); it != params.end()) {
     for (const auto& s : SplitString(it->second, ',')) {
-      bool known = false;
+      bool known = s == "held";
       for (const auto& n : JobStateNames()) known = known || n == s;
       if (!known) {
         return Refuse(400, "unknown job state '" + s.substr(0, 64) + "' (expected one of " +
-                               Join(JobStateNames(), ", ") + ")");
+                               Join(JobStateNames(), ", ") + ", held)");
       }
       f.states.push_back(s);
     }
   }
   if (auto it = params.find("queue"); it != params.end()) f.queue = it->second;
+  if (auto it = params.find("owner"); it != params.end()) f.owner = it->second;
+  if (auto it = params.find("node"); it != params.end()) f.node = it->second;
+  if (auto it = params.find("order"); it != params.end()) {
+    if (it->second != "newest" && it->second != "oldest") {
+      return Refuse(400,
+                    "order: expected newest or oldest, got '" + it->second.substr(0, 32) + "'");
+    }
+    f.newest_first = it->second == "newest";
+  }
   auto limit = ParseIntParam(params, "limit", 1000, 1, 100000);
   if (!limit) return std::unexpected(limit.error());
   f.limit = *limit;
@@ -338,9 +347,10 @@ ApiResult<EventQuery> ParseEventQuery(const std::map<std::string, std::string>& 
 }
 
 std::optional<int64_t> ParseJobId(std::string_view id) {
-  if (!id.starts_with("j-") || id.size() < 3 || id.size() > 22) return std::nullopt;
+  if (id.starts_with("j-")) id.remove_prefix(2);
+  if (id.empty() || id.size() > 18) return std::nullopt;
   int64_t v = 0;
-  for (char c : id.substr(2)) {
+  for (char c : id) {
     if (c < '0' || c > '9') return std::nullopt;
     v = v * 10 + (c - '0');
   }

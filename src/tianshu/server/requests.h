@@ -88,9 +88,14 @@ model::ValidationResult ValidateStoredSpec(const std::string& name, const std::s
                                                int64_t lo, int64_t hi);
 
 // GET /v1/jobs?state=running,pending&queue=research&limit=100
+// GET /v1/jobs?state=a,b&queue=Q&owner=U&node=N&order=newest|oldest&limit=M. The state "held"
+// matches a held pending job (and "pending" every pending one, held or not).
 struct JobFilter {
   std::vector<std::string> states;  // empty = all
   std::string queue;                // "" = all
+  std::string owner;                // "" = all
+  std::string node;                 // "" = all: else jobs with a rank on it (this attempt)
+  bool newest_first = false;
   int64_t limit = 1000;
 };
 [[nodiscard]] ApiResult<JobFilter> ParseJobFilter(const std::map<std::string, std::string>& params);
@@ -108,7 +113,8 @@ struct EventQuery {
 [[nodiscard]] ApiResult<bool> CheckParams(const std::map<std::string, std::string>& params,
                                           std::initializer_list<const char*> known);
 
-// A job id as the API prints it: "j-" and six or more digits. Returns the number.
+// A job id as the API prints it ("j-" and six or more digits), or its number alone ("42", as
+// Slurm and kubectl users type it). Returns the number.
 [[nodiscard]] std::optional<int64_t> ParseJobId(std::string_view id);
 std::string FormatJobId(int64_t seq);
 

@@ -174,6 +174,14 @@ TEST(Query, ParsesAndRefuses) {
   EXPECT_EQ(f->states.size(), 2u);
   EXPECT_EQ(f->limit, 5);
   EXPECT_FALSE(ParseJobFilter({{"state", "sleeping"}}));
+  auto g = ParseJobFilter(
+      {{"state", "held,running"}, {"owner", "ana"}, {"node", "n1"}, {"order", "newest"}});
+  ASSERT_TRUE(g) << g.error().message;
+  EXPECT_EQ(g->states, (std::vector<std::string>{"held", "running"}));
+  EXPECT_EQ(g->owner, "ana");
+  EXPECT_EQ(g->node, "n1");
+  EXPECT_TRUE(g->newest_first);
+  EXPECT_FALSE(ParseJobFilter({{"order", "random"}}));
   EXPECT_FALSE(ParseJobFilter({{"limit", "0"}}));
   EXPECT_FALSE(ParseJobFilter({{"x", "1"}}));
   EXPECT_FALSE(ParseEventQuery({{"since", "abc"}}));
@@ -181,6 +189,11 @@ TEST(Query, ParsesAndRefuses) {
   EXPECT_EQ(ParseJobId("j-000042"), 42);
   EXPECT_FALSE(ParseJobId("j-"));
   EXPECT_FALSE(ParseJobId("x-1"));
+  EXPECT_EQ(ParseJobId("42"), 42);  // as users type it (scontrol show job 42)
+  EXPECT_EQ(ParseJobId("000042"), 42);
+  EXPECT_FALSE(ParseJobId("4x"));
+  EXPECT_FALSE(ParseJobId(""));
+  EXPECT_FALSE(ParseJobId("1234567890123456789"));  // would overflow
   EXPECT_EQ(FormatJobId(42), "j-000042");
 }
 

@@ -67,6 +67,7 @@ class SqliteStore final : public Store {
   ~SqliteStore() override {
     put_job_.reset();
     put_node_.reset();
+    delete_node_.reset();
     put_order_.reset();
     put_event_.reset();
     put_meta_.reset();
@@ -104,8 +105,10 @@ class SqliteStore final : public Store {
         db_,
         "INSERT OR REPLACE INTO job_progress(job_id, key, attempt, value) VALUES(?1,?2,?3,?4)");
     reset_progress_ = std::make_unique<Stmt>(db_, "DELETE FROM job_progress WHERE job_id = ?1");
-    for (auto* s : {put_job_.get(), put_node_.get(), put_order_.get(), put_event_.get(),
-                    put_meta_.get(), put_progress_.get(), reset_progress_.get()}) {
+    delete_node_ = std::make_unique<Stmt>(db_, "DELETE FROM nodes WHERE name = ?1");
+    for (auto* s :
+         {put_job_.get(), put_node_.get(), put_order_.get(), put_event_.get(), put_meta_.get(),
+          put_progress_.get(), reset_progress_.get(), delete_node_.get()}) {
       if (!s->ok()) return Fail("store ", path_, ": cannot prepare statement: ", Msg());
     }
     return Ok();
@@ -165,6 +168,10 @@ class SqliteStore final : public Store {
         put_node_->Text(1, n.name);
         put_node_->Text(2, n.doc);
         if (!Done(*put_node_)) return Abort("node " + n.name);
+      }
+      for (const auto& name : c->nodes_removed) {
+        delete_node_->Text(1, name);
+        if (!Done(*delete_node_)) return Abort("node " + name);
       }
       for (const auto& o : c->orders) {
         put_order_->Text(1, o.id);
@@ -272,8 +279,8 @@ class SqliteStore final : public Store {
 
   std::string path_;
   sqlite3* db_ = nullptr;
-  std::unique_ptr<Stmt> put_job_, put_node_, put_order_, put_event_, put_meta_, put_progress_,
-      reset_progress_;
+  std::unique_ptr<Stmt> put_job_, put_node_, delete_node_, put_order_, put_event_, put_meta_,
+      put_progress_, reset_progress_;
 };
 
 }  // namespace

@@ -59,6 +59,7 @@ struct ProgressRow {
 struct Change {
   std::vector<JobRow> jobs;
   std::vector<NodeRow> nodes;
+  std::vector<std::string> nodes_removed;  // node rows deleted (after `nodes` are written)
   std::vector<OrderRow> orders;
   std::vector<EventRow> events;
   std::map<std::string, std::string> meta;  // counters and the server id

@@ -104,6 +104,31 @@ TEST_P(StoreTest, RevisionMovesWithEveryWriteOnEtcd) {
 
 // Progress rows: a later row of the same job and key replaces the earlier; a reset deletes every
 // row of its job before the change's own rows are written, whatever came in earlier changes.
+// `tianshu node remove`: a node's row is deleted, durably; the others stay.
+TEST_P(StoreTest, ARemovedNodesRowIsDeleted) {
+  {
+    auto s = Open();
+    ASSERT_TRUE(s) << s.error().message;
+    Change a{.nodes = {{"n0", "{\"cordoned\":true}"}, {"n1", "{}"}}};
+    Change b{.nodes_removed = {"n0"}};
+    ASSERT_TRUE((*s)->Write({&a}));
+    ASSERT_TRUE((*s)->Write({&b}));
+  }
+  auto s = Open();
+  ASSERT_TRUE(s) << s.error().message;
+  auto st = (*s)->Load(1);
+  ASSERT_TRUE(st) << st.error().message;
+  ASSERT_EQ(st->nodes.size(), 1u);
+  EXPECT_EQ(st->nodes[0].name, "n1");
+  // Written and removed in one batch: gone.
+  Change c{.nodes = {{"n2", "{}"}}};
+  Change d{.nodes_removed = {"n2", "n1"}};
+  ASSERT_TRUE((*s)->Write({&c, &d}));
+  st = (*s)->Load(1);
+  ASSERT_TRUE(st);
+  EXPECT_TRUE(st->nodes.empty());
+}
+
 TEST_P(StoreTest, ProgressRowsAreReplacedAndResetPerJob) {
   auto s = Open();
   ASSERT_TRUE(s) << s.error().message;

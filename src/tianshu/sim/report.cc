@@ -5,41 +5,75 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <unordered_map>
 
+#include "tianshu/base/csv.h"
 #include "tianshu/base/strings.h"
 #include "tianshu/base/units.h"
+#include "tianshu/sim/internal/svg_chart.h"
 
 namespace tianshu::sim {
 namespace {
+
+using internal::BarChart;
+using internal::BarSeries;
+using internal::Cut;
+using internal::DurationScale;
+using internal::Esc;
+using internal::Frame;
+using internal::Legend;
+using internal::LegendItem;
+using internal::LinearScale;
+using internal::LineChart;
+using internal::Number;
+using internal::OpenSvg;
+using internal::PlotRect;
+using internal::Scale;
+using internal::Series;
+using internal::TitleText;
+using internal::XAxis;
 
 std::string Hours(double s) { return fmt::format("{:.2f}h", s / 3600.0); }
 
 const char* kColors[] = {"#d62728", "#1f77b4", "#2ca02c", "#9467bd",
                          "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f"};
 
-std::string Esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '&':
-        o += "&amp;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      default:
-        o += c;
-    }
+std::string ColorOf(size_t i) { return kColors[i % 8]; }
+
+// A duration for people: "0 s", "45 s", "12 min", "3.4 h", "2.1 d".
+std::string Duration(double s) {
+  if (s < 60) return fmt::format("{:.0f} s", s);
+  if (s < 7200) return fmt::format("{:.0f} min", s / 60);
+  if (s < 2 * 86400) return fmt::format("{:.1f} h", s / 3600);
+  return fmt::format("{:.1f} d", s / 86400);
+}
+
+// The value at quantile q (0..1) of sorted values, nearest rank; 0 when empty.
+double Quantile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const double rank = std::ceil(q * static_cast<double>(sorted.size()));
+  const size_t i = static_cast<size_t>(std::clamp(rank, 1.0, double(sorted.size()))) - 1;
+  return sorted[i];
+}
+
+// The interval of sample i: from its time to the next sample's (or `end`).
+std::pair<double, double> Span(const std::vector<Sample>& s, size_t i, double end) {
+  return {s[i].t, i + 1 < s.size() ? s[i + 1].t : end};
+}
+
+// Calls visit(k, overlap) for each of `buckets` equal intervals of [0, end] that [a, b) overlaps.
+template <typename V>
+void ForBuckets(double a, double b, double end, int buckets, V visit) {
+  const double width = end / buckets;
+  const int k0 = std::clamp(static_cast<int>(a / width), 0, buckets - 1);
+  const int k1 = std::clamp(static_cast<int>(b / width), 0, buckets - 1);
+  for (int k = k0; k <= k1; ++k) {
+    const double lo = std::max(a, k * width), hi = std::min(b, (k + 1) * width);
+    if (hi > lo) visit(k, hi - lo);
   }
-  return o;
 }
 
 // Time-weighted averages of a sample field over `buckets` equal intervals of [0, end].
@@ -47,175 +81,270 @@ template <typename F>
 std::vector<double> Bucket(const std::vector<Sample>& s, double end, int buckets, F field) {
   std::vector<double> sum(buckets, 0), wt(buckets, 0);
   if (s.empty() || end <= 0) return sum;
-  double width = end / buckets;
   for (size_t i = 0; i < s.size(); ++i) {
-    double a = s[i].t, b = i + 1 < s.size() ? s[i + 1].t : end;
+    auto [a, b] = Span(s, i, end);
     if (b <= a) continue;
-    double v = field(s[i]);
-    int k0 = std::clamp(static_cast<int>(a / width), 0, buckets - 1);
-    int k1 = std::clamp(static_cast<int>(b / width), 0, buckets - 1);
-    for (int k = k0; k <= k1; ++k) {
-      double lo = std::max(a, k * width), hi = std::min(b, (k + 1) * width);
-      if (hi > lo) {
-        sum[k] += v * (hi - lo);
-        wt[k] += hi - lo;
-      }
-    }
+    const double v = field(s[i]);
+    ForBuckets(a, b, end, buckets, [&](int k, double w) {
+      sum[k] += v * w;
+      wt[k] += w;
+    });
   }
   for (int k = 0; k < buckets; ++k) sum[k] = wt[k] > 0 ? sum[k] / wt[k] : 0;
   return sum;
 }
 
-struct Series {
-  std::string name;
-  std::string color;
-  std::vector<std::pair<double, double>> pts;
+// The largest value a sample field held for some time within each interval: a queue that
+// fills for ten minutes shows in a bucket of hours, where an average would flatten it to 0.
+template <typename F>
+std::vector<double> BucketMax(const std::vector<Sample>& s, double end, int buckets, F field) {
+  std::vector<double> top(buckets, 0);
+  if (s.empty() || end <= 0) return top;
+  for (size_t i = 0; i < s.size(); ++i) {
+    auto [a, b] = Span(s, i, end);
+    if (b <= a) continue;
+    const double v = field(s[i]);
+    ForBuckets(a, b, end, buckets, [&](int k, double) { top[k] = std::max(top[k], v); });
+  }
+  return top;
+}
+
+// ---- The cluster by leaf switch ------------------------------------------------------------
+
+// A cell per node, the nodes of a leaf switch boxed together under its name, darker = more of
+// the node's GPUs allocated.
+std::string HeatMap(const std::string& id, const std::string& title, const model::Topology& topo,
+                    const std::vector<float>& heat, double t) {
+  const double W = 640, margin = 10, top = 48;
+  auto rgb = [](double v) {
+    return fmt::format("rgb({},{},{})", static_cast<int>(255 - 200 * v),
+                       static_cast<int>(245 - 180 * v), static_cast<int>(240 - 60 * v));
+  };
+  std::map<int, std::vector<int>> by_leaf;  // leaf switch id (-1: none) -> nodes
+  const int n = static_cast<int>(heat.size());
+  for (int i = 0; i < n; ++i) by_leaf[i < topo.NumNodes() ? topo.nodes[i].leaf : -1].push_back(i);
+  const double cell = std::clamp(std::floor(std::sqrt(600.0 * 380.0 / std::max(1, n))), 5.0, 28.0);
+  const int max_cols = std::max(1, static_cast<int>((W - 2 * margin) / cell));
+  std::ostringstream body;
+  double x = margin, y = top, row_h = 0;
+  for (const auto& [leaf, nodes] : by_leaf) {
+    const int count = static_cast<int>(nodes.size());
+    int cols =
+        count <= 64 ? std::min(count, 8) : static_cast<int>(std::ceil(std::sqrt(2.0 * count)));
+    cols = std::min(cols, max_cols);
+    const int rows = (count + cols - 1) / cols;
+    const double gw = std::max(cols * cell, 36.0), gh = 13 + rows * cell;
+    if (x > margin && x + gw > W - margin) {
+      x = margin;
+      y += row_h + 8;
+      row_h = 0;
+    }
+    const std::string name = leaf >= 0 && leaf < static_cast<int>(topo.switches.size())
+                                 ? topo.switches[leaf].name
+                                 : "no switch";
+    double sum = 0;
+    for (int i : nodes) sum += std::clamp<double>(heat[i], 0, 1);
+    body << fmt::format(
+        R"svg(<g class="leaf" data-leaf="{}" data-nodes="{}"><title>{}: {} nodes, {:.0f}% allocated</title>)svg",
+        Esc(name), count, Esc(name), count, 100 * sum / std::max(1, count));
+    body << fmt::format(R"svg(<text x="{:.1f}" y="{:.1f}" class="small">{}</text>)svg", x, y + 9,
+                        Esc(Cut(name, static_cast<size_t>(std::max(4.0, gw / 5.5)))));
+    for (int k = 0; k < count; ++k) {
+      const int i = nodes[static_cast<size_t>(k)];
+      const double v = std::clamp<double>(heat[i], 0, 1);
+      const int row = k / cols, col = k % cols;  // the node's cell in its leaf's box
+      body << fmt::format(
+          R"svg(<rect class="node" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}" stroke="#fff" stroke-width="0.5"><title>{}: {:.0f}%</title></rect>)svg",
+          x + col * cell, y + 13 + row * cell, cell, cell, rgb(v),
+          Esc(i < topo.NumNodes() ? topo.nodes[i].name : ""), v * 100);
+    }
+    body << fmt::format(
+        R"svg(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="none" class="box"/></g>)svg",
+        x - 1, y + 12, cols * cell + 2, rows * cell + 2);
+    x += gw + 10;
+    row_h = std::max(row_h, gh);
+  }
+  const double H = y + row_h + margin;
+  std::ostringstream o;
+  o << OpenSvg(id, W, H);
+  o << fmt::format(R"svg(<text x="{:.0f}" y="20" class="title">{} at t = {}</text>)svg", margin,
+                   Esc(title), FormatSeconds(t));
+  // Colour scale, on its own line between the title and the map.
+  const std::string grad = id + "-scale";
+  o << fmt::format(
+      R"svg(<defs><linearGradient id="{}"><stop offset="0" stop-color="{}"/><stop offset="1" stop-color="{}"/></linearGradient></defs>)svg",
+      grad, rgb(0), rgb(1));
+  o << fmt::format(
+      R"svg(<g class="legend"><text x="{:.0f}" y="36" class="tick">allocated share of a node's GPUs</text><text x="{:.0f}" y="36" class="tick" text-anchor="end">0%</text><rect x="{:.0f}" y="27" width="120" height="10" fill="url(#{})" stroke="#ccc"/><text x="{:.0f}" y="36" class="tick">100%</text></g>)svg",
+      margin, margin + 226, margin + 230, grad, margin + 356);
+  o << body.str() << "</svg>";
+  return o.str();
+}
+
+// ---- Per-job views -------------------------------------------------------------------------
+
+// Each job's queue, by id: its spec's queue when it names one other than the default, else its
+// Philly virtual cluster, else "default".
+std::unordered_map<int64_t, std::string> QueuesOf(const Workload* workload) {
+  std::unordered_map<int64_t, std::string> out;
+  if (workload == nullptr) return out;
+  for (const TraceJob& j : workload->jobs) {
+    std::string q = j.spec && j.spec->queue != "default" ? j.spec->queue
+                    : !j.vc.empty()                      ? j.vc
+                                                         : "default";
+    out.emplace(j.id, std::move(q));
+  }
+  return out;
+}
+
+std::string QueueOf(const std::unordered_map<int64_t, std::string>& queues, int64_t id) {
+  auto it = queues.find(id);
+  return it == queues.end() ? "" : it->second;
+}
+
+// The `count` largest jobs: most GPUs, then longest ideal run, then first submitted.
+std::vector<int64_t> LargestJobs(const std::vector<JobResult>& jobs, size_t count) {
+  std::vector<const JobResult*> order;
+  for (const auto& j : jobs) order.push_back(&j);
+  std::sort(order.begin(), order.end(), [](const JobResult* a, const JobResult* b) {
+    if (a->gpus != b->gpus) return a->gpus > b->gpus;
+    if (a->ideal_s != b->ideal_s) return a->ideal_s > b->ideal_s;
+    return a->id < b->id;
+  });
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < order.size() && i < count; ++i) ids.push_back(order[i]->id);
+  return ids;
+}
+
+// A Gantt chart: a row per job, grey from submission to first start, coloured from first start
+// to end (time it was preempted inside that span included).
+std::string Timeline(const std::string& id, const std::string& title,
+                     const std::vector<const JobResult*>& jobs, double end_s,
+                     const std::string& color) {
+  Frame f;
+  f.L = 170;
+  const double row = 14;
+  f.PH = std::max(1.0, static_cast<double>(jobs.size())) * row + 4;
+  const Scale xs = LinearScale(end_s / 3600.0, 6, false);
+  auto X = [&](double s) { return f.L + f.PW() * xs.Frac(s / 3600.0); };
+  double legend_h = 0;
+  const std::string leg =
+      Legend({{"waiting (submitted, not started)", "#bdbdbd", false, true},
+              {"first start to end (preempted time included)", color, false, true}},
+             f.L, f.Bottom() + 52, f.PW(), &legend_h);
+  std::ostringstream o;
+  o << OpenSvg(id, f.W, f.Bottom() + 52 + legend_h + 4) << TitleText(10, title);
+  o << XAxis(f, xs, "hours") << PlotRect(f);
+  for (size_t r = 0; r < jobs.size(); ++r) {
+    const JobResult& j = *jobs[r];
+    const double y = f.T + 2 + static_cast<double>(r) * row;
+    std::string label = fmt::format("{} \u00b7 {} GPUs", Cut(j.name, 16), j.gpus);
+    if (j.preemptions > 0) label += fmt::format(" \u00b7 {}\u00d7", j.preemptions);
+    o << fmt::format(
+        R"svg(<text x="{:.0f}" y="{:.1f}" class="small" text-anchor="end">{}</text>)svg", f.L - 6,
+        y + row - 4, Esc(label));
+    const double started = j.start_s >= 0 ? j.start_s : end_s;
+    const double ended = j.end_s >= 0 ? j.end_s : end_s;
+    const std::string tip = fmt::format(
+        "{}: {} GPUs, submitted at {}, {}, {}{}", j.name, j.gpus, Duration(j.submit_s),
+        j.start_s >= 0 ? "started at " + Duration(j.start_s) : "never started",
+        j.end_s >= 0 ? "ended at " + Duration(j.end_s) : "not finished (" + j.state + ")",
+        j.preemptions > 0 ? fmt::format(", preempted {} times", j.preemptions) : "");
+    if (started > j.submit_s) {
+      o << fmt::format(
+          R"svg(<rect class="job-wait" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.0f}" fill="#bdbdbd"><title>{}</title></rect>)svg",
+          X(j.submit_s), y + 1, std::max(1.0, X(started) - X(j.submit_s)), row - 3, Esc(tip));
+    }
+    if (j.start_s >= 0) {
+      o << fmt::format(
+          R"svg(<rect class="job-run" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.0f}" fill="{}"><title>{}</title></rect>)svg",
+          X(started), y + 1, std::max(1.0, X(ended) - X(started)), row - 3, color, Esc(tip));
+    }
+  }
+  o << leg << "</svg>";
+  return o.str();
+}
+
+// Waits (time not running between submission and completion) of the completed jobs, sorted.
+std::vector<double> Waits(const SimResult& r) {
+  std::vector<double> w;
+  for (const auto& j : r.jobs) {
+    if (j.jct_s >= 0 && j.queue_s >= 0) w.push_back(j.queue_s);
+  }
+  std::sort(w.begin(), w.end());
+  return w;
+}
+
+// A CDF on a log duration axis: values at or below the axis's low end sit on its left edge.
+Series CdfSeries(const std::string& name, const std::string& color,
+                 const std::vector<double>& sorted, double lo) {
+  Series s{name, color, {}};
+  if (sorted.empty()) return s;
+  const double n = static_cast<double>(sorted.size());
+  const size_t at_lo =
+      static_cast<size_t>(std::upper_bound(sorted.begin(), sorted.end(), lo) - sorted.begin());
+  s.pts.emplace_back(lo, static_cast<double>(at_lo) / n);
+  const size_t step = std::max<size_t>(1, (sorted.size() - at_lo) / 400);
+  for (size_t k = at_lo; k < sorted.size(); k += step) {
+    s.pts.emplace_back(sorted[k], static_cast<double>(k + 1) / n);
+  }
+  if (s.pts.back().second < 1) s.pts.emplace_back(sorted.back(), 1.0);
+  return s;
+}
+
+// The smallest positive value in each of the sorted lists (1 when none).
+double SmallestPositive(const std::vector<std::vector<double>>& lists) {
+  double lo = 0;
+  for (const auto& l : lists) {
+    auto it = std::upper_bound(l.begin(), l.end(), 0.0);
+    if (it != l.end()) lo = lo > 0 ? std::min(lo, *it) : *it;
+  }
+  return lo > 0 ? lo : 1;
+}
+
+double LargestOf(const std::vector<std::vector<double>>& lists) {
+  double hi = 0;
+  for (const auto& l : lists) {
+    if (!l.empty()) hi = std::max(hi, l.back());
+  }
+  return hi;
+}
+
+// ---- The summary table ---------------------------------------------------------------------
+
+struct TableRow {
+  std::string label;       // as the text table prints it
+  std::string html_label;  // as the HTML report prints it
+  std::vector<std::string> values;
 };
 
-// A tick or bar label: plain digits, with thousands separated, never an exponent.
-std::string Number(double v) {
-  if (v != 0 && std::abs(v) < 10) return fmt::format("{:.3g}", v);
-  std::string digits = fmt::format("{:.0f}", std::abs(v));
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return (v < 0 ? "-" : "") + out;
-}
-
-// A line chart in SVG: axes, ticks, legend.
-std::string LineChart(const std::string& title, const std::string& xlabel,
-                      const std::string& ylabel, const std::vector<Series>& series,
-                      double ymax_hint = 0, bool percent = false) {
-  const double W = 640, H = 300, L = 60, R = 16, T = 32, B = 44;
-  double xmax = 0, ymax = ymax_hint;
-  for (const auto& s : series) {
-    for (auto [x, y] : s.pts) {
-      xmax = std::max(xmax, x);
-      if (ymax_hint <= 0) ymax = std::max(ymax, y);
-    }
-  }
-  if (xmax <= 0) xmax = 1;
-  if (ymax <= 0) ymax = 1;
-  auto X = [&](double x) { return L + (W - L - R) * x / xmax; };
-  auto Y = [&](double y) { return H - B - (H - T - B) * std::min(y, ymax) / ymax; };
-  std::ostringstream o;
-  o << fmt::format(
-      R"svg(<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {} {}" class="chart">)svg", W, H);
-  o << fmt::format(R"svg(<text x="{}" y="20" class="title">{}</text>)svg", L, Esc(title));
-  for (int i = 0; i <= 4; ++i) {
-    double y = ymax * i / 4;
-    o << fmt::format(R"svg(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" class="grid"/>)svg", L,
-                     W - R, Y(y), Y(y));
-    o << fmt::format(R"svg(<text x="{}" y="{:.1f}" class="tick" text-anchor="end">{}</text>)svg",
-                     L - 6, Y(y) + 4, percent ? fmt::format("{:.0f}%", y * 100) : Number(y));
-    double x = xmax * i / 4;
-    o << fmt::format(R"svg(<text x="{:.1f}" y="{}" class="tick" text-anchor="middle">{}</text>)svg",
-                     X(x), H - B + 16, Number(x));
-  }
-  o << fmt::format(R"svg(<line x1="{}" x2="{}" y1="{}" y2="{}" class="axis"/>)svg", L, W - R, H - B,
-                   H - B);
-  o << fmt::format(R"svg(<line x1="{}" x2="{}" y1="{}" y2="{}" class="axis"/>)svg", L, L, T, H - B);
-  o << fmt::format(R"svg(<text x="{}" y="{}" class="label" text-anchor="middle">{}</text>)svg",
-                   (L + W - R) / 2, H - 6, Esc(xlabel));
-  o << fmt::format(
-      R"svg(<text x="14" y="{}" class="label" text-anchor="middle" transform="rotate(-90 14 {})">{}</text>)svg",
-      (T + H - B) / 2, (T + H - B) / 2, Esc(ylabel));
-  int li = 0;
-  for (const auto& s : series) {
-    std::string d;
-    for (size_t i = 0; i < s.pts.size(); ++i) {
-      d += fmt::format("{}{:.1f},{:.1f}", i ? " L" : "M", X(s.pts[i].first), Y(s.pts[i].second));
-    }
-    o << fmt::format(R"svg(<path d="{}" fill="none" stroke="{}" stroke-width="1.8"/>)svg", d,
-                     s.color);
-    double lx = W - R - 110.0 * static_cast<double>(series.size() - static_cast<size_t>(li));
-    o << fmt::format(R"svg(<rect x="{}" y="{}" width="12" height="4" fill="{}"/>)svg", lx, T - 4,
-                     s.color);
-    o << fmt::format(R"svg(<text x="{}" y="{}" class="tick">{}</text>)svg", lx + 16, T + 1,
-                     Esc(s.name));
-    ++li;
-  }
-  o << "</svg>";
-  return o.str();
-}
-
-std::string BarChart(const std::string& title, const std::string& unit,
-                     const std::vector<std::pair<std::string, double>>& bars) {
-  const double W = 640, H = 300, L = 60, R = 16, T = 48, B = 44;
-  double ymax = 0;
-  for (auto& [n, v] : bars) ymax = std::max(ymax, v);
-  if (ymax <= 0) ymax = 1;
-  std::ostringstream o;
-  o << fmt::format(
-      R"svg(<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {} {}" class="chart">)svg", W, H);
-  o << fmt::format(R"svg(<text x="{}" y="20" class="title">{}</text>)svg", L, Esc(title));
-  double bw = (W - L - R) / static_cast<double>(std::max<size_t>(1, bars.size()));
-  for (size_t i = 0; i < bars.size(); ++i) {
-    double h = (H - T - B) * bars[i].second / ymax;
-    double x = L + static_cast<double>(i) * bw + bw * 0.2;
-    o << fmt::format(
-        R"svg(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"/>)svg", x,
-        H - B - h, bw * 0.6, h, kColors[i % 8]);
-    o << fmt::format(
-        R"svg(<text x="{:.1f}" y="{:.1f}" class="tick" text-anchor="middle">{} {}</text>)svg",
-        x + bw * 0.3, H - B - h - 6, Number(bars[i].second), Esc(unit));
-    o << fmt::format(
-        R"svg(<text x="{:.1f}" y="{}" class="label" text-anchor="middle">{}</text>)svg",
-        x + bw * 0.3, H - B + 18, Esc(bars[i].first));
-  }
-  o << fmt::format(R"svg(<line x1="{}" x2="{}" y1="{}" y2="{}" class="axis"/>)svg", L, W - R, H - B,
-                   H - B);
-  o << "</svg>";
-  return o.str();
-}
-
-std::string HeatMap(const std::string& title, const model::Topology& topo,
-                    const std::vector<float>& heat, double t) {
-  int n = static_cast<int>(heat.size());
-  int cols = std::max(1, static_cast<int>(std::ceil(std::sqrt(n * 2.0))));
-  int rows = (n + cols - 1) / std::max(1, cols);
-  double cell = std::clamp(600.0 / cols, 3.0, 24.0);
-  double W = std::max(640.0, cols * cell + 20), H = rows * cell + 44;
-  std::ostringstream o;
-  o << fmt::format(
-      R"svg(<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {:.0f} {:.0f}" class="chart">)svg",
-      W, H);
-  o << fmt::format(R"svg(<text x="10" y="20" class="title">{} at t = {}</text>)svg", Esc(title),
-                   FormatSeconds(t));
-  for (int i = 0; i < n; ++i) {
-    double v = std::clamp<double>(heat[i], 0, 1);
-    int r = static_cast<int>(255 - 200 * v), g = static_cast<int>(245 - 180 * v),
-        b = static_cast<int>(240 - 60 * v);
-    const int row = i / cols, col = i % cols;  // the node's cell in the grid
-    double x = 10 + col * cell, y = 32 + row * cell;
-    o << fmt::format(
-        R"svg(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="rgb({},{},{})" stroke="#fff" stroke-width="0.5"><title>{}: {:.0f}%</title></rect>)svg",
-        x, y, cell, cell, r, g, b, Esc(i < topo.NumNodes() ? topo.nodes[i].name : ""), v * 100);
-  }
-  o << "</svg>";
-  return o.str();
-}
-
-}  // namespace
-
-std::string FormatTable(const std::vector<SimResult>& results) {
-  std::ostringstream o;
-  std::vector<std::string> rows = {
-      "utilization",  "effective util", "avg JCT",     "p50 JCT",    "p99 JCT",
-      "avg queue",    "makespan",       "makespan LB", "comm share", "throughput (GPU-h/h)",
-      "energy (kWh)", "preemptions",    "migrations",  "completed",  "unfinished",
-      "wall (s)",     "SLO attainment", "colocated"};
-  o << fmt::format("{:<22}", "");
-  for (const auto& r : results) o << fmt::format("{:>14}", r.config);
-  o << "\n";
+std::vector<TableRow> SummaryRows(const std::vector<SimResult>& results) {
+  static const std::vector<std::pair<std::string, std::string>> kRows = {
+      {"utilization", "GPU allocation (GPU-time held)"},
+      {"effective util", "effective utilization (useful work)"},
+      {"avg JCT", "avg JCT"},
+      {"p50 JCT", "p50 JCT"},
+      {"p99 JCT", "p99 JCT"},
+      {"avg queue", "avg queue"},
+      {"makespan", "makespan"},
+      {"makespan LB", "makespan LB"},
+      {"comm share", "comm share"},
+      {"throughput (GPU-h/h)", "throughput (GPU-h/h)"},
+      {"energy (kWh)", "energy (kWh)"},
+      {"preemptions", "preemptions"},
+      {"migrations", "migrations"},
+      {"completed", "completed"},
+      {"unfinished", "unfinished"},
+      {"wall (s)", "wall (s)"},
+      {"SLO attainment", "SLO attainment"},
+      {"colocated", "colocated"}};
   const bool serving = std::any_of(results.begin(), results.end(), [](const SimResult& r) {
     return r.metrics.inference_services > 0;
   });
-  for (size_t k = 0; k < rows.size(); ++k) {
+  std::vector<TableRow> rows;
+  for (size_t k = 0; k < kRows.size(); ++k) {
     if (k >= 16 && !serving) continue;  // the inference rows, only where there are services
-    o << fmt::format("{:<22}", rows[k]);
+    TableRow row{kRows[k].first, kRows[k].second, {}};
     for (const auto& r : results) {
       const Metrics& m = r.metrics;
       std::string v;
@@ -275,8 +404,105 @@ std::string FormatTable(const std::vector<SimResult>& results) {
           v = fmt::format("{}/{}", m.inference_colocated, m.inference_services);
           break;
       }
-      o << fmt::format("{:>14}", v);
+      row.values.push_back(std::move(v));
     }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// ---- Waits by queue ------------------------------------------------------------------------
+
+struct QueueWaits {
+  std::string queue;
+  int64_t jobs = 0;                        // in the workload (first configuration's results)
+  double gpu_hours = 0;                    // ideal GPU-hours of those jobs
+  std::vector<std::vector<double>> waits;  // per configuration, completed jobs, sorted
+};
+
+std::vector<QueueWaits> WaitsByQueue(const std::vector<SimResult>& results,
+                                     const std::unordered_map<int64_t, std::string>& queues) {
+  std::map<std::string, QueueWaits> by;
+  for (size_t c = 0; c < results.size(); ++c) {
+    for (const auto& j : results[c].jobs) {
+      std::string q = QueueOf(queues, j.id);
+      QueueWaits& w = by[q];
+      w.queue = q.empty() ? "(unknown)" : q;
+      w.waits.resize(results.size());
+      if (c == 0) {
+        ++w.jobs;
+        w.gpu_hours += j.gpus * j.ideal_s / 3600.0;
+      }
+      if (j.jct_s >= 0 && j.queue_s >= 0) w.waits[c].push_back(j.queue_s);
+    }
+  }
+  std::vector<QueueWaits> out;
+  for (auto& [q, w] : by) {
+    for (auto& v : w.waits) std::sort(v.begin(), v.end());
+    out.push_back(std::move(w));
+  }
+  std::sort(out.begin(), out.end(), [](const QueueWaits& a, const QueueWaits& b) {
+    return a.jobs != b.jobs ? a.jobs > b.jobs : a.queue < b.queue;
+  });
+  return out;
+}
+
+double Mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+
+// The per-job CSV, a row at a time (a run of Philly's 82,000 jobs under six configurations
+// would otherwise be held whole in memory).
+void WriteJobsCsvTo(std::ostream& out, const std::vector<SimResult>& results,
+                    const Workload* workload) {
+  const auto queues = QueuesOf(workload);
+  const bool many = results.size() > 1;
+  std::vector<std::string> header = {
+      "job_id",         "queue",          "num_gpu",  "submit_time",
+      "start_time",     "end_time",       "jct",      "queue_time",
+      "slowdown",       "preemptions",    "nodes",    "leaves_spanned",
+      "slo_attainment", "p99_latency_ms", "colocated"};
+  if (many) header.insert(header.begin(), "config");
+  out << CsvLine(header);
+  for (const auto& r : results) {
+    for (const auto& j : r.jobs) {
+      std::vector<std::string> row;
+      if (many) row.push_back(r.config);
+      row.push_back(j.name);
+      row.push_back(QueueOf(queues, j.id));
+      row.push_back(std::to_string(j.gpus));
+      for (double v : {j.submit_s, j.start_s, j.end_s, j.jct_s, j.queue_s}) {
+        row.push_back(fmt::format("{:.0f}", v));
+      }
+      row.push_back(fmt::format("{:.4f}", j.slowdown));
+      row.push_back(std::to_string(j.preemptions));
+      row.push_back(std::to_string(j.nodes));
+      row.push_back(std::to_string(j.leaves));
+      // Inference figures only for priced services (empty otherwise).
+      if (j.slo_attainment >= 0) {
+        row.push_back(fmt::format("{:.4f}", j.slo_attainment));
+        row.push_back(fmt::format("{:.0f}", j.p99_latency_ms));
+        row.push_back(j.colocated ? "1" : "0");
+      } else {
+        row.insert(row.end(), {"", "", ""});
+      }
+      out << CsvLine(row);
+    }
+  }
+}
+
+}  // namespace
+
+std::string FormatTable(const std::vector<SimResult>& results) {
+  std::ostringstream o;
+  o << fmt::format("{:<22}", "");
+  for (const auto& r : results) o << fmt::format("{:>14}", r.config);
+  o << "\n";
+  for (const TableRow& row : SummaryRows(results)) {
+    o << fmt::format("{:<22}", row.label);
+    for (const auto& v : row.values) o << fmt::format("{:>14}", v);
     o << "\n";
   }
   return o.str();
@@ -327,73 +553,84 @@ std::string FormatJson(const std::string& workload, const std::string& cluster,
   return doc.dump(2);
 }
 
-Status WriteJobsCsv(const std::string& path, const std::vector<SimResult>& results) {
+std::string FormatJobsCsv(const std::vector<SimResult>& results, const Workload* workload) {
+  std::ostringstream out;
+  WriteJobsCsvTo(out, results, workload);
+  return out.str();
+}
+
+Status WriteJobsCsv(const std::string& path, const std::vector<SimResult>& results,
+                    const Workload* workload) {
   std::ofstream out(path);
   if (!out) return Fail("cannot write ", path);
-  bool many = results.size() > 1;
-  if (many) out << "config,";
-  out << "job_id,num_gpu,submit_time,start_time,end_time,jct,queue_time,slowdown,preemptions,"
-         "nodes,leaves_spanned,slo_attainment,p99_latency_ms,colocated\n";
-  for (const auto& r : results) {
-    for (const auto& j : r.jobs) {
-      if (many) out << r.config << ",";
-      out << fmt::format("{},{},{:.0f},{:.0f},{:.0f},{:.0f},{:.0f},{:.4f},{},{},{},", j.name,
-                         j.gpus, j.submit_s, j.start_s, j.end_s, j.jct_s, j.queue_s, j.slowdown,
-                         j.preemptions, j.nodes, j.leaves);
-      // Inference figures only for priced services (empty otherwise).
-      if (j.slo_attainment >= 0) {
-        out << fmt::format("{:.4f},{:.0f},{}\n", j.slo_attainment, j.p99_latency_ms,
-                           j.colocated ? 1 : 0);
-      } else {
-        out << ",,\n";
-      }
-    }
-  }
+  WriteJobsCsvTo(out, results, workload);
   if (!out) return Fail("cannot write ", path);
   return Ok();
 }
 
 std::string RenderHtml(const std::string& title, const model::Topology& topology,
-                       const std::vector<SimResult>& results) {
+                       const std::vector<SimResult>& results, const Workload* workload) {
   const int kBuckets = 200;
   double end = 0;
   for (const auto& r : results) end = std::max(end, r.metrics.makespan_s);
-  double hours = end / 3600.0;
-  std::vector<Series> util, queue, comm, cdf;
+  const double hours = end / 3600.0;
+  const std::string interval = Duration(end / kBuckets);
+  std::vector<Series> util, queue, comm, wait_cdf, jct_cdf;
+  std::vector<LegendItem> configs;
+  std::vector<std::vector<double>> waits, jcts;
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
-    std::string color = kColors[i % 8];
-    double gpus = std::max(1, r.cluster_gpus);
-    auto u =
+    const std::string color = ColorOf(i);
+    configs.push_back({r.config, color});
+    const double gpus = std::max(1, r.cluster_gpus);
+    auto eff =
+        Bucket(r.samples, end, kBuckets, [&](const Sample& s) { return s.effective_gpus / gpus; });
+    auto alloc =
         Bucket(r.samples, end, kBuckets, [&](const Sample& s) { return s.allocated_gpus / gpus; });
-    auto q = Bucket(r.samples, end, kBuckets, [](const Sample& s) { return double(s.queued); });
+    auto q = BucketMax(r.samples, end, kBuckets, [](const Sample& s) { return double(s.queued); });
     auto c = Bucket(r.samples, end, kBuckets, [](const Sample& s) {
       return s.allocated_gpus > 0 ? s.comm_gpus / s.allocated_gpus : 0.0;
     });
-    Series su{r.config, color, {}}, sq{r.config, color, {}}, sc{r.config, color, {}};
+    Series se{r.config, color, {}}, sa{r.config + " (allocated)", color, {}, true},
+        sq{r.config, color, {}}, sc{r.config, color, {}};
     for (int k = 0; k < kBuckets; ++k) {
-      double x = (k + 0.5) * hours / kBuckets;
-      su.pts.emplace_back(x, u[k]);
+      const double x = (k + 0.5) * hours / kBuckets;
+      se.pts.emplace_back(x, eff[k]);
+      sa.pts.emplace_back(x, alloc[k]);
       sq.pts.emplace_back(x, q[k]);
       sc.pts.emplace_back(x, c[k]);
     }
-    util.push_back(su);
-    queue.push_back(sq);
-    comm.push_back(sc);
+    util.push_back(std::move(sa));
+    util.push_back(std::move(se));
+    queue.push_back(std::move(sq));
+    comm.push_back(std::move(sc));
+    waits.push_back(Waits(r));
     std::vector<double> j;
     for (const auto& jr : r.jobs) {
-      if (jr.jct_s >= 0) j.push_back(jr.jct_s / 3600.0);
+      if (jr.jct_s >= 0) j.push_back(jr.jct_s);
     }
     std::sort(j.begin(), j.end());
-    Series sd{r.config, color, {}};
-    size_t step = std::max<size_t>(1, j.size() / 300);
-    for (size_t k = 0; k < j.size(); k += step) {
-      sd.pts.emplace_back(std::log10(std::max(j[k], 1e-3)) + 3,
-                          static_cast<double>(k + 1) / static_cast<double>(j.size()));
-    }
-    if (!j.empty()) sd.pts.emplace_back(std::log10(std::max(j.back(), 1e-3)) + 3, 1.0);
-    cdf.push_back(sd);
+    jcts.push_back(std::move(j));
   }
+  const double wait_lo = DurationScale(SmallestPositive(waits), 1).lo;
+  const double jct_lo = DurationScale(SmallestPositive(jcts), 1).lo;
+  std::vector<LegendItem> wait_legend;
+  for (size_t i = 0; i < results.size(); ++i) {
+    wait_cdf.push_back(CdfSeries(results[i].config, ColorOf(i), waits[i], wait_lo));
+    jct_cdf.push_back(CdfSeries(results[i].config, ColorOf(i), jcts[i], jct_lo));
+    wait_legend.push_back(
+        {fmt::format("{} (median {}, p95 {})", results[i].config, Duration(Quantile(waits[i], 0.5)),
+                     Duration(Quantile(waits[i], 0.95))),
+         ColorOf(i)});
+  }
+  std::vector<LegendItem> util_legend = configs;
+  util_legend.push_back({"solid: useful work", "#555"});
+  util_legend.push_back({"dashed: allocated", "#555", true});
+  double util_max = 1;
+  for (const auto& s : util) {
+    for (auto [x, y] : s.pts) util_max = std::max(util_max, y);
+  }
+
   std::ostringstream o;
   o << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>" << Esc(title)
     << "</title><style>"
@@ -402,50 +639,146 @@ std::string RenderHtml(const std::string& title, const model::Topology& topology
        ".grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:16px}"
        ".card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:8px}"
        "svg.chart{width:100%;height:auto}.title{font-size:14px;font-weight:600}"
-       ".tick{font-size:11px;fill:#444}.label{font-size:12px;fill:#333}"
-       ".grid{stroke:#eee}.axis{stroke:#888}"
+       ".tick{font-size:11px;fill:#444}.label{font-size:12px;fill:#333}.small{font-size:9px;"
+       "fill:#444}.note{font-size:13px;fill:#888}.grid{stroke:#eee}.axis{stroke:#888}"
+       ".plot{stroke:#ddd}.box{stroke:#bbb}"
        "table{border-collapse:collapse;background:#fff}td,th{border:1px solid #ddd;"
        "padding:4px 10px;text-align:right;font-size:13px}th{background:#f0f0f0}"
-       "td:first-child,th:first-child{text-align:left}</style></head><body>";
+       "td:first-child,th:first-child{text-align:left}p.note{color:#555;font-size:13px}"
+       "</style></head><body>";
   o << "<h1>" << Esc(title) << "</h1>";
   o << "<p>" << topology.NumGpus() << " GPUs on " << topology.NumNodes() << " nodes. "
     << "Produced by <code>tianshu simulate</code>; all figures are what the simulator measured."
     << "</p>";
-  o << "<table><tr><th>metric</th>";
+  o << "<table id=\"summary\"><tr><th>metric</th>";
   for (const auto& r : results) o << "<th>" << Esc(r.config) << "</th>";
   o << "</tr>";
-  std::istringstream table(FormatTable(results));
-  std::string line;
-  std::getline(table, line);
-  while (std::getline(table, line)) {
-    o << "<tr><td>" << Esc(std::string(Trim(line.substr(0, 22)))) << "</td>";
+  for (const TableRow& row : SummaryRows(results)) {
+    o << "<tr><td>" << Esc(row.html_label) << "</td>";
+    for (const auto& v : row.values) o << "<td>" << Esc(v) << "</td>";
+    o << "</tr>";
+  }
+  o << "</table>";
+  o << "<p class=\"note\">GPU allocation is the share of GPU-time held by jobs (the text "
+       "table's <code>utilization</code>); effective utilization weighs each job's GPUs by its "
+       "speed against an ideal placement (the useful share). Time series are over "
+    << kBuckets << " equal intervals of " << Esc(interval) << ".</p>";
+
+  o << "<h2>Over time</h2><div class=\"grid2\">";
+  o << "<div class=\"card\">"
+    << LineChart("chart-utilization", "GPU utilization: useful work and allocation",
+                 {.label = "hours", .max = hours},
+                 {.label = "share of the cluster's GPUs", .max = util_max, .percent = true}, util,
+                 util_legend)
+    << "</div>";
+  o << "<div class=\"card\">"
+    << LineChart("chart-queue", "Pending jobs (most at once in each interval)",
+                 {.label = "hours", .max = hours}, {.label = "pending jobs"}, queue, configs,
+                 "no job waited in this run")
+    << "</div>";
+  o << "<div class=\"card\">"
+    << LineChart("chart-comm", "Communication share of step time", {.label = "hours", .max = hours},
+                 {.label = "exposed communication", .percent = true}, comm, configs)
+    << "</div>";
+  std::vector<std::string> names;
+  BarSeries energy{"energy", "", {}};  // a bar per configuration, in its colour
+  for (size_t i = 0; i < results.size(); ++i) {
+    names.push_back(results[i].config);
+    energy.values.push_back(results[i].metrics.energy_kwh);
+    energy.colors.push_back(ColorOf(i));
+  }
+  o << "<div class=\"card\">"
+    << BarChart("chart-energy", "Energy (accelerator boards)", {.label = "kWh"}, names, {energy},
+                false, [](double v) { return Number(v) + " kWh"; })
+    << "</div>";
+  o << "</div>";
+
+  o << "<h2>Waiting</h2><div class=\"grid2\">";
+  o << "<div class=\"card\">"
+    << LineChart("chart-wait-cdf",
+                 fmt::format("Wait-time CDF (completed jobs; waits up to {} at the left edge)",
+                             Duration(wait_lo)),
+                 {.label = "wait (log scale)",
+                  .max = LargestOf(waits),
+                  .duration = true,
+                  .min_positive = wait_lo},
+                 {.label = "share of jobs", .max = 1, .percent = true}, wait_cdf, wait_legend)
+    << "</div>";
+  o << "<div class=\"card\">"
+    << LineChart("chart-jct-cdf", "JCT CDF (completed jobs)",
+                 {.label = "job completion time (log scale)",
+                  .max = LargestOf(jcts),
+                  .duration = true,
+                  .min_positive = jct_lo},
+                 {.label = "share of jobs", .max = 1, .percent = true}, jct_cdf, configs)
+    << "</div>";
+  const auto queues = QueuesOf(workload);
+  const auto by_queue = WaitsByQueue(results, queues);
+  const size_t kMaxQueues = 16;
+  std::vector<std::string> qnames;
+  std::vector<BarSeries> qbars;
+  for (size_t i = 0; i < results.size(); ++i) qbars.push_back({results[i].config, ColorOf(i), {}});
+  for (size_t k = 0; k < by_queue.size() && k < kMaxQueues; ++k) {
+    qnames.push_back(by_queue[k].queue);
     for (size_t i = 0; i < results.size(); ++i) {
-      size_t at = 22 + i * 14;
-      o << "<td>" << Esc(at < line.size() ? std::string(Trim(line.substr(at, 14))) : "") << "</td>";
+      qbars[i].values.push_back(Mean(by_queue[k].waits[i]) / 3600.0);
+    }
+  }
+  o << "<div class=\"card\">"
+    << BarChart("chart-queue-waits",
+                by_queue.size() > kMaxQueues
+                    ? fmt::format("Mean wait by queue (the {} with most jobs)", kMaxQueues)
+                    : std::string("Mean wait by queue"),
+                {.label = "mean wait (hours)"}, qnames, qbars, true,
+                [](double h) { return Duration(h * 3600); })
+    << "</div>";
+  o << "</div>";
+  o << "<table id=\"queue-waits\"><tr><th>queue</th><th>jobs</th><th>GPU-hours (ideal)</th>";
+  for (const auto& r : results) {
+    o << "<th>" << Esc(r.config) << " mean wait</th><th>" << Esc(r.config) << " p95 wait</th>";
+  }
+  o << "</tr>";
+  for (const auto& q : by_queue) {
+    o << "<tr class=\"queue-row\"><td>" << Esc(q.queue) << "</td><td>" << q.jobs << "</td><td>"
+      << Number(q.gpu_hours) << "</td>";
+    for (size_t i = 0; i < results.size(); ++i) {
+      o << "<td>" << Duration(Mean(q.waits[i])) << "</td><td>"
+        << Duration(Quantile(q.waits[i], 0.95)) << "</td>";
     }
     o << "</tr>";
   }
   o << "</table>";
-  o << "<div class=\"grid2\">";
-  o << "<div class=\"card\">"
-    << LineChart("GPU utilization over time", "hours", "allocated", util, 1, true) << "</div>";
-  o << "<div class=\"card\">"
-    << LineChart("JCT CDF", "JCT, log10(hours) + 3  (3 = 1 h, 4 = 10 h)", "fraction of jobs", cdf,
-                 1, true)
-    << "</div>";
-  o << "<div class=\"card\">" << LineChart("Queue length", "hours", "pending jobs", queue)
-    << "</div>";
-  o << "<div class=\"card\">"
-    << LineChart("Communication share of step time", "hours", "exposed comm", comm, 0, true)
-    << "</div>";
-  std::vector<std::pair<std::string, double>> energy;
-  for (const auto& r : results) energy.emplace_back(r.config, r.metrics.energy_kwh);
-  o << "<div class=\"card\">" << BarChart("Energy (accelerator boards)", "kWh", energy) << "</div>";
-  for (const auto& r : results) {
+  o << "<p class=\"note\">A job's queue is the one its job file names, else its Philly virtual "
+       "cluster, else <code>default</code>. Waits are of completed jobs: the time between "
+       "submission and completion that the job did not run.</p>";
+
+  if (!results.empty()) {
+    const size_t kLargest = 20;
+    const auto ids = LargestJobs(results.front().jobs, kLargest);
+    o << "<h2>The " << ids.size() << " largest jobs</h2><div class=\"grid2\">";
+    for (size_t i = 0; i < results.size(); ++i) {
+      std::unordered_map<int64_t, const JobResult*> by_id;
+      for (const auto& j : results[i].jobs) by_id.emplace(j.id, &j);
+      std::vector<const JobResult*> rows;
+      for (int64_t id : ids) {
+        if (auto it = by_id.find(id); it != by_id.end()) rows.push_back(it->second);
+      }
+      o << "<div class=\"card\">"
+        << Timeline(fmt::format("chart-timeline-{}", i),
+                    "Timeline, " + results[i].config + " (most GPUs first)", rows, end, ColorOf(i))
+        << "</div>";
+    }
+    o << "</div>";
+  }
+
+  o << "<h2>The cluster at its busiest</h2><div class=\"grid2\">";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
     if (r.heat.empty()) continue;
     o << "<div class=\"card\">"
-      << HeatMap("Busiest moment, " + r.config + " (a cell per node, darker = fuller)", topology,
-                 r.heat, r.heat_time_s)
+      << HeatMap(fmt::format("chart-heat-{}", i),
+                 "Busiest moment, " + r.config + " (nodes by leaf switch)", topology, r.heat,
+                 r.heat_time_s)
       << "</div>";
   }
   o << "</div></body></html>\n";
@@ -453,10 +786,11 @@ std::string RenderHtml(const std::string& title, const model::Topology& topology
 }
 
 Status WriteHtmlReport(const std::string& path, const std::string& title,
-                       const model::Topology& topology, const std::vector<SimResult>& results) {
+                       const model::Topology& topology, const std::vector<SimResult>& results,
+                       const Workload* workload) {
   std::ofstream out(path);
   if (!out) return Fail("cannot write ", path);
-  out << RenderHtml(title, topology, results);
+  out << RenderHtml(title, topology, results, workload);
   if (!out) return Fail("cannot write ", path);
   return Ok();
 }

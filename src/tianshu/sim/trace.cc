@@ -6,10 +6,9 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
+#include "tianshu/base/csv.h"
 #include "tianshu/base/data_files.h"
 #include "tianshu/base/strings.h"
 #include "tianshu/base/units.h"
@@ -38,9 +37,11 @@ struct Rng {
   double Exponential(double mean) { return -mean * std::log(1.0 - Uniform()); }
 };
 
+// A trace's header and rows (base/csv.h); `lines[i]` is where row i starts in the file.
 struct Csv {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
+  std::vector<int> lines;
   int Col(const std::string& name) const {
     for (size_t i = 0; i < header.size(); ++i) {
       if (ToLower(std::string(Trim(header[i]))) == name) return static_cast<int>(i);
@@ -52,29 +53,29 @@ struct Csv {
 Result<Csv> ReadCsv(const std::string& path) {
   auto text = ReadDataFile(path);
   if (!text) return std::unexpected(text.error());
+  auto records = ParseCsv(path, *text);
+  if (!records) return std::unexpected(records.error().ToError());
+  if (records->empty()) return Fail(path, ": empty file");
   Csv csv;
-  std::istringstream in(*text);
-  std::string line;
-  bool first = true;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (Trim(line).empty()) continue;
-    auto parts = SplitString(line, ',');
-    if (first) {
-      csv.header = parts;
-      first = false;
-    } else {
-      csv.rows.push_back(std::move(parts));
-    }
+  csv.header = std::move(records->front().fields);
+  csv.rows.reserve(records->size() - 1);
+  csv.lines.reserve(records->size() - 1);
+  for (size_t i = 1; i < records->size(); ++i) {
+    csv.rows.push_back(std::move((*records)[i].fields));
+    csv.lines.push_back((*records)[i].line);
   }
-  if (csv.header.empty()) return Fail(path, ": empty file");
   return csv;
 }
 
-Result<double> Num(const std::string& path, size_t row, const std::string& s) {
+// "path:LINE" of row i, for errors.
+std::string At(const std::string& path, const Csv& csv, size_t row) {
+  return path + ":" + std::to_string(csv.lines[row]);
+}
+
+Result<double> Num(const std::string& path, const Csv& csv, size_t row, const std::string& s) {
   double v = 0;
   if (!ParseDouble(Trim(s), &v)) {
-    return Fail(path, ":", std::to_string(row + 2), ": not a number: '", s, "'");
+    return Fail(At(path, csv, row), ": not a number: '", s, "'");
   }
   return v;
 }
@@ -91,12 +92,12 @@ Result<std::vector<TraceJob>> LoadPhilly(const std::string& path, const Workload
   jobs.reserve(csv->rows.size());
   for (size_t i = 0; i < csv->rows.size(); ++i) {
     const auto& r = csv->rows[i];
-    if (r.size() < csv->header.size()) return Fail(path, ":", std::to_string(i + 2), ": short row");
+    if (r.size() < csv->header.size()) return Fail(At(path, *csv, i), ": short row");
     auto t = ParseTimestamp(std::string(Trim(r[ts])));
-    if (!t) return Fail(path, ":", std::to_string(i + 2), ": bad timestamp '", r[ts], "'");
-    auto d = Num(path, i, r[du]);
+    if (!t) return Fail(At(path, *csv, i), ": bad timestamp '", r[ts], "'");
+    auto d = Num(path, *csv, i, r[du]);
     if (!d) return std::unexpected(d.error());
-    auto g = Num(path, i, r[ng]);
+    auto g = Num(path, *csv, i, r[ng]);
     if (!g) return std::unexpected(g.error());
     TraceJob j;
     j.id = static_cast<int64_t>(i);
@@ -115,11 +116,11 @@ Result<std::vector<TraceJob>> LoadPhilly(const std::string& path, const Workload
 Result<TraceJob> SubmitDurationGpus(const std::string& path, const Csv& csv, size_t i, int st,
                                     int du, int ng) {
   const auto& r = csv.rows[i];
-  if (r.size() < csv.header.size()) return Fail(path, ":", std::to_string(i + 2), ": short row");
-  auto s = Num(path, i, r[static_cast<size_t>(st)]);
-  auto d = Num(path, i, r[static_cast<size_t>(du)]);
-  auto g = Num(path, i, r[static_cast<size_t>(ng)]);
-  if (!s || !d || !g) return Fail(path, ":", std::to_string(i + 2), ": bad number");
+  if (r.size() < csv.header.size()) return Fail(At(path, csv, i), ": short row");
+  auto s = Num(path, csv, i, r[static_cast<size_t>(st)]);
+  auto d = Num(path, csv, i, r[static_cast<size_t>(du)]);
+  auto g = Num(path, csv, i, r[static_cast<size_t>(ng)]);
+  if (!s || !d || !g) return Fail(At(path, csv, i), ": bad number");
   TraceJob j;
   j.id = static_cast<int64_t>(i);
   j.submit_s = *s;
@@ -162,7 +163,7 @@ Result<std::vector<TraceJob>> LoadOpenbPods(const std::string& path) {
     double g = 0, m = 0, c = 0, d = 0, s = -1;
     if (!ParseDouble(r[ng], &g) || !ParseDouble(r[gm], &m) || !ParseDouble(r[ct], &c) ||
         !ParseDouble(r[dt], &d)) {
-      return Fail(path, ":", std::to_string(i + 2), ": bad number");
+      return Fail(At(path, *csv, i), ": bad number");
     }
     if (sc >= 0) ParseDouble(r[sc], &s);
     if (g <= 0) continue;  // CPU-only pods do not use the accelerators

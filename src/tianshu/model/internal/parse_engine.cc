@@ -126,10 +126,11 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
   YAML::Node s = r.Get(root, "scheduler");
   if (s.IsDefined() && r.ExpectMap(s, "scheduler")) {
     const std::string p = "scheduler";
-    r.CheckKeys(s, p,
-                {"algorithm", "topology_aware", "max_retries", "preemption", "checkpoint_interval",
-                 "allreduce_threshold", "order", "backfill", "migration", "compact_wait",
-                 "colocation", "gang_timeout", "las_thresholds", "restart_overhead"});
+    r.CheckKeys(
+        s, p,
+        {"algorithm", "topology_aware", "max_retries", "preemption", "checkpoint_interval",
+         "allreduce_threshold", "order", "backfill", "migration", "compact_wait", "colocation",
+         "gang_timeout", "las_thresholds", "restart_overhead", "no_retry_exit_codes"});
     // Plugin names: checked against the registries by engine::OptionsFromConfig.
     r.PluginName(s, p, "algorithm", &c.algorithm, &c.plugin_at);
     r.PluginName(s, p, "order", &c.order, &c.plugin_at);
@@ -158,6 +159,7 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
     }
     r.Bool(s, p, "topology_aware", &c.topology_aware);
     r.Int(s, p, "max_retries", &c.max_retries, 0, 1000);
+    r.IntList(s, p, "no_retry_exit_codes", &c.no_retry_exit_codes, 1, 255);
     r.Bool(s, p, "preemption", &c.preemption);
     if (r.Seconds(s, p, "checkpoint_interval", &c.checkpoint_interval_s) &&
         c.checkpoint_interval_s <= 0) {

@@ -166,7 +166,7 @@ JobSpec ParseJob(YamlReader& r, const YAML::Node& root) {
       {"kind",          "name",         "model",      "parallelism", "gpus",       "nodes",
        "gpus_per_node", "gpu_milli",    "elastic",    "priority",    "queue",      "backend",
        "node_selector", "accelerators", "checkpoint", "max_retries", "iterations", "duration",
-       "inference",     "run",          "groups"});
+       "inference",     "run",          "groups",     "time_limit"});
   std::string kind = "training";
   YAML::Node k = r.Get(root, "kind");
   if (k.IsDefined() && k.IsScalar() && ToLower(k.Scalar()) != "job") {
@@ -293,6 +293,9 @@ JobSpec ParseJob(YamlReader& r, const YAML::Node& root) {
     }
   }
   r.Int(root, "", "max_retries", &j.max_retries, 0, 1000);
+  if (r.Seconds(root, "", "time_limit", &j.time_limit_s) && j.time_limit_s <= 0) {
+    r.Error(r.Get(root, "time_limit"), "time_limit", "must be at least 1 second");
+  }
   r.Int(root, "", "iterations", &j.iterations, 1, int64_t{1} << 50);
   int64_t duration_ns = 0;
   if (r.DurationNs(root, "", "duration", &duration_ns)) {
