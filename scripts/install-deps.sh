@@ -11,7 +11,7 @@ PACKAGES=(
   coinor-libcbc-dev
   clang-format clang-tidy clang-14 libclang-rt-14-dev
   python3 python3-torch python3-numpy
-  chromium
+  chromium libjs-dygraphs
   dpkg-dev lintian systemd adduser
   etcd-server curl
   libspdlog-dev prometheus

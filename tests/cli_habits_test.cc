@@ -43,12 +43,7 @@ class CliHabits : public ::testing::Test {
     std::ofstream(dir_ + "/engine.yaml")
         << "scheduler: {max_retries: 2, checkpoint_interval: 1h}\n"
            "queues:\n  - {name: research, quota: 2}\n  - {name: production, weight: 2}\n";
-    server_ = tianshu::testing::SpawnLogged(
-        {TIANSHU_BINARY, "serve", "--listen", "127.0.0.1:" + std::to_string(port_), "--data",
-         dir_ + "/server", "--config", dir_ + "/engine.yaml", "--heartbeat-interval", "300ms"},
-        dir_ + "/server.log");
-    ASSERT_TRUE(WaitForSeconds([&] { return Cli("jobs -o json").exit_code == 0; }, 90))
-        << Slurp(dir_ + "/server.log");
+    StartServer();
     for (int i = 0; i < 2; ++i) {
       const std::string n = std::to_string(i);
       agents_.push_back(tianshu::testing::SpawnLogged(
@@ -69,6 +64,29 @@ class CliHabits : public ::testing::Test {
         },
         60))
         << Cli("nodes").out;
+  }
+  // Flags of `tianshu serve` beyond the fixture's own.
+  virtual std::vector<std::string> ServeFlags() const { return {}; }
+  void StartServer() {
+    std::vector<std::string> argv = {TIANSHU_BINARY,
+                                     "serve",
+                                     "--listen",
+                                     "127.0.0.1:" + std::to_string(port_),
+                                     "--data",
+                                     dir_ + "/server",
+                                     "--config",
+                                     dir_ + "/engine.yaml",
+                                     "--heartbeat-interval",
+                                     "300ms"};
+    for (const auto& f : ServeFlags()) argv.push_back(f);
+    server_ = tianshu::testing::SpawnLogged(argv, dir_ + "/server.log");
+    ASSERT_TRUE(WaitForSeconds([&] { return Cli("jobs -o json").exit_code == 0; }, 90))
+        << Slurp(dir_ + "/server.log");
+  }
+  void StopServer() {
+    ::kill(server_, SIGTERM);
+    ::waitpid(server_, nullptr, 0);
+    server_ = -1;
   }
   void TearDown() override {
     for (pid_t a : agents_) {
@@ -130,8 +148,24 @@ TEST_F(CliHabits, JobsListsActiveNewestFirstFiltersAndSaysWhatItLeftOut) {
   auto limited = Cli("jobs --all --limit 1");
   EXPECT_NE(limited.err.find("1 of 3 matching jobs shown"), std::string::npos) << limited.err;
   EXPECT_EQ(json::parse(Cli("jobs --state cancelled -o json").out)["jobs"][0]["id"], a);
-  EXPECT_EQ(json::parse(Cli("jobs --state held -o json").out)["total"], 2);
+  EXPECT_EQ(json::parse(Cli("jobs --state held -o json").out)["total"], 2);  // b, c
+  auto ana = Cli("users add ana -o json");
+  ASSERT_EQ(ana.exit_code, 0) << ana.err;
+  std::ofstream(dir_ + "/ana.token") << json::parse(ana.out)["token"].get<std::string>();
+  fs::permissions(dir_ + "/ana.token", fs::perms::owner_read | fs::perms::owner_write);
+  std::ofstream(dir_ + "/ana.yaml") << ShellJob("anas", 1, "sleep 60");
+  auto sub = RunCommand(std::string(TIANSHU_BINARY) + " submit " + dir_ +
+                        "/ana.yaml --hold -o json --server 127.0.0.1:" + std::to_string(port_) +
+                        " --token-file " + dir_ + "/ana.token");
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
   EXPECT_EQ(json::parse(Cli("jobs --user admin -o json").out)["total"], 2);
+  EXPECT_EQ(json::parse(Cli("jobs --user ana -o json").out)["total"], 1);
+  // ana may not requeue or hold the admin's job.
+  auto other = RunCommand(std::string(TIANSHU_BINARY) + " job requeue " + a +
+                          " --server 127.0.0.1:" + std::to_string(port_) + " --token-file " + dir_ +
+                          "/ana.token");
+  EXPECT_EQ(other.exit_code, 1) << other.err;
+  EXPECT_NE(other.err.find("belongs to admin"), std::string::npos) << other.err;
   EXPECT_EQ(json::parse(Cli("jobs --user nobody -o json").out)["total"], 0);
   EXPECT_EQ(json::parse(Cli("jobs --queue production -o json").out)["total"], 0);
   // Numeric ids, as users type them.
@@ -213,9 +247,17 @@ TEST_F(CliHabits, ATimeLimitStopsTheJobWithoutARetry) {
       << j["message"];
   EXPECT_EQ(j["attempt"], 1);
   EXPECT_GE(j.value("ran_s", 0.0), 3.0);
+  // A requeue gives a fresh time budget: the job runs its 3 s again, not an instant.
+  ASSERT_EQ(Cli("job requeue " + id).exit_code, 0);
+  ASSERT_TRUE(WaitForSeconds([&] { return Job(id).value("attempt", 0) == 2; }, 30));
+  ASSERT_TRUE(WaitState(id, "running", 30)) << Job(id).dump(2);
+  const auto second = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitState(id, "failed", 40)) << Job(id).dump(2);
+  EXPECT_GE(std::chrono::steady_clock::now() - second, std::chrono::milliseconds(2500));
+  EXPECT_GE(Job(id).value("ran_s", 0.0), 6.0);
 }
 
-TEST_F(CliHabits, DrainMovesTheJobCordonKeepsNewWorkOffAndRemoveDeletesTheNode) {
+TEST_F(CliHabits, DrainMovesTheJobCordonKeepsNewWorkOffAndSurvivesARestart) {
   const std::string id = Submit(ShellJob("mover", 2, "sleep 120"));
   ASSERT_TRUE(WaitState(id, "running", 30));
   const std::string first = Job(id)["nodes"][0];
@@ -239,14 +281,19 @@ TEST_F(CliHabits, DrainMovesTheJobCordonKeepsNewWorkOffAndRemoveDeletesTheNode) 
   ASSERT_EQ(Cli("node uncordon " + first).exit_code, 0);
   EXPECT_TRUE(WaitState(waiting, "running", 30)) << Job(waiting).dump(2);
   EXPECT_EQ(Job(waiting)["nodes"][0], first);
-  // Remove: refused while a job runs there; a node with none goes, with its credential.
-  EXPECT_EQ(Cli("node remove " + first).exit_code, 1);
-  ASSERT_EQ(Cli("cancel " + waiting).exit_code, 0);
-  ASSERT_TRUE(WaitState(waiting, "cancelled", 30));
-  auto removed = Cli("node remove " + first);
-  ASSERT_EQ(removed.exit_code, 0) << removed.err;
-  const json nodes = json::parse(Cli("nodes -o json").out)["nodes"];
-  for (const auto& n : nodes) EXPECT_NE(n["name"], first);
+  // A cordon is kept by the store: still there after a server restart.
+  ASSERT_EQ(Cli("node cordon " + other).exit_code, 0);
+  StopServer();
+  StartServer();
+  bool still = false;
+  const json after = json::parse(Cli("nodes -o json").out)["nodes"];
+  for (const auto& n : after) still = still || (n["name"] == other && n["cordoned"] == true);
+  EXPECT_TRUE(still) << after.dump(2);
+  ASSERT_EQ(Cli("node uncordon " + other).exit_code, 0);
+  // Remove: refused while the node's agent lives (it would register again at once).
+  auto live = Cli("node remove " + first);
+  EXPECT_EQ(live.exit_code, 1);
+  EXPECT_NE(live.err.find("stop its agent"), std::string::npos) << live.err;
   // A user may not drain: an admin's verb.
   auto user = Cli("users add ana -o json");
   ASSERT_EQ(user.exit_code, 0) << user.err;
@@ -256,6 +303,44 @@ TEST_F(CliHabits, DrainMovesTheJobCordonKeepsNewWorkOffAndRemoveDeletesTheNode) 
                             " --server 127.0.0.1:" + std::to_string(port_) + " --token-file " +
                             dir_ + "/ana.token");
   EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
+}
+
+// Nodes are lost within seconds here (no restart window to wait out).
+class CliHabitsQuickLoss : public CliHabits {
+ protected:
+  std::vector<std::string> ServeFlags() const override {
+    return {"--lost-after", "2s", "--restart-grace", "2s"};
+  }
+};
+
+TEST_F(CliHabitsQuickLoss, OnlyALostNodeIsRemovedAndItStaysRemoved) {
+  EXPECT_EQ(Cli("node remove n0").exit_code, 1);  // its agent is alive
+  ::kill(agents_[0], SIGKILL);
+  ::waitpid(agents_[0], nullptr, 0);
+  agents_[0] = -1;
+  auto state_of = [&](const std::string& name) {
+    const json nodes = json::parse(Cli("nodes -o json").out)["nodes"];
+    for (const auto& n : nodes) {
+      if (n["name"] == name) return n.value("state", "");
+    }
+    return std::string("gone");
+  };
+  ASSERT_TRUE(WaitForSeconds([&] { return state_of("n0") == "lost"; }, 30)) << Cli("nodes").out;
+  // Not an admin: refused.
+  auto user = Cli("users add ana -o json");
+  ASSERT_EQ(user.exit_code, 0) << user.err;
+  std::ofstream(dir_ + "/ana.token") << json::parse(user.out)["token"].get<std::string>();
+  fs::permissions(dir_ + "/ana.token", fs::perms::owner_read | fs::perms::owner_write);
+  auto refused = RunCommand(std::string(TIANSHU_BINARY) + " node remove n0 --server 127.0.0.1:" +
+                            std::to_string(port_) + " --token-file " + dir_ + "/ana.token");
+  EXPECT_EQ(refused.exit_code, 1) << refused.err;
+  EXPECT_EQ(state_of("n0"), "lost");
+  auto removed = Cli("node remove n0");
+  ASSERT_EQ(removed.exit_code, 0) << removed.err;
+  EXPECT_EQ(state_of("n0"), "gone");
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // nothing brings it back
+  EXPECT_EQ(state_of("n0"), "gone");
+  EXPECT_EQ(state_of("n1"), "ready");
 }
 
 TEST_F(CliHabits, QueuesShowQuotasAnUnknownQueueIsRefusedAndHistoryAddsUp) {

@@ -52,6 +52,9 @@ void PrintStructured(const nlohmann::json& body, const OutputFlag& out);
 // A job id as typed ("42", "000042" or "j-000042") in the server's form ("j-000042"); anything
 // else unchanged, for the server to refuse.
 std::string JobIdArg(const std::string& id);
+// `s` as one segment or value of a URL (RFC 3986 unreserved characters kept, and ","): a name
+// a user typed cannot reach another route or add a parameter.
+std::string PercentEncode(const std::string& s);
 // A field of a server answer as text for a terminal ("" when absent).
 std::string S(const nlohmann::json& j, const char* key);
 // How long ago `then_ms` was ("3m20s"; "-" for 0), and `ms` as a UTC time with milliseconds.

@@ -50,6 +50,7 @@ struct AgentArgs {
   bool apply_partitions = false;
   bool no_nvml = false;
   std::string log_format = "text";
+  std::string log_level = "info";
 };
 
 int64_t NowNs() {
@@ -72,6 +73,7 @@ std::string Env(const char* name) {
 
 int Run(const AgentArgs& a) {
   SetLogFormat(ParseLogFormat(a.log_format).value_or(LogFormat::kText));
+  SetLogLevel(ParseLogLevel(a.log_level).value_or(LogLevel::kInfo));
   agent::RealSystemFiles fs;
   agent::HwlocProbe hwloc;
   agent::NvmlLibrary nvml;
@@ -394,6 +396,10 @@ Runner RegisterAgent(CLI::App& app) {
                   "The log on stderr: text (TIME LEVEL COMPONENT: MESSAGE) or json (one object a "
                   "line: time, level, component, message)")
       ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  cmd->add_option("--log-level", a->log_level,
+                  "The least severe lines logged: debug, info, warning, error")
+      ->check(CLI::IsMember({"debug", "info", "warning", "error"}))
       ->capture_default_str();
   auto l = std::make_shared<LogsArgs>();
   auto* logs = cmd->add_subcommand("logs", "Print a rank's log kept by this node's agent");

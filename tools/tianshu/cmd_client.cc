@@ -107,10 +107,15 @@ bool LooksTyped(const std::string& s) {
                                               "off",  "null",  "~",   "y",  "n"};
   std::string lower;
   for (char c : s) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (words.contains(lower)) return true;
-  char* end = nullptr;
-  (void)std::strtod(s.c_str(), &end);
-  return end != s.c_str() && *end == '\0';
+  if (words.contains(lower) || lower == ".inf" || lower == "-.inf" || lower == ".nan") {
+    return true;
+  }
+  // Numbers in any notation a YAML 1.1 or 1.2 reader knows (0x1f, 0o17, 0b101, 1_000, 1e3),
+  // dates and times (2026-12-01, 12:30): anything that starts like a number is quoted.
+  const char c = s[0];
+  return std::isdigit(static_cast<unsigned char>(c)) ||
+         ((c == '-' || c == '+' || c == '.') && s.size() > 1 &&
+          std::isdigit(static_cast<unsigned char>(s[1])));
 }
 
 void EmitYaml(YAML::Emitter& e, const json& j) {
@@ -118,7 +123,9 @@ void EmitYaml(YAML::Emitter& e, const json& j) {
     if (j.empty()) e << YAML::Flow;
     e << YAML::BeginMap;
     for (const auto& [k, v] : j.items()) {
-      e << YAML::Key << k << YAML::Value;
+      e << YAML::Key;
+      if (LooksTyped(k)) e << YAML::DoubleQuoted;  // a key `on` or `1` stays a string key
+      e << k << YAML::Value;
       EmitYaml(e, v);
     }
     e << YAML::EndMap;
@@ -231,8 +238,9 @@ Runner RegisterCancel(CLI::App& app) {
       std::cerr << "tianshu cancel: " << client.error().message << "\n";
       return kExitInvalid;
     }
-    auto r = (*client)->Post("/v1/jobs/" + a->id + "/cancel" + (a->array ? "?array=true" : ""), "",
-                             "application/json");
+    auto r = (*client)->Post(
+        "/v1/jobs/" + PercentEncode(JobIdArg(a->id)) + "/cancel" + (a->array ? "?array=true" : ""),
+        "", "application/json");
     if (auto code = Failed(r, "cancel")) return *code;
     if (a->out.Structured()) {
       PrintStructured(r->body, a->out);
@@ -351,9 +359,9 @@ Runner RegisterNode(CLI::App& app) {
     int code = kExitOk;
     json out = json::array();
     for (const auto& name : a->names) {
-      auto r = verb == "remove"
-                   ? (*client)->Delete("/v1/nodes/" + name)
-                   : (*client)->Post("/v1/nodes/" + name + "/" + verb, "", "application/json");
+      const std::string path = "/v1/nodes/" + PercentEncode(name);
+      auto r = verb == "remove" ? (*client)->Delete(path)
+                                : (*client)->Post(path + "/" + verb, "", "application/json");
       if (auto failed = Failed(r, "node " + verb)) {
         code = std::max(code, *failed);
         continue;

@@ -34,21 +34,9 @@ void CatchInterrupts() {
   struct sigaction sa {};
   sa.sa_handler = OnInterrupt;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;  // no SA_RESTART: a blocked read returns
+  sa.sa_flags = SA_RESETHAND;  // no SA_RESTART: a blocked read returns; a second Ctrl-C kills
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-}
-
-std::string PercentEncode(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == ',') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
 }
 
 std::string Seconds(const json& j, const char* key) {
@@ -115,6 +103,18 @@ void PrintJobLine(const json& j, const OutputFlag& out) {
 }
 
 }  // namespace
+
+std::string PercentEncode(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == ',') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
 
 Runner RegisterJobs(CLI::App& app) {
   struct Args : Common {
@@ -197,14 +197,26 @@ Runner RegisterJobs(CLI::App& app) {
     while (!interrupted) {
       auto e = (*client)->Get("/v1/events?wait_ms=1000&since=" + std::to_string(since));
       if (interrupted) break;
+      if (e && (e->status == 401 || e->status == 403)) {  // retrying would not help
+        std::cerr << "tianshu jobs: " << e->ErrorText() << "\n";
+        return kExitFailure;
+      }
       if (!e || !e->ok()) {
         std::this_thread::sleep_for(std::chrono::seconds(1));  // the server may come back
         continue;
       }
       since = e->body.value("next", since);
+      std::vector<std::string> changed;  // each job once a batch, in the order it changed
       for (const auto& ev : e->body["events"]) {
-        if (ev.value("type", "") != "job") continue;
-        auto jr = (*client)->Get("/v1/jobs/" + ev.value("id", ""));
+        const std::string id = ev.value("id", "");
+        if (ev.value("type", "") == "job" &&
+            std::find(changed.begin(), changed.end(), id) == changed.end()) {
+          changed.push_back(id);
+        }
+      }
+      for (const auto& changed_id : changed) {
+        if (interrupted) break;
+        auto jr = (*client)->Get("/v1/jobs/" + PercentEncode(changed_id));
         if (!jr || !jr->ok()) continue;
         json j = jr->body;
         for (const char* k : {"history", "placement", "run", "spec", "spec_format"}) j.erase(k);
@@ -317,7 +329,7 @@ Runner RegisterJob(CLI::App& app) {
       return kExitInvalid;
     }
     for (auto& id : a->ids) id = JobIdArg(id);
-    if (hold->parsed() || release->parsed()) {
+    if (hold->parsed() || release->parsed()) {  // ids in the body: JSON escapes them
       const std::string what = hold->parsed() ? "hold" : "release";
       auto r =
           (*client)->Post("/v1/jobs/" + what, json{{"ids", a->ids}}.dump(), "application/json");
@@ -335,7 +347,8 @@ Runner RegisterJob(CLI::App& app) {
       int code = kExitOk;
       json out = json::array();
       for (const auto& id : a->ids) {
-        auto r = (*client)->Post("/v1/jobs/" + id + "/requeue", "", "application/json");
+        auto r =
+            (*client)->Post("/v1/jobs/" + PercentEncode(id) + "/requeue", "", "application/json");
         if (auto failed = Failed(r, "job requeue " + id)) {
           code = std::max(code, *failed);
           continue;
@@ -353,7 +366,7 @@ Runner RegisterJob(CLI::App& app) {
       std::cerr << "tianshu job: give a job id, or hold, release or requeue with ids\n";
       return kExitUsage;
     }
-    auto r = (*client)->Get("/v1/jobs/" + JobIdArg(a->id));
+    auto r = (*client)->Get("/v1/jobs/" + PercentEncode(JobIdArg(a->id)));
     if (auto code = Failed(r, "job")) return *code;
     if (a->out.Structured()) {
       PrintStructured(r->body, a->out);
@@ -443,7 +456,7 @@ Runner RegisterLogs(CLI::App& app) {
       std::cerr << "tianshu logs: " << client.error().message << "\n";
       return kExitInvalid;
     }
-    const std::string id = JobIdArg(a->id);
+    const std::string id = PercentEncode(JobIdArg(a->id));
     std::vector<int> ranks = {a->rank};
     if (a->all_ranks) {
       auto job = (*client)->Get("/v1/jobs/" + id);

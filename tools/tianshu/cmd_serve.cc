@@ -50,6 +50,7 @@ struct ServeArgs {
   std::string lease = "5s";           // on etcd: the leader's lease
   int http_threads = 1024;
   std::string log_format = "text";
+  std::string log_level = "info";
 };
 
 void AddServeFlags(CLI::App* cmd, ServeArgs* a) {
@@ -113,6 +114,10 @@ void AddServeFlags(CLI::App* cmd, ServeArgs* a) {
                   "The log on stderr: text (TIME LEVEL COMPONENT: MESSAGE) or json (one object a "
                   "line: time, level, component, message)")
       ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  cmd->add_option("--log-level", a->log_level,
+                  "The least severe lines logged: debug, info, warning, error")
+      ->check(CLI::IsMember({"debug", "info", "warning", "error"}))
       ->capture_default_str();
 }
 
@@ -279,6 +284,7 @@ struct StopSignals {
 int Serve(const ServeArgs& a) {
   sigset_t set = BlockStopSignals();  // before any thread starts, so they all inherit it
   SetLogFormat(ParseLogFormat(a.log_format).value_or(LogFormat::kText));
+  SetLogLevel(ParseLogLevel(a.log_level).value_or(LogLevel::kInfo));
   auto options = BuildOptions(a);
   if (!options) {
     LogLine(LogLevel::kError, "serve") << options.error().message;
@@ -414,6 +420,7 @@ struct UpArgs : ServeArgs {
 int Up(const UpArgs& a) {
   sigset_t set = BlockStopSignals();
   SetLogFormat(ParseLogFormat(a.log_format).value_or(LogFormat::kText));
+  SetLogLevel(ParseLogLevel(a.log_level).value_or(LogLevel::kInfo));
   auto options = BuildOptions(a);
   if (!options) {
     LogLine(LogLevel::kError, "up") << options.error().message;
@@ -447,9 +454,9 @@ int Up(const UpArgs& a) {
   std::string server = (options->tls_cert.empty() ? "" : "https://") + options->host + ":" +
                        std::to_string((*s)->port());
   std::vector<std::string> argv = {
-      "/proc/self/exe", "agent",     "--server", server,      "--token-file",
-      token_file,       "--node",    node,       "--workdir", options->data_dir + "/agent",
-      "--log-format",   a.log_format};
+      "/proc/self/exe", "agent",      "--server",    server,      "--token-file",
+      token_file,       "--node",     node,          "--workdir", options->data_dir + "/agent",
+      "--log-format",   a.log_format, "--log-level", a.log_level};
   if (!options->tls_cert.empty()) {
     argv.push_back("--ca-file");
     argv.push_back(options->tls_cert);

@@ -135,6 +135,13 @@ Result<LogFormat> ParseLogFormat(std::string_view text) {
   return Fail("log format '", std::string(text), "': expected text or json");
 }
 
+Result<LogLevel> ParseLogLevel(std::string_view text) {
+  for (LogLevel l : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning, LogLevel::kError}) {
+    if (text == LogLevelName(l)) return l;
+  }
+  return Fail("log level '", std::string(text), "': expected debug, info, warning or error");
+}
+
 std::string_view LogLevelName(LogLevel level) {
   switch (level) {
     case LogLevel::kDebug:

@@ -31,6 +31,8 @@ enum class LogLevel {
 // "text" or "json"; an error names the values accepted.
 [[nodiscard]] Result<LogFormat> ParseLogFormat(std::string_view text);
 std::string_view LogLevelName(LogLevel level);  // "debug", "info", "warning", "error"
+// One of LogLevelName's names; an error names the values accepted.
+[[nodiscard]] Result<LogLevel> ParseLogLevel(std::string_view text);
 
 // The format of every line logged from now on (text until set). Thread-safe.
 void SetLogFormat(LogFormat format);

@@ -33,6 +33,11 @@ TEST(Log, ParsesFormats) {
   EXPECT_EQ(ParseLogFormat("json").value(), LogFormat::kJson);
   ASSERT_FALSE(ParseLogFormat("xml"));
   EXPECT_EQ(ParseLogFormat("xml").error().message, "log format 'xml': expected text or json");
+  EXPECT_EQ(ParseLogLevel("debug").value(), LogLevel::kDebug);
+  EXPECT_EQ(ParseLogLevel("warning").value(), LogLevel::kWarning);
+  ASSERT_FALSE(ParseLogLevel("warn"));
+  EXPECT_NE(ParseLogLevel("warn").error().message.find("debug, info, warning or error"),
+            std::string::npos);
 }
 
 // Through spdlog to the real stderr (redirected to a file here), with the level filter.

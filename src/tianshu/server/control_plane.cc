@@ -39,8 +39,7 @@ std::vector<std::string> Job::Nodes() const {
 }
 
 int64_t Job::RanMs(int64_t now_ms) const {
-  int64_t ms = 0;
-  for (const Run& r : runs) ms += r.end_ms - r.start_ms;
+  int64_t ms = ended_runs_ms;
   const bool running =
       state == JobState::kStarting || state == JobState::kRunning || state == JobState::kStopping;
   if (running && run_started_ms > 0) ms += std::max<int64_t>(0, now_ms - run_started_ms);
@@ -173,6 +172,8 @@ std::string ControlPlane::JobDoc(const Job& j) const {
             {"standing_since_ms", j.standing_since_ms},
             {"runs", RunsJson(j.runs)},
             {"failed_rank", j.failed_rank},
+            {"limit_base_ms", j.limit_base_ms},
+            {"ended_runs_ms", j.ended_runs_ms},
             {"colocated", j.colocated},
             {"master_port", j.master_port},
             {"fence_nodes", j.fence_nodes},
@@ -203,8 +204,19 @@ void ControlPlane::SetState(Txn& t, Job& j, JobState to, const std::string& reas
       }
     }
     if (j.run_started_ms > 0 && now_ms > j.run_started_ms) {
+      j.ended_runs_ms += now_ms - j.run_started_ms;
       j.runs.push_back({j.run_started_ms, now_ms,
                         static_cast<double>(j.run_gpus) * j.spec.gpu_milli / model::kMilliPerGpu});
+      if (j.runs.size() > Job::kMaxRuns) {
+        // The record stays bounded however often the job is preempted: the two oldest runs
+        // become one over their span, with their GPU-seconds (exact in any window that holds
+        // both; spread evenly over the gap in one that cuts it).
+        const Job::Run a = j.runs[0], b = j.runs[1];
+        const double gpu_ms = static_cast<double>(a.end_ms - a.start_ms) * a.gpus +
+                              static_cast<double>(b.end_ms - b.start_ms) * b.gpus;
+        j.runs[1] = {a.start_ms, b.end_ms, gpu_ms / static_cast<double>(b.end_ms - a.start_ms)};
+        j.runs.erase(j.runs.begin());
+      }
     }
     if (to == JobState::kSucceeded) LearnRuntime(j);
     j.run_gpus = 0;

@@ -118,7 +118,12 @@ struct Job {
     int64_t start_ms = 0, end_ms = 0;
     double gpus = 0;
   };
-  std::vector<Run> runs;
+  std::vector<Run> runs;  // at most kMaxRuns: the oldest are merged (their GPU-time kept)
+  static constexpr size_t kMaxRuns = 64;
+  int64_t ended_runs_ms = 0;  // the ended runs' durations added up (merging keeps no gaps)
+  // time_limit counts the run time after this much (what it had run when it was last requeued
+  // from failed or cancelled: a requeue gives a fresh budget, as Slurm's does).
+  int64_t limit_base_ms = 0;
   // The rank whose exit (or loss) failed the last failed attempt, -1 when none did: what
   // `tianshu logs` shows by default.
   int failed_rank = -1;

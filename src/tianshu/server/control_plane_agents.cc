@@ -180,9 +180,12 @@ ApiResult<wire::WorkBatch> ControlPlane::Work(const std::string& node, const std
     if (after.substr(0, dot) == order_epoch_) after_seq = static_cast<uint64_t>(v);
   }
   std::unique_lock lock(mu_);
-  auto it = nodes_.find(node);
-  if (it == nodes_.end()) return Refuse(404, "unknown node " + node + ": register first");
-  auto registered_agent = [&] { return agent_id.empty() || it->second.agent_id == agent_id; };
+  if (!nodes_.contains(node)) return Refuse(404, "unknown node " + node + ": register first");
+  // Looked up again after every wait: an admin may remove the node meanwhile.
+  auto registered_agent = [&] {
+    auto it = nodes_.find(node);
+    return it != nodes_.end() && (agent_id.empty() || it->second.agent_id == agent_id);
+  };
   if (!registered_agent()) {
     return Refuse(409, "agent " + agent_id + " is not the registered agent of node " + node +
                            ": register again");
@@ -207,6 +210,7 @@ ApiResult<wire::WorkBatch> ControlPlane::Work(const std::string& node, const std
     };
     work_cvs_[node].wait_for(lock, std::chrono::milliseconds(wait_ms),
                              [&] { return shutdown_ || !registered_agent() || newer(); });
+    if (!nodes_.contains(node)) return Refuse(404, "node " + node + " was removed");
   }
   wire::WorkBatch batch;
   uint64_t last = after_seq;

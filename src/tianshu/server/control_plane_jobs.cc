@@ -102,6 +102,7 @@ int ControlPlane::RendezvousPort(const Job& j, const std::string& master_node) c
 void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
                             const model::Topology& topo, int64_t now_ms, bool colocated) {
   j.attempt++;
+  j.failed_rank = -1;  // of the attempt before: not this one's
   if (!j.placement.empty()) j.last_placement = j.placement;
   j.placement.clear();
   j.started.clear();

@@ -145,6 +145,8 @@ Status ControlPlane::Load(int64_t now_ms) {
       }
     }
     j.failed_rank = d.value("failed_rank", -1);
+    j.limit_base_ms = d.value("limit_base_ms", int64_t{0});
+    j.ended_runs_ms = d.value("ended_runs_ms", int64_t{0});
     j.colocated = d.value("colocated", false);
     j.master_port = d.value("master_port", 0);
     j.fence_nodes = d.value("fence_nodes", std::map<std::string, int>{});

@@ -71,7 +71,7 @@ void ControlPlane::Tick(int64_t now_ms) {
           (j.state != JobState::kStarting && j.state != JobState::kRunning)) {
         continue;
       }
-      const int64_t ran_ms = j.RanMs(now_ms);
+      const int64_t ran_ms = j.RanMs(now_ms) - j.limit_base_ms;
       if (ran_ms < j.spec.time_limit_s * 1000) continue;
       BeginStop(t, j, "failed",
                 "time limit of " + FormatSeconds(static_cast<double>(j.spec.time_limit_s)) +

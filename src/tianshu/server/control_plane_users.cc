@@ -146,7 +146,9 @@ namespace {
 // its parent): a typo would otherwise wait for ever, or run unaccounted.
 std::optional<ApiError> UnknownQueue(const std::vector<model::QueueConfig>& queues,
                                      const std::string& queue) {
-  if (queues.empty()) return std::nullopt;  // one pool: every name runs in it
+  // With no queues, one pool: every name runs in it. A job that names none ("default") counts
+  // against `default`, as before queues were checked.
+  if (queues.empty() || queue == "default") return std::nullopt;
   std::set<std::string> parents;
   for (const auto& q : queues) parents.insert(q.parent);
   std::vector<std::string> leaves;
@@ -424,6 +426,8 @@ ApiResult<json> ControlPlane::Requeue(const std::string& id, const Identity& who
         j.retries = 0;
         j.cancel_requested = false;
         j.failed_rank = -1;
+        j.held = false;                     // to run again, not to wait for a release
+        j.limit_base_ms = j.RanMs(now_ms);  // and a fresh time_limit
         if (!j.placement.empty()) j.last_placement = j.placement;
         j.placement.clear();
         SetState(t, j, JobState::kPending, by + " (its retries reset)", now_ms);
@@ -464,10 +468,23 @@ ApiResult<json> ControlPlane::AdminNode(const std::string& name, const std::stri
     };
     if (action == "cordon" || action == "drain") {
       const bool drain = action == "drain";
-      if (n.cordoned && n.draining == drain) return NodeJson(n, now_ms);  // no change
-      n.cordoned = true;
-      n.draining = n.draining || drain;
-      note(drain ? "drained" : "cordoned");
+      if (n.cordoned && (n.draining || !drain)) {
+        if (!drain) return NodeJson(n, now_ms);  // no change
+      } else {
+        n.cordoned = true;
+        n.draining = n.draining || drain;
+        note(drain ? "drained" : "cordoned");
+      }
+      // A relaunch reserved on the node (a resize's or a move's target) is given up: the job
+      // queues again and is placed elsewhere.
+      for (auto& [seq, j] : jobs_) {
+        if (std::none_of(j.target.begin(), j.target.end(),
+                         [&](const RankPlace& p) { return p.node == name; })) {
+          continue;
+        }
+        j.target.clear();
+        t.jobs.insert(seq);
+      }
       if (drain) {
         for (int64_t seq : jobs_here()) {
           Job& j = jobs_.at(seq);
@@ -488,16 +505,19 @@ ApiResult<json> ControlPlane::AdminNode(const std::string& name, const std::stri
       return NodeJson(n, now_ms);
     }
     if (action == "remove") {
-      const bool gone = n.state == NodeState::kLost || n.state == NodeState::kFailed;
-      if (!gone && !jobs_here().empty()) {
-        return Refuse(409, "node " + name + " runs " + std::to_string(jobs_here().size()) +
-                               " job(s): drain it first (`tianshu node drain " + name + "`)");
+      // Only a node whose agent is gone: a live agent would register again at once (with the
+      // join token it holds) as a new, schedulable node, which is not what removing means.
+      if (n.state != NodeState::kLost && n.state != NodeState::kFailed) {
+        return Refuse(409, "node " + name + " is " + std::string(NodeStateName(n.state)) +
+                               ": drain it, stop its agent and remove it once it is lost (or "
+                               "failed)");
       }
       note("removed");
       node_by_credential_.erase(n.credential_hash);
       DropOrdersFor(t, name);
       t.nodes_removed.insert(name);
       nodes_.erase(it);
+      work_cvs_[name].notify_all();  // a waiting Work call answers 404 now
       return json{{"node", name}, {"removed", true}};
     }
     return Refuse(400, "unknown node action '" + action.substr(0, 32) +

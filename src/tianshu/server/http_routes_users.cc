@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "tianshu/base/strings.h"
+#include "tianshu/server/console.h"
 #include "tianshu/server/http_internal.h"
 #include "tianshu/server/metrics.h"
 #include "tianshu/server/requests.h"
@@ -56,6 +57,8 @@ void Server::Routes() {
   // otherwise the 403 is written and nullopt returned.
   const auto allowed = AllowedBy(cp);
   const std::vector<Role> people = {Role::kAdmin, Role::kUser};  // copied into each route
+  console_ =
+      std::make_shared<Console>(cp, Console::Options{.secure_cookie = !options_.tls_cert.empty()});
 
   h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     // RFC 9110 §6.6.1: an origin server with a clock sends Date; `tianshu doctor` reads it to
@@ -68,9 +71,10 @@ void Server::Routes() {
       RespondError(res, {411, "send the body with a Content-Length (chunked bodies are refused)"});
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (req.path == "/healthz" || req.path == "/v1/leader") {
-      return httplib::Server::HandlerResponse::Unhandled;
+    if (req.path == "/healthz" || req.path == "/v1/leader" || Console::IsConsolePath(req.path)) {
+      return httplib::Server::HandlerResponse::Unhandled;  // the console's pages: console.h
     }
+    console_->AuthorizeByCookie(req, options_.now_ms());  // a console session's GET
     if (!req.has_header("Authorization")) {
       if (req.path == "/v1/jobs" && req.method == "POST") cp_->CountRejected();
       RespondError(res, MissingTokenError());
@@ -243,6 +247,7 @@ void Server::Routes() {
                     .now = now,
                     .stopping = [this] { return stopping_.load(); },
                     .view_is_live = true});
+  console_->AddRoutes(h, now);
 
   AgentRoutes();
 }

@@ -16,6 +16,7 @@
 #include "tianshu/base/secret_files.h"
 #include "tianshu/base/strings.h"
 #include "tianshu/net/http_client.h"
+#include "tianshu/server/console.h"
 #include "tianshu/server/metrics.h"
 #include "tianshu/server/requests.h"
 #include "tianshu/server/worker_pool.h"
@@ -229,6 +230,7 @@ Result<std::unique_ptr<Server>> Server::Start(ServerOptions options) {
         self->node_hosts_refreshed_ms_ = now;
       }
       self->cp_->Tick(self->options_.now_ms());
+      self->console_->Sample(now);  // the console's utilisation chart
       // Until the next period, or sooner when a change asks for a cycle (a submission, a rank
       // that ended, a lost node): changes that come together share one cycle, no more than
       // one per kMinCycleGapMs.

@@ -27,6 +27,7 @@ class Server;
 namespace tianshu::server {
 
 class WorkerPool;
+class Console;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -87,6 +88,7 @@ class Server {
   std::unique_ptr<ClientShares> shares_;
   std::unique_ptr<Listener> listen_;  // our accept loop (the real port)
   HttpRequests http_requests_;        // by route and status, for /metrics
+  std::shared_ptr<Console> console_;  // the web console (console.h); made by Routes()
   // Refresh by the ticker: the nodes' hosts; when a connection from one was last refused.
   std::shared_ptr<const std::set<std::string>> node_hosts_;
   std::mutex node_hosts_mu_;

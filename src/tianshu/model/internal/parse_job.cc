@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cctype>
 
 #include "tianshu/base/strings.h"
@@ -262,7 +263,18 @@ JobSpec ParseJob(YamlReader& r, const YAML::Node& root) {
     }
   }
   r.Int(root, "", "priority", &j.priority, -1'000'000, 1'000'000);
-  r.String(root, "", "queue", &j.queue);
+  if (r.String(root, "", "queue", &j.queue)) {
+    // A queue name is a label of metrics and accounting: short and plain.
+    const bool plain =
+        !j.queue.empty() && j.queue.size() <= 64 &&
+        std::all_of(j.queue.begin(), j.queue.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+        });
+    if (!plain) {
+      r.Error(r.Get(root, "queue"), "queue", "expected 1-64 of A-Z a-z 0-9 . _ -");
+      j.queue = "default";
+    }
+  }
   std::string backend;
   if (r.Choice(root, "", "backend", BackendNames(), &backend)) j.backend = ParseBackend(backend);
   r.StringMap(root, "", "node_selector", &j.node_selector);

@@ -1,0 +1,17 @@
+# Writes OUT, a C++ file holding the console's assets (the files of DIR named below) as raw string
+# literals, and tianshu::server::ConsoleAsset(name) to find them. Run with cmake -P at build time.
+set(names index.html app.js app.css)
+set(text "// Generated from src/tianshu/server/console_assets by embed.cmake: do not edit.\n")
+string(APPEND text "#include \"tianshu/server/console.h\"\n\nnamespace tianshu::server {\n\n")
+string(APPEND text "std::optional<std::string_view> ConsoleAsset(std::string_view name) {\n")
+foreach(name ${names})
+  file(READ "${DIR}/${name}" body)
+  string(FIND "${body}" ")tianshu_asset\"" clash)
+  if(NOT clash EQUAL -1)
+    message(FATAL_ERROR "${name} holds the raw string's delimiter")
+  endif()
+  string(APPEND text "  if (name == \"${name}\") return R\"tianshu_asset(${body})tianshu_asset\";\n")
+endforeach()
+string(APPEND text "  return std::nullopt;\n}\n\n}  // namespace tianshu::server\n")
+file(WRITE "${OUT}.tmp" "${text}")
+execute_process(COMMAND ${CMAKE_COMMAND} -E copy_if_different "${OUT}.tmp" "${OUT}")
