@@ -83,22 +83,10 @@ class CliHabits : public ::testing::Test {
     ASSERT_TRUE(WaitForSeconds([&] { return Cli("jobs -o json").exit_code == 0; }, 90))
         << Slurp(dir_ + "/server.log");
   }
-  void StopServer() {
-    ::kill(server_, SIGTERM);
-    ::waitpid(server_, nullptr, 0);
-    server_ = -1;
-  }
+  void StopServer() { tianshu::testing::Terminate(server_); }
   void TearDown() override {
-    for (pid_t a : agents_) {
-      if (a > 0) {
-        ::kill(a, SIGTERM);
-        ::waitpid(a, nullptr, 0);
-      }
-    }
-    if (server_ > 0) {
-      ::kill(server_, SIGTERM);
-      ::waitpid(server_, nullptr, 0);
-    }
+    for (pid_t& a : agents_) tianshu::testing::Terminate(a);
+    tianshu::testing::Terminate(server_);
     if (!HasFailure()) {
       fs::remove_all(dir_);
     } else {

@@ -108,12 +108,7 @@ class HostileClients : public ::testing::Test {
       fs::remove_all(dir_);
     }
   }
-  static void Stop(pid_t& pid) {
-    if (pid <= 0) return;
-    ::kill(pid, SIGTERM);
-    ::waitpid(pid, nullptr, 0);
-    pid = -1;
-  }
+  static void Stop(pid_t& pid) { tianshu::testing::Terminate(pid); }
   void StartAgent(int i) {
     const std::string n = std::to_string(i);
     agents_[i] = tianshu::testing::SpawnLogged(

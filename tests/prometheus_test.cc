@@ -97,12 +97,7 @@ class PrometheusScrape : public ::testing::Test {
     }
   }
 
-  static void Stop(pid_t& pid) {
-    if (pid <= 0) return;
-    ::kill(pid, SIGTERM);
-    ::waitpid(pid, nullptr, 0);
-    pid = -1;
-  }
+  static void Stop(pid_t& pid) { tianshu::testing::Terminate(pid); }
 
   // GET http://127.0.0.1:PORT/PATH: (status, body), status -1 when nothing answered.
   static std::pair<int, std::string> Get(int port, const std::string& path,

@@ -2,7 +2,9 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -27,6 +29,13 @@ bool WaitForSeconds(const std::function<bool()>& cond, int seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return cond();
+}
+
+void Terminate(pid_t& pid) {
+  if (pid <= 0) return;
+  ::kill(pid, SIGTERM);
+  ::waitpid(pid, nullptr, 0);
+  pid = -1;
 }
 
 pid_t SpawnLogged(std::vector<std::string> argv, const std::string& log) {

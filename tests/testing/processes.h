@@ -15,6 +15,10 @@ namespace tianshu::testing {
 // appended to `log`; returns its pid (the child exits 127 when exec fails).
 pid_t SpawnLogged(std::vector<std::string> argv, const std::string& log);
 
+// SIGTERMs a process started by SpawnLogged and waits for it; sets `pid` to -1 (nothing when it
+// is not positive).
+void Terminate(pid_t& pid);
+
 // The whole content of a file ("" when it cannot be read).
 std::string Slurp(const std::string& path);
 

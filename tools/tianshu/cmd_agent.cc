@@ -49,8 +49,7 @@ struct AgentArgs {
   std::string checkpoint_grace = "120s";
   bool apply_partitions = false;
   bool no_nvml = false;
-  std::string log_format = "text";
-  std::string log_level = "info";
+  LogFlags log;  // --log-format, --log-level
 };
 
 int64_t NowNs() {
@@ -72,8 +71,7 @@ std::string Env(const char* name) {
 }
 
 int Run(const AgentArgs& a) {
-  SetLogFormat(ParseLogFormat(a.log_format).value_or(LogFormat::kText));
-  SetLogLevel(ParseLogLevel(a.log_level).value_or(LogLevel::kInfo));
+  ApplyLogFlags(a.log);
   agent::RealSystemFiles fs;
   agent::HwlocProbe hwloc;
   agent::NvmlLibrary nvml;
@@ -392,15 +390,7 @@ Runner RegisterAgent(CLI::App& app) {
   cmd->add_flag("--apply-partitions", a->apply_partitions,
                 "Run MIG / NVMe namespace commands (otherwise planned and shown only)");
   cmd->add_flag("--no-nvml", a->no_nvml, "Do not load NVML");
-  cmd->add_option("--log-format", a->log_format,
-                  "The log on stderr: text (TIME LEVEL COMPONENT: MESSAGE) or json (one object a "
-                  "line: time, level, component, message)")
-      ->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
-  cmd->add_option("--log-level", a->log_level,
-                  "The least severe lines logged: debug, info, warning, error")
-      ->check(CLI::IsMember({"debug", "info", "warning", "error"}))
-      ->capture_default_str();
+  AddLogFlags(cmd, &a->log);
   auto l = std::make_shared<LogsArgs>();
   auto* logs = cmd->add_subcommand("logs", "Print a rank's log kept by this node's agent");
   logs->add_option("job", l->job, "Job id")->required();

@@ -49,8 +49,7 @@ struct ServeArgs {
   std::string replica_id, advertise;  // on etcd: this replica's name and address
   std::string lease = "5s";           // on etcd: the leader's lease
   int http_threads = 1024;
-  std::string log_format = "text";
-  std::string log_level = "info";
+  LogFlags log;  // --log-format, --log-level
 };
 
 void AddServeFlags(CLI::App* cmd, ServeArgs* a) {
@@ -110,15 +109,7 @@ void AddServeFlags(CLI::App* cmd, ServeArgs* a) {
                   "Most connections served at once (one thread each, started on demand)")
       ->capture_default_str()
       ->check(CLI::Range(8, 65536));
-  cmd->add_option("--log-format", a->log_format,
-                  "The log on stderr: text (TIME LEVEL COMPONENT: MESSAGE) or json (one object a "
-                  "line: time, level, component, message)")
-      ->check(CLI::IsMember({"text", "json"}))
-      ->capture_default_str();
-  cmd->add_option("--log-level", a->log_level,
-                  "The least severe lines logged: debug, info, warning, error")
-      ->check(CLI::IsMember({"debug", "info", "warning", "error"}))
-      ->capture_default_str();
+  AddLogFlags(cmd, &a->log);
 }
 
 // Builds the server options from the flags (and the environment for the engine's knobs).
@@ -283,8 +274,7 @@ struct StopSignals {
 
 int Serve(const ServeArgs& a) {
   sigset_t set = BlockStopSignals();  // before any thread starts, so they all inherit it
-  SetLogFormat(ParseLogFormat(a.log_format).value_or(LogFormat::kText));
-  SetLogLevel(ParseLogLevel(a.log_level).value_or(LogLevel::kInfo));
+  ApplyLogFlags(a.log);
   auto options = BuildOptions(a);
   if (!options) {
     LogLine(LogLevel::kError, "serve") << options.error().message;
@@ -419,8 +409,7 @@ struct UpArgs : ServeArgs {
 
 int Up(const UpArgs& a) {
   sigset_t set = BlockStopSignals();
-  SetLogFormat(ParseLogFormat(a.log_format).value_or(LogFormat::kText));
-  SetLogLevel(ParseLogLevel(a.log_level).value_or(LogLevel::kInfo));
+  ApplyLogFlags(a.log);
   auto options = BuildOptions(a);
   if (!options) {
     LogLine(LogLevel::kError, "up") << options.error().message;
@@ -456,7 +445,7 @@ int Up(const UpArgs& a) {
   std::vector<std::string> argv = {
       "/proc/self/exe", "agent",      "--server",    server,      "--token-file",
       token_file,       "--node",     node,          "--workdir", options->data_dir + "/agent",
-      "--log-format",   a.log_format, "--log-level", a.log_level};
+      "--log-format",   a.log.format, "--log-level", a.log.level};
   if (!options->tls_cert.empty()) {
     argv.push_back("--ca-file");
     argv.push_back(options->tls_cert);

@@ -34,6 +34,15 @@ struct OutputFlag {
 void AddOutputFlag(CLI::App* cmd, OutputFlag* flag);
 void AddClientOutputFlag(CLI::App* cmd, OutputFlag* flag);
 
+// `--log-format text|json` and `--log-level`, of the long-running commands (serve, up, agent);
+// ApplyLogFlags sets the process's log (base/log.h) from them.
+struct LogFlags {
+  std::string format = "text";
+  std::string level = "info";
+};
+void AddLogFlags(CLI::App* cmd, LogFlags* flags);
+void ApplyLogFlags(const LogFlags& flags);
+
 // The command line this process was started with (main.cc), for a replica that starts itself
 // again (tianshu serve).
 const std::vector<std::string>& ProcessArgs();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "tianshu/base/log.h"
 
 namespace tianshu::cli {
 
@@ -21,6 +22,23 @@ void AddClientOutputFlag(CLI::App* cmd, OutputFlag* flag) {
                   "Output format: text, wide (more columns), json, yaml")
       ->check(CLI::IsMember({"text", "wide", "json", "yaml"}))
       ->capture_default_str();
+}
+
+void AddLogFlags(CLI::App* cmd, LogFlags* flags) {
+  cmd->add_option("--log-format", flags->format,
+                  "The log on stderr: text (TIME LEVEL COMPONENT: MESSAGE) or json (one object a "
+                  "line: time, level, component, message)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  cmd->add_option("--log-level", flags->level,
+                  "The least severe lines logged: debug, info, warning, error")
+      ->check(CLI::IsMember({"debug", "info", "warning", "error"}))
+      ->capture_default_str();
+}
+
+void ApplyLogFlags(const LogFlags& flags) {
+  SetLogFormat(ParseLogFormat(flags.format).value_or(LogFormat::kText));
+  SetLogLevel(ParseLogLevel(flags.level).value_or(LogLevel::kInfo));
 }
 
 namespace {
