@@ -55,7 +55,10 @@ inline bool WaitFor(const std::function<bool()>& cond, int timeout_ms = 5000) {
 
 class ServerFixture {
  public:
-  ServerFixture() : dir_(MakeTempDir("tianshu-server")), store_(TestStoreUrl()) {}
+  ServerFixture() : dir_(MakeTempDir("tianshu-server")), store_(TestStoreUrl()) {
+    // FakeAgents carry out no probe (docs/network.md): a test of probes turns them on.
+    config.network.probes = false;
+  }
   ~ServerFixture() {
     Stop();
     std::error_code ec;
@@ -179,6 +182,12 @@ class FakeAgent {
                                 const std::vector<wire::RunningRank>& running = {}) {
     wire::Heartbeat h{.agent_id = agent_id_, .health = health};
     h.running = running;
+    return Call(Node()->Post("/v1/agents/" + node_ + "/heartbeat", wire::Dump(wire::ToJson(h)),
+                             "application/json"));
+  }
+  // A heartbeat with what a test puts in it (network counters, progress); its agent id is ours.
+  server::ApiResponse Heartbeat(wire::Heartbeat h) {
+    h.agent_id = agent_id_;
     return Call(Node()->Post("/v1/agents/" + node_ + "/heartbeat", wire::Dump(wire::ToJson(h)),
                              "application/json"));
   }

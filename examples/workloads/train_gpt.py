@@ -10,7 +10,9 @@ its own), then, after a barrier, writes the rank's marker $TIANSHU_CHECKPOINT_MA
 from $TIANSHU_RESUME_FROM, else from the newest checkpoint in the directory. Creates
 $TIANSHU_READY_FILE once its rendezvous and resume are done: the agent sends SIGUSR1 only after
 that (a signal inside torch's rendezvous fails it with "Interrupted system call"). Logs one line
-per --log-every steps: step, loss, tokens/s.
+per --log-every steps: step, loss, tokens/s. Appends one line per step to
+$TIANSHU_PROGRESS_FILE when set, which the agent reads for the heartbeat:
+{"step": N, "step_time_s": S, "time": T, "samples_per_s": X, "total_steps": M}.
 
     WORLD_SIZE=1 RANK=0 TIANSHU_CHECKPOINT_DIR=/tmp/ck /usr/bin/python3 train_gpt.py --steps 200
 """
@@ -148,7 +150,11 @@ def main():
     ready = os.environ.get("TIANSHU_READY_FILE", "")
     if ready:  # rendezvous and resume done: checkpoint signals are safe from here on
         atomic_write(ready, b"ready\n")
+    # One line per step, appended (opened once, flushed per line: a few hundred bytes a step).
+    progress_path = os.environ.get("TIANSHU_PROGRESS_FILE", "")
+    progress = open(progress_path, "a", buffering=1) if progress_path else None
     while step < args.steps:
+        step_start = time.perf_counter()
         x, y = tinygpt.batch(gen, args.batch, args.seq, device)
         logits = ddp(x)
         loss = loss_fn(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
@@ -161,6 +167,13 @@ def main():
         window_n += 1
         if args.step_sleep > 0:
             time.sleep(args.step_sleep)
+        if progress:
+            step_time = time.perf_counter() - step_start
+            progress.write(json.dumps({
+                "step": step, "step_time_s": round(step_time, 6), "time": round(time.time(), 3),
+                "samples_per_s": round(args.batch * world / max(step_time, 1e-9), 3),
+                "total_steps": args.steps}) + "\n")
+            progress.flush()
         if step % args.log_every == 0 or step == args.steps:
             dt = max(time.time() - t0, 1e-9)
             log(rank, f"step {step} loss {window_loss / window_n:.4f} "
@@ -180,6 +193,8 @@ def main():
     if ckpt_dir and (args.checkpoint_every <= 0 or step % args.checkpoint_every != 0):
         checkpoint("final")
     log(rank, f"done at step {step}")
+    if progress:
+        progress.close()
     if distributed:
         dist.destroy_process_group()
 

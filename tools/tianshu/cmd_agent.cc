@@ -5,8 +5,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -20,6 +23,7 @@
 #include "tianshu/agent/device_monitor.h"
 #include "tianshu/agent/discovery.h"
 #include "tianshu/agent/log_server.h"
+#include "tianshu/agent/net_counters.h"
 #include "tianshu/agent/process.h"
 #include "tianshu/agent/session.h"
 #include "tianshu/agent/work_watcher.h"
@@ -49,6 +53,9 @@ struct AgentArgs {
   std::string checkpoint_grace = "120s";
   bool apply_partitions = false;
   bool no_nvml = false;
+  std::string data_address;
+  std::string data_interface;
+  std::string probe_script;
   LogFlags log;  // --log-format, --log-level
 };
 
@@ -68,6 +75,38 @@ std::string RandomId() {
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
+}
+
+// probes/gloo_bandwidth.py, found as the data folder is (data_sets.h): --probe-script (used or
+// refused, never replaced), share/tianshu/probes beside the installed binary, probes/ in a
+// source tree above the binary, then the source tree it was built from. "" when none holds it.
+Result<std::string> ProbeScript(const std::string& flag) {
+  constexpr const char* kScript = "gloo_bandwidth.py";
+  namespace fs = std::filesystem;
+  if (!flag.empty()) {
+    if (!fs::is_regular_file(flag)) return Fail("--probe-script: no file ", flag);
+    return fs::absolute(flag).lexically_normal().string();
+  }
+  std::vector<fs::path> candidates;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path bin = exe.parent_path();
+    candidates.push_back(bin.parent_path() / "share" / "tianshu" / "probes" / kScript);
+    for (fs::path p = bin; !p.empty() && p != p.root_path(); p = p.parent_path()) {
+      if (fs::exists(p / "probes" / kScript) && fs::exists(p / "CMakeLists.txt")) {
+        candidates.push_back(p / "probes" / kScript);
+        break;
+      }
+    }
+  }
+#ifdef TIANSHU_BUILD_SOURCE_DIR
+  candidates.push_back(fs::path(TIANSHU_BUILD_SOURCE_DIR) / "probes" / kScript);
+#endif
+  for (const fs::path& c : candidates) {
+    if (fs::is_regular_file(c, ec)) return c.lexically_normal().string();
+  }
+  return std::string();
 }
 
 int Run(const AgentArgs& a) {
@@ -124,6 +163,39 @@ int Run(const AgentArgs& a) {
     }
     labels[l.substr(0, eq)] = l.substr(eq + 1);
   }
+  // A separate data network: its interface should exist here (in this network namespace); a
+  // missing one is worth a warning, not a refusal (it may come up after the agent).
+  if (!a.data_interface.empty()) {
+    if (!agent::IsInterfaceName(a.data_interface)) {
+      LogLine(LogLevel::kError, "agent")
+          << "--data-interface: '" << a.data_interface
+          << "' is not an interface name (1-15 letters, digits, '-', '_', '.')";
+      return kExitInvalid;
+    }
+    if (!fs.Exists("/sys/class/net/" + a.data_interface)) {
+      LogLine(LogLevel::kWarning, "agent")
+          << "--data-interface " << a.data_interface << ": no such interface here (yet)";
+    }
+  }
+  const bool plain_host =
+      a.data_address.size() <= 253 &&
+      std::all_of(a.data_address.begin(), a.data_address.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("-_.:[]%", c) != nullptr;
+      });
+  if (!plain_host || (!a.data_address.empty() && a.data_address.front() == '-')) {
+    LogLine(LogLevel::kError, "agent")
+        << "--data-address: expected a host name or an IP address, got '" << a.data_address << "'";
+    return kExitInvalid;
+  }
+  auto probe_script = ProbeScript(a.probe_script);
+  if (!probe_script) {
+    LogLine(LogLevel::kError, "agent") << probe_script.error().message;
+    return kExitInvalid;
+  }
+  if (probe_script->empty()) {
+    LogLine(LogLevel::kWarning, "agent")
+        << "no probes/gloo_bandwidth.py found (pass --probe-script): gloo probes will fail";
+  }
   if (Status s = fs.MakeDirs(a.workdir); !s) {
     LogLine(LogLevel::kError, "agent") << "--workdir: " << s.error().message;
     return kExitFailure;
@@ -134,6 +206,8 @@ int Run(const AgentArgs& a) {
       .checkpoint_root = a.checkpoint_root.empty() ? a.workdir + "/checkpoints" : a.checkpoint_root,
       .checkpoint_grace_ns = *duration,
       .apply_partitions = a.apply_partitions,
+      .data_interface = a.data_interface,
+      .probe_script = *probe_script,
   };
   // The ranks' starting environment: what a login shell would give them, nothing else.
   for (const char* k : {"PATH", "HOME", "LANG", "LC_ALL", "USER", "TMPDIR", "PYTHONPATH",
@@ -256,6 +330,8 @@ int Run(const AgentArgs& a) {
   agent::Session session({.node = host->hostname,
                           .agent_id = agent_id,
                           .address = address,
+                          .data_address = a.data_address,
+                          .data_interface = a.data_interface,
                           .labels = labels,
                           .on_register = on_register,
                           .credential_sha256 = net::TokenHash(*credential),
@@ -390,6 +466,14 @@ Runner RegisterAgent(CLI::App& app) {
   cmd->add_flag("--apply-partitions", a->apply_partitions,
                 "Run MIG / NVMe namespace commands (otherwise planned and shown only)");
   cmd->add_flag("--no-nvml", a->no_nvml, "Do not load NVML");
+  cmd->add_option("--data-address", a->data_address,
+                  "Host other ranks reach this node at on a separate data network (default: the "
+                  "--address host)");
+  cmd->add_option("--data-interface", a->data_interface,
+                  "Interface of the data network: the ranks get GLOO_/NCCL_/TP_SOCKET_IFNAME");
+  cmd->add_option("--probe-script", a->probe_script,
+                  "The gloo bandwidth probe (default: share/tianshu/probes/gloo_bandwidth.py "
+                  "beside the binary, or probes/ of the source tree)");
   AddLogFlags(cmd, &a->log);
   auto l = std::make_shared<LogsArgs>();
   auto* logs = cmd->add_subcommand("logs", "Print a rank's log kept by this node's agent");

@@ -1,11 +1,14 @@
 // `tianshu topology show CLUSTER`: what the scheduler sees of a cluster — nodes, accelerators
 // by model, switch tiers with their uplinks and oversubscription, links, bisection bandwidth.
+// `tianshu topology measured`: what a running server's probes measured between its nodes, beside
+// the nominal figures (docs/network.md).
 #include <fmt/format.h>
 
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "client_flags.h"
 #include "commands.h"
 #include "data_sets.h"
 #include "tianshu/model/load.h"
@@ -117,6 +120,44 @@ void PrintText(const nlohmann::json& j) {
   fmt::print("\nbisection bandwidth: {:.0f} Gb/s\n", j["bisection_gbps"].get<double>());
 }
 
+// The measured network of a running server, as a table of pairs and the measured leaves.
+int PrintMeasured(const Common& c) {
+  auto client = MakeClient(c.client);
+  if (!client) {
+    std::cerr << "tianshu topology measured: " << client.error().message << "\n";
+    return kExitInvalid;
+  }
+  auto r = (*client)->Get("/v1/topology/measured");
+  if (auto code = Failed(r, "topology measured")) return *code;
+  if (c.out.Structured()) {
+    PrintStructured(r->body, c.out);
+    return kExitOk;
+  }
+  Table t({"A", "B", "MEASURED", "NOMINAL", "CLASS BEST", "STATE", "METHOD", "AGE"}, {2, 3, 4});
+  int slow = 0;
+  for (const auto& p : r->body["pairs"]) {
+    const bool is_slow = p.value("slow", false), stale = p.value("stale", false);
+    slow += is_slow;
+    const double failures = p.value("failures", 0.0);
+    t.Add({S(p, "a"), S(p, "b"), fmt::format("{:.3g} GB/s", p.value("measured_gbps", 0.0)),
+           fmt::format("{:.3g} GB/s", p.value("nominal_gbps", 0.0)),
+           fmt::format("{:.3g} GB/s", p.value("class_best_gbps", 0.0)),
+           std::string(is_slow ? "slow"
+                       : stale ? "stale"
+                               : "ok") +
+               (failures > 0 ? fmt::format(" ({} failed)", failures) : ""),
+           S(p, "method"), Age(p.value("measured_ms", int64_t{0}))});
+  }
+  t.Print(std::cout);
+  const auto& probes = r->body["probes"];
+  std::cout << fmt::format(
+      "{} pairs measured, {} slow; probes {}: {} running, {} done, {} failed\n",
+      r->body["pairs"].size(), slow, probes.value("enabled", false) ? "on" : "off",
+      probes.value("running", 0), probes.value("done", 0), probes.value("failed", 0));
+  for (const auto& g : r->body["groups"]) std::cout << "measured leaf: " << JoinArray(g) << "\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 Runner RegisterTopology(CLI::App& app) {
@@ -141,7 +182,13 @@ Runner RegisterTopology(CLI::App& app) {
                    "Accelerator of the servers of an imported Lingjun topology (8 per host)")
       ->capture_default_str();
   AddOutputFlag(show, &args->out);
-  return [args] {
+  auto measured_args = std::make_shared<Common>();
+  auto* measured = cmd->add_subcommand(
+      "measured", "What a running server's probes measured between its nodes (docs/network.md)");
+  AddClientFlags(measured, &measured_args->client);
+  AddClientOutputFlag(measured, &measured_args->out);
+  return [args, measured, measured_args] {
+    if (measured->parsed()) return PrintMeasured(*measured_args);
     Result<std::string> spec = ResolveClusterSpec(args->cluster, args->data);
     Result<model::Topology> t =
         spec ? model::LoadCluster(*spec) : Result<model::Topology>(std::unexpected(spec.error()));

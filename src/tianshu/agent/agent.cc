@@ -4,6 +4,7 @@
 #include <chrono>
 #include <thread>
 
+#include "tianshu/agent/progress_file.h"
 #include "tianshu/base/strings.h"
 
 namespace tianshu::agent {
@@ -275,6 +276,30 @@ std::string Agent::LogPath(const std::string& job_id, int rank) const {
 }
 
 std::pair<double, int64_t> Agent::HostUsage() { return usage_.Sample(fs_); }
+
+std::vector<wire::JobProgress> Agent::Progress() {
+  constexpr size_t kMaxJobs = 1024;  // what a heartbeat carries at most
+  std::vector<wire::JobProgress> out;
+  for (const auto& [key, job] : jobs_) {
+    if (job.done || out.size() >= kMaxJobs) continue;
+    const RankRun* lowest = nullptr;
+    for (const RankRun& r : job.ranks) {
+      if (!r.started || r.exited || r.pid == 0) continue;
+      if (!lowest || r.launch.rank < lowest->launch.rank) lowest = &r;
+    }
+    if (!lowest) continue;
+    auto p = ReadProgressFile(fs_, lowest->progress_path);
+    if (!p) continue;
+    out.push_back({.job_id = job.order.job_id,
+                   .attempt = job.order.attempt,
+                   .rank = lowest->launch.rank,
+                   .step = p->summary.step,
+                   .step_time_s = p->summary.step_time_s,
+                   .samples = p->summary.samples,
+                   .updated_ms = p->updated_ms});
+  }
+  return out;
+}
 
 wire::Hardware Agent::Hardware() const { return HardwareReport(host_); }
 

@@ -26,6 +26,7 @@
 #include "tianshu/agent/internal/job_run.h"
 #include "tianshu/agent/isolation.h"
 #include "tianshu/agent/journal.h"
+#include "tianshu/agent/net_counters.h"
 #include "tianshu/agent/process.h"
 #include "tianshu/agent/rank_launch.h"
 #include "tianshu/agent/system_files.h"
@@ -48,6 +49,13 @@ struct AgentOptions {
   // The environment every rank starts from (PATH, HOME, LANG, PYTHONPATH...): the caller
   // chooses it; the agent reads no environment of its own.
   std::map<std::string, std::string> base_env;
+  // The separate data network's interface (`--data-interface`): every rank gets it as
+  // GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME and TP_SOCKET_IFNAME unless its order sets them.
+  std::string data_interface;
+  // Bandwidth probes (bandwidth_probe.h): probes/gloo_bandwidth.py as the caller found it ("":
+  // none, gloo probes fail to start) and the Python that runs it.
+  std::string probe_script;
+  std::string probe_python = "/usr/bin/python3";
 };
 
 // A rank's checkpoint marker, written by the workload after every completed checkpoint:
@@ -89,6 +97,11 @@ class Agent {
   // Host CPU busy fraction since the previous call and memory in use, from /proc (for
   // heartbeats). The first call reports the average since boot.
   std::pair<double, int64_t> HostUsage();
+  // Link rates since the previous call (net_counters.h), for heartbeats.
+  wire::NetworkSample NetworkUsage(int64_t now_ns) { return net_.Sample(now_ns); }
+  // What each running job's progress file says (progress_file.h), read from its lowest rank
+  // running on this node; jobs without a (valid) file are left out. At most 1024 jobs.
+  std::vector<wire::JobProgress> Progress();
   const HostInfo& host() const { return host_; }
   // What it holds now and what it did, for its /metrics (agent_metrics.h): job attempts, the
   // cgroups it made for them, ranks running, and orders carried out by kind (repeats not
@@ -136,6 +149,7 @@ class Agent {
   std::vector<std::string> recovery_warnings_;  // from Recover
   std::set<std::string> report_keys_;           // (order, kind, rank) already queued
   HostUsageMeter usage_;
+  NetCounters net_{fs_};
   int64_t lease_ns_ = 0;
   int64_t lease_deadline_ns_ = 0;  // from WORKDIR/lease at start, then from RenewLease
   std::string boot_id_;            // /proc/sys/kernel/random/boot_id: whose clock it counts on

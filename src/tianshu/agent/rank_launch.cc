@@ -40,7 +40,9 @@ RankPaths RankPathsFor(const JobPaths& job, int rank) {
   return {.log = base + ".log",
           .exit = base + ".exit",
           .marker = own + ".ckpt",
-          .ready = own + ".ready"};
+          .ready = own + ".ready",
+          .progress = job.user_dir + "/progress-rank-" + std::to_string(rank) + ".jsonl",
+          .probe_result = own + ".probe.json"};
 }
 
 std::map<std::string, std::string> RankEnvironment(const wire::WorkOrder& order,

@@ -1,7 +1,8 @@
 // Where a job's ranks live on this node and what they start with, as pure functions of the
 // launch order: the job's directories (work, checkpoint, this attempt's), each rank's log, exit,
-// marker and ready files, and the rank's environment (rendezvous, visible devices, Tianshu's own
-// variables). The agent launches with them; `tianshu logs` finds a rank's log with RankLogPath.
+// marker, ready, progress and probe result files, and the rank's environment (rendezvous, visible
+// devices, Tianshu's own variables). The agent launches with them; `tianshu logs` finds a rank's
+// log with RankLogPath.
 //   JobPaths p = JobPathsFor(order, "/var/lib/tianshu/agent", "/ckpt");
 //   auto env = RankEnvironment(order, order.launch->ranks[0], p.attempt_dir);
 #pragma once
@@ -33,6 +34,9 @@ JobPaths JobPathsFor(const wire::WorkOrder& order, const std::string& workdir,
 struct RankPaths {
   std::string log, exit;      // in the job's directory
   std::string marker, ready;  // in the job's user directory
+  // Also the user directory's, written by the workload: TIANSHU_PROGRESS_FILE
+  // (progress-rank-R.jsonl, progress_file.h) and, for a probe, TIANSHU_PROBE_RESULT.
+  std::string progress, probe_result;
 };
 RankPaths RankPathsFor(const JobPaths& job, int rank);
 

@@ -209,6 +209,8 @@ int64_t Session::Step(int64_t now_ns) {
                               .agent_id = options_.agent_id,
                               .address = options_.address,
                               .credential_sha256 = options_.credential_sha256,
+                              .data_address = options_.data_address,
+                              .data_interface = options_.data_interface,
                               .hardware = agent_.Hardware(),
                               .running = agent_.Running()};
     for (const auto& [k, v] : options_.labels) req.hardware.labels[k] = v;
@@ -234,6 +236,9 @@ int64_t Session::Step(int64_t now_ns) {
   // Node CPU and memory use since the previous heartbeat (/proc/stat, /proc/meminfo).
   std::tie(hb.cpu_utilization, hb.memory_used_bytes) = agent_.HostUsage();
   if (options_.device_usage) hb.devices = options_.device_usage();
+  // Link rates since the previous heartbeat, and how far each running job has got.
+  hb.network = agent_.NetworkUsage(now_ns);
+  hb.progress = agent_.Progress();
   const int64_t sent_boot_ns = BootTimeNs();  // the lease counts from the send, never later
   auto resp = server_.Heartbeat(options_.node, hb);
   if (!resp) {

@@ -92,6 +92,10 @@ struct SessionOptions {
   std::string node;
   std::string agent_id;
   std::string address;
+  // A separate data network (RegisterRequest's): the host other ranks reach this node on, and
+  // the interface the ranks' traffic leaves by; "" when it is the address's network.
+  std::string data_address;
+  std::string data_interface;
   std::map<std::string, std::string> labels;
   // Called with every successful registration's answer (a newly minted credential to keep,
   // the log key); may be empty.

@@ -114,6 +114,26 @@ TEST(Session, BacksOffWhileTheServerIsDownThenRegisters) {
   EXPECT_TRUE(f.server.last_register.hardware.devices[0].declared);
 }
 
+TEST(Session, SendsTheDataNetworkAndEveryHeartbeatCarriesLinkRates) {
+  Fixture f;
+  f.fs.AddFile("/sys/class/net/eth0/statistics/rx_bytes", "1000\n");
+  f.fs.AddFile("/sys/class/net/eth0/statistics/tx_bytes", "0\n");
+  Session s({.node = "n0", .agent_id = "a1", .data_address = "10.1.0.7", .data_interface = "eth0"},
+            f.server, *f.agent);
+  int64_t now = s.Step(1000 * kMs);
+  EXPECT_EQ(f.server.last_register.data_address, "10.1.0.7");
+  EXPECT_EQ(f.server.last_register.data_interface, "eth0");
+  ASSERT_TRUE(f.server.last_heartbeat.network);
+  EXPECT_EQ(f.server.last_heartbeat.network->window_ms, 0);  // the first sample
+  ASSERT_EQ(f.server.last_heartbeat.network->links.size(), 1u);
+  EXPECT_TRUE(f.server.last_heartbeat.progress.empty());  // no job runs
+  f.fs.AddFile("/sys/class/net/eth0/statistics/rx_bytes", "3000\n");
+  s.Step(now);  // one heartbeat interval (1 s) later
+  ASSERT_TRUE(f.server.last_heartbeat.network);
+  EXPECT_EQ(f.server.last_heartbeat.network->window_ms, 1000);
+  EXPECT_DOUBLE_EQ(f.server.last_heartbeat.network->links[0].rx_bytes_per_s, 2000);
+}
+
 TEST(Session, CountsItsCallsAndSendsTheMeasuredDeviceUsage) {
   Fixture f;
   int samples = 0;

@@ -139,6 +139,33 @@ Result<std::string> RealSystemFiles::ReadUntrusted(const std::string& path, size
   return out;
 }
 
+Result<FileTail> RealSystemFiles::ReadUntrustedTail(const std::string& path, size_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return Errno("open", path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+    ::close(fd);
+    return Fail(path, ": not a regular file with one link (refused)");
+  }
+  FileTail tail;
+  tail.size = st.st_size;
+  tail.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+  const off_t from =
+      st.st_size > static_cast<off_t>(max_bytes) ? st.st_size - static_cast<off_t>(max_bytes) : 0;
+  tail.data.assign(max_bytes, '\0');
+  size_t got = 0;
+  while (got < max_bytes) {  // pread: the file may grow meanwhile; what is past max_bytes waits
+    ssize_t n =
+        ::pread(fd, tail.data.data() + got, max_bytes - got, from + static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  tail.data.resize(got);
+  return tail;
+}
+
 Result<std::string> RealSystemFiles::ReadLink(const std::string& path) {
   char buf[4096];
   ssize_t n = ::readlink(path.c_str(), buf, sizeof buf - 1);
@@ -213,6 +240,16 @@ Result<std::string> FakeSystemFiles::ReadUntrusted(const std::string& path, size
   auto text = Read(path);
   if (text && text->size() > max_bytes) text->resize(max_bytes);
   return text;
+}
+
+Result<FileTail> FakeSystemFiles::ReadUntrustedTail(const std::string& path, size_t max_bytes) {
+  auto text = Read(path);
+  if (!text) return std::unexpected(text.error());
+  FileTail tail{.size = static_cast<int64_t>(text->size())};
+  tail.data = text->size() > max_bytes ? text->substr(text->size() - max_bytes) : *text;
+  auto m = mtimes_.find(path);
+  tail.mtime_ns = m == mtimes_.end() ? 0 : m->second;
+  return tail;
 }
 
 Status FakeSystemFiles::Write(const std::string& path, const std::string& data) {

@@ -16,6 +16,13 @@
 
 namespace tianshu::agent {
 
+// The end of a file and when it last changed (SystemFiles::ReadUntrustedTail).
+struct FileTail {
+  std::string data;      // the last (at most max_bytes) bytes
+  int64_t size = 0;      // the whole file's size
+  int64_t mtime_ns = 0;  // last modification, ns since the epoch
+};
+
 class SystemFiles {
  public:
   virtual ~SystemFiles() = default;
@@ -26,6 +33,10 @@ class SystemFiles {
   // a root-only file, no FIFO to block on), and at most `max_bytes` are read.
   [[nodiscard]] virtual Result<std::string> ReadUntrusted(const std::string& path,
                                                           size_t max_bytes) = 0;
+  // The same refusals, but the file's last `max_bytes` (a log a job appends to, its progress
+  // file) and its modification time.
+  [[nodiscard]] virtual Result<FileTail> ReadUntrustedTail(const std::string& path,
+                                                           size_t max_bytes) = 0;
   // Writes `data` in one write(2) call (cgroup files need exactly that). No truncation
   // semantics beyond O_WRONLY|O_TRUNC|O_CREAT for regular files. Fails with errno's text.
   [[nodiscard]] virtual Status Write(const std::string& path, const std::string& data) = 0;
@@ -54,6 +65,7 @@ class RealSystemFiles final : public SystemFiles {
  public:
   Result<std::string> Read(const std::string& path) override;
   Result<std::string> ReadUntrusted(const std::string& path, size_t max_bytes) override;
+  Result<FileTail> ReadUntrustedTail(const std::string& path, size_t max_bytes) override;
   Status Write(const std::string& path, const std::string& data) override;
   Status Append(const std::string& path, const std::string& data) override;
   Result<std::vector<std::string>> List(const std::string& path) override;
@@ -74,6 +86,8 @@ class FakeSystemFiles final : public SystemFiles {
   void AddLink(const std::string& path, const std::string& target);
   // Every directory created below `prefix` gets these (empty) files, as cgroupfs does.
   void AutoFiles(const std::string& prefix, std::vector<std::string> names);
+  // The modification time ReadUntrustedTail reports for a file (0 until set).
+  void SetMtime(const std::string& path, int64_t mtime_ns) { mtimes_[path] = mtime_ns; }
   // Makes writes to this path fail (a controller file the kernel refuses).
   void FailWrites(const std::string& path) { failing_.insert(path); }
   const std::vector<std::pair<std::string, std::string>>& writes() const { return writes_; }
@@ -81,6 +95,7 @@ class FakeSystemFiles final : public SystemFiles {
 
   Result<std::string> Read(const std::string& path) override;
   Result<std::string> ReadUntrusted(const std::string& path, size_t max_bytes) override;
+  Result<FileTail> ReadUntrustedTail(const std::string& path, size_t max_bytes) override;
   Status Write(const std::string& path, const std::string& data) override;
   Status Append(const std::string& path, const std::string& data) override;
   Result<std::vector<std::string>> List(const std::string& path) override;
@@ -100,6 +115,7 @@ class FakeSystemFiles final : public SystemFiles {
   std::set<std::string> dirs_{"/"};
   std::map<std::string, std::vector<std::string>> auto_files_;
   std::set<std::string> failing_;
+  std::map<std::string, int64_t> mtimes_;
   std::vector<std::pair<std::string, std::string>> writes_;
 };
 

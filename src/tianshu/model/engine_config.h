@@ -45,6 +45,30 @@ struct QueueConfig {
   bool borrow = true;      // may run beyond its quota on idle capacity (reclaimable there)
 };
 
+// network: the live network dimension (docs/network.md): bandwidth probes between idle
+// nodes, the measured matrix placement and the communicator plan use, and the congestion
+// watch that re-plans or moves a running job.
+struct NetworkConfig {
+  bool probes = true;                  // network.probes: run probes on idle nodes
+  int64_t probe_interval_s = 3600;     // network.probe_interval: re-probe a pair this often
+  int64_t probe_bytes = 16 << 20;      // network.probe_bytes: message size
+  double probe_seconds = 2.0;          // network.probe_seconds: per measurement
+  int64_t probe_timeout_s = 120;       // network.probe_timeout: a probe still running is stopped
+  int full_mesh_max_nodes = 8;         // network.full_mesh_max_nodes: all pairs in smaller leaves
+  int64_t measured_ttl_s = 24 * 3600;  // network.measured_ttl: older figures are not used
+  // network.slow_link_ratio: a pair below this share of the best measured pair of its nominal
+  // class (same nominal path, same nominal figure) is slow. 0.5: a port at half its speed or
+  // worse (a 100G port at 40G, ECMP halving a flow) is slow; run-to-run noise is not.
+  double slow_link_ratio = 0.5;
+  bool use_measured = true;  // network.use_measured: placement and plans use them
+  bool watch = true;         // network.watch: the congestion watch
+  // network.step_time_growth: a running job whose step time grows by this factor over its
+  // baseline while a link it uses shows congestion is re-planned or moved (if it pays).
+  double step_time_growth = 1.3;
+  int64_t replan_horizon_s = 3600;  // network.replan_horizon: the gain is counted over this
+  int64_t replan_cooldown_s = 600;  // network.replan_cooldown: between two decisions for a job
+};
+
 struct EngineConfig {
   NodeDiscovery node_discovery = NodeDiscovery::kDynamic;
   ResourceWeight resource_weight;
@@ -98,6 +122,7 @@ struct EngineConfig {
   // restart takes what it takes); the elastic and defrag policies weigh their own restart_s.
   int64_t restart_overhead_s = 60;
   std::vector<QueueConfig> queues;  // queues: [] (then every job runs in "default")
+  NetworkConfig network;
   // Tuning knobs, also read from environment variables of the same names.
   int64_t network_buffer_size_bytes = 4 * 1024 * 1024;      // NETWORK_BUFFER_SIZE, 4-16 MB
   std::string allreduce_algo = "auto";                      // ALLREDUCE_ALGO

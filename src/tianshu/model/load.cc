@@ -43,7 +43,7 @@ std::optional<DocumentKind> KindFromKeys(const YAML::Node& root) {
   if (has("node_groups") || has("fabric")) return DocumentKind::kCluster;
   if (has("model") || has("parallelism") || has("gpus") || has("nodes")) return DocumentKind::kJob;
   if (has("scheduler") || has("task_scheduler") || has("cluster") || has("plugins") ||
-      has("queues") || has("NETWORK_BUFFER_SIZE") || has("ALLREDUCE_ALGO") ||
+      has("queues") || has("network") || has("NETWORK_BUFFER_SIZE") || has("ALLREDUCE_ALGO") ||
       has("CHECKPOINT_MODE") || has("SCHEDULER_BACKEND")) {
     return DocumentKind::kEngineConfig;
   }

@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tianshu/comm/bandwidth_matrix.h"
 #include "tianshu/engine/engine.h"
 #include "tianshu/estimate/perf.h"
 #include "tianshu/model/engine_config.h"
@@ -32,6 +33,7 @@
 #include "tianshu/server/committer.h"
 #include "tianshu/server/identity.h"
 #include "tianshu/server/metrics.h"
+#include "tianshu/server/network_map.h"
 #include "tianshu/server/placer.h"
 #include "tianshu/server/requests.h"
 #include "tianshu/server/store.h"
@@ -177,6 +179,10 @@ struct NodeEntry {
   // sent the jobs running here back to the queue from a checkpoint. Kept across registrations.
   bool cordoned = false;
   bool draining = false;
+  // The data network (RegisterRequest::data_address/interface): MASTER_ADDR and probes use
+  // it; "" = the address's host.
+  std::string data_address, data_interface;
+  std::string probing;   // the bandwidth probe running here (no new work meanwhile); not persisted
   wire::Heartbeat last;  // not persisted
 };
 
@@ -305,6 +311,10 @@ class ControlPlane {
   // Events after `since` (durable ones only), waiting up to wait_ms for the first one.
   nlohmann::json WaitEvents(const EventQuery& query);
   std::string Metrics() const;
+  // The measured network (GET /v1/topology/measured, docs/network.md): every measured pair
+  // with its nominal figure, class and whether it is slow or stale; the measured leaves; the
+  // probes running and their counts.
+  nlohmann::json MeasuredNetwork(int64_t now_ms) const;
   // Counts a submission refused before it reached Submit (bad body, bad token).
   void CountRejected();
 
@@ -467,6 +477,31 @@ class ControlPlane {
   bool CancelOne(Txn& t, Job& j, int64_t now_ms);
   nlohmann::json ArrayJson(const Job& first) const;
 
+  // ---- the network (control_plane_network.cc, control_plane_watch.cc; issue 18) ----
+  static bool IsProbeId(const std::string& job_id);
+  bool IsRunningProbe(const std::string& job_id, const std::string& node) const;
+  // Probes (start, give way, time out), the measured leaves, the congestion watch; each tick.
+  void NetworkTick(Txn& t, int64_t now_ms);
+  void StartProbe(Txn& t, const std::string& a, const std::string& b, int64_t now_ms);
+  void StopProbe(Txn& t, ProbeRun& p, const std::string& why, int64_t now_ms);
+  void FinishProbe(Txn& t, const std::string& id, int64_t now_ms);
+  void ApplyProbeReport(Txn& t, const std::string& node, const wire::Report& r, int64_t now_ms);
+  void NetworkEvent(Txn& t, const std::string& id, const std::string& reason, int64_t now_ms);
+  std::vector<ProbeNode> ProbeNodes() const;
+  NominalPair NominalOf(const std::string& a, const std::string& b) const;
+  void RefreshNominalView();
+  // Node -> measured leaf ({} when nothing is measured or network.use_measured is off).
+  std::map<std::string, std::string> MeasuredLeavesNow(int64_t now_ms) const;
+  // The fresh measured node pairs over `view`'s node ids, for the communicator plan.
+  comm::BandwidthMatrix MeasuredMatrix(const ClusterView& view, int64_t now_ms) const;
+  // "; measured ..." for a start event: the measured leaf and the slowest fresh pair of a
+  // multi-node placement ("" when nothing is measured there).
+  std::string MeasuredNote(const std::vector<std::string>& nodes, int64_t now_ms) const;
+  void WatchCongestion(Txn& t, int64_t now_ms);
+  // Signs of congestion on these nodes' links ("" when none), from their last heartbeats.
+  std::string CongestionEvidence(const std::vector<std::string>& nodes) const;
+  void DecideReplan(Txn& t, Job& j, JobWatch& w, const std::string& evidence, int64_t now_ms);
+
   std::unique_ptr<Store> store_;
   ControlPlaneOptions options_;
   std::unique_ptr<Committer> committer_;
@@ -549,6 +584,16 @@ class ControlPlane {
   };
   std::map<int64_t, OverlayLoss> overlay_loss_;
   server::Metrics metrics_;
+  // The measured network (issue 18).
+  NetworkMap network_;
+  int64_t network_version_ = 0;  // bumped by every probe's end
+  std::map<std::string, ProbeRun> probes_;
+  int64_t next_probe_ = 1, probes_done_ = 0, probes_failed_ = 0;
+  std::unique_ptr<ClusterView> nominal_view_;  // the registered nodes, leaves from labels
+  bool nominal_dirty_ = true;
+  std::map<std::string, std::string> view_leaves_;  // the measured leaves view_ was built with
+  int64_t leaves_checked_ms_ = 0, leaves_version_ = -1, network_planned_ms_ = 0;
+  std::map<int64_t, JobWatch> watch_;
 };
 
 }  // namespace tianshu::server

@@ -65,6 +65,8 @@ ApiResult<wire::RegisterResponse> ControlPlane::Register(const wire::RegisterReq
     n.name = req.node;
     n.agent_id = req.agent_id;
     n.address = req.address;
+    n.data_address = req.data_address;
+    n.data_interface = req.data_interface;
     n.hardware = req.hardware;
     n.registered_ms = now_ms;
     n.last_heartbeat_ms = now_ms;

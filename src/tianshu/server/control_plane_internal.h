@@ -84,6 +84,11 @@ inline std::string HostOf(const std::string& address) {
 }
 
 // Whether a job in state `s` holds its placement (launched, running, or not yet stopped).
+// The host a node's ranks are reached on: its data address, else its address's host.
+inline std::string DataHostOf(const NodeEntry& n) {
+  return HostOf(n.data_address.empty() ? n.address : n.data_address);
+}
+
 inline bool HoldsPlacement(JobState s) {
   return s == JobState::kStarting || s == JobState::kRunning || s == JobState::kStopping;
 }
@@ -243,6 +248,8 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
               {"rejoin", n.rejoin},
               {"cordoned", n.cordoned},
               {"draining", n.draining},
+              {"data_address", n.data_address},
+              {"data_interface", n.data_interface},
               {"log_key", n.log_key}};
     c.nodes.push_back({name, wire::Dump(d)});
   }

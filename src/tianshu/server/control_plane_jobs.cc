@@ -40,7 +40,8 @@ std::map<std::string, std::string> CommEnvironmentFor(const model::EngineConfig&
                                                       const model::JobSpec& spec,
                                                       const placement::Outcome& outcome,
                                                       const model::Topology& topo,
-                                                      const comm::Layout& layout) {
+                                                      const comm::Layout& layout,
+                                                      const comm::BandwidthMatrix& measured) {
   std::vector<int> gpus;
   for (const auto& slot : outcome.ranks) {
     if (slot.gpu < 0) return {};  // CPU-only ranks: no collective library to tune
@@ -51,6 +52,8 @@ std::map<std::string, std::string> CommEnvironmentFor(const model::EngineConfig&
   const model::Backend backend = topo.TypeOf(outcome.ranks.front().node).backend;
   comm::CommOptions options = comm::CommOptionsFrom(config, backend, spec.priority);
   options.order = comm::RankOrder::kAsGiven;
+  // The links the job actually got: measured figures where probes have them.
+  if (measured.size() > 0) options.cost.measured = &measured;
   auto plan = comm::PlanCommunicators(topo, gpus, layout, options);
   return plan ? plan->env : std::map<std::string, std::string>{};
 }
@@ -133,8 +136,9 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
   const std::string ckpt =
       options_.checkpoint_root.empty() ? "" : options_.checkpoint_root + "/" + j.id;
   const comm::Layout layout = LayoutFor(options_.config, j.spec, outcome, topo);
+  const comm::BandwidthMatrix measured = MeasuredMatrix(view, now_ms);
   const std::map<std::string, std::string> comm_env =
-      CommEnvironmentFor(options_.config, j.spec, outcome, topo, layout);
+      CommEnvironmentFor(options_.config, j.spec, outcome, topo, layout, measured);
   placement::PlacementRequest req = placement::RequestFromJob(j.spec);
   for (size_t ni = 0; ni < nodes.size(); ++ni) {
     const NodeEntry& node = nodes_.at(nodes[ni]);
@@ -144,7 +148,7 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
     l.job_name = j.spec.name;
     l.backend = backend;
     l.world_size = world;
-    l.master_addr = HostOf(master.address);
+    l.master_addr = DataHostOf(master);
     l.master_port = port;
     l.checkpoint_dir = ckpt;
     l.workdir = j.run.workdir;
@@ -203,7 +207,8 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
   }
   j.starting_since_ms = now_ms;
   SetState(t, j, JobState::kStarting,
-           "placed on " + Join(nodes, ",") + " (attempt " + std::to_string(j.attempt) + ")",
+           "placed on " + Join(nodes, ",") + " (attempt " + std::to_string(j.attempt) + ")" +
+               MeasuredNote(nodes, now_ms),
            now_ms);
 }
 
@@ -366,7 +371,7 @@ void ControlPlane::StopStale(Txn& t, const std::string& node,
       current = j.attempt == r.attempt && HoldsPlacement(j.state) &&
                 std::find(nodes.begin(), nodes.end(), node) != nodes.end();
     }
-    if (current) continue;
+    if (current || IsRunningProbe(r.job_id, node)) continue;
     std::string id = OrderId(r.job_id, r.attempt, "stop", node);
     if (orders_.contains(id) || stale_stops_.contains(id)) continue;
     stale_stops_.insert(id);
@@ -397,6 +402,7 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
   }
   std::string job_id = r.job_id;
   if (job_id.empty()) job_id = r.order_id.substr(0, r.order_id.find('.'));
+  if (IsProbeId(job_id)) return ApplyProbeReport(t, node, r, now_ms);
   auto seq = ParseJobId(job_id);
   auto it = seq ? jobs_.find(*seq) : jobs_.end();
   if (it == jobs_.end()) return;

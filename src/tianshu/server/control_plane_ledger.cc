@@ -42,7 +42,7 @@ ControlPlane::LedgerStats ControlPlane::Ledger() const {
 
 void ControlPlane::NoteLedgerChanges(const Txn& t) {
   ledger_dirty_.insert(t.jobs.begin(), t.jobs.end());
-  if (!t.nodes.empty() || !t.nodes_removed.empty()) ledger_nodes_changed_ = true;
+  if (!t.nodes.empty() || !t.nodes_removed.empty()) ledger_nodes_changed_ = nominal_dirty_ = true;
 }
 
 ControlPlane::LedgerEntry ControlPlane::EntryOf(const Job& j, int64_t now_ms) const {
@@ -163,10 +163,12 @@ Result<std::unique_ptr<engine::Engine>> ControlPlane::ReplayLedger(int64_t now_m
   // Degraded and cordoned nodes keep their work, get nothing new.
   for (int i = 0; i < topo.NumNodes(); ++i) {
     const NodeEntry& n = nodes_.at(view_->node_names[static_cast<size_t>(i)]);
-    if (n.state != NodeState::kReady || n.cordoned) {
-      (void)(*e)->Apply(
-          engine::NodeFailed{.node = i, .reason = n.cordoned ? "cordoned" : "degraded"},
-          Seconds(now_ms));
+    if (n.state != NodeState::kReady || n.cordoned || !n.probing.empty()) {
+      (void)(*e)->Apply(engine::NodeFailed{.node = i,
+                                           .reason = n.cordoned           ? "cordoned"
+                                                     : !n.probing.empty() ? "probing"
+                                                                          : "degraded"},
+                        Seconds(now_ms));
     }
   }
   (*e)->SetRuntimeHistory(runtimes_);
@@ -203,11 +205,15 @@ bool ControlPlane::PrepareLedger(int64_t now_ms, const std::vector<Job*>& pendin
         hw.push_back({name, &n.hardware});
       }
     }
-    auto view = BuildClusterView(hw);
+    RefreshNominalView();
+    // Placement sees the measured leaves (docs/network.md), where probes found any.
+    std::map<std::string, std::string> leaves = MeasuredLeavesNow(now_ms);
+    auto view = BuildClusterView(hw, &leaves);
     if (!view) {
       tell("cluster view: " + view.error().message);
       return false;
     }
+    view_leaves_ = std::move(leaves);
     ledger_.reset();  // its options point into the old view and speed model
     view_ = std::move(*view);
     perf_ = std::make_unique<estimate::PerfModel>(view_->topology, options_.config);

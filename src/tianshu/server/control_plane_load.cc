@@ -180,6 +180,8 @@ Status ControlPlane::Load(int64_t now_ms) {
     n.name = row.name;
     n.agent_id = d.value("agent_id", "");
     n.address = d.value("address", "");
+    n.data_address = d.value("data_address", "");
+    n.data_interface = d.value("data_interface", "");
     auto hw = wire::ParseRegisterRequest(wire::Dump(
         json{{"node", "x"}, {"agent_id", "x"}, {"hardware", d.value("hardware", json::object())}}));
     if (hw) n.hardware = hw->hardware;
@@ -234,6 +236,9 @@ Status ControlPlane::Load(int64_t now_ms) {
                 d.value("created_ms", int64_t{0})};
     user_by_token_[u.token_hash] = key.substr(5);
     users_[key.substr(5)] = std::move(u);
+  }
+  for (const std::string& key : network_.Load(st->meta)) {
+    skipped_records_.push_back(key + ": unreadable measured bandwidth (probed again)");
   }
   if (auto it = st->meta.find("next_job_seq"); it != st->meta.end()) {
     int64_t v = 0;

@@ -99,6 +99,7 @@ void ControlPlane::Tick(int64_t now_ms) {
       }
     }
     Schedule(t, now_ms);
+    NetworkTick(t, now_ms);
     return true;
   });
 }

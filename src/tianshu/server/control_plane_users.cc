@@ -516,6 +516,8 @@ ApiResult<json> ControlPlane::AdminNode(const std::string& name, const std::stri
       node_by_credential_.erase(n.credential_hash);
       DropOrdersFor(t, name);
       t.nodes_removed.insert(name);
+      for (const std::string& key : network_.ForgetNode(name)) t.meta[key] = "";  // "" = gone
+      ++network_version_;
       nodes_.erase(it);
       work_cvs_[name].notify_all();  // a waiting Work call answers 404 now
       return json{{"node", name}, {"removed", true}};

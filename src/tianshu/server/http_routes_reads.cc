@@ -130,6 +130,12 @@ void AddReadRoutes(httplib::Server& h, ReadRoutesOptions options) {
     if (!r) return;
     Respond(res, 200, r->first->ListQueues());
   });
+  // The measured network: pairs against their nominal figures, measured leaves, probes.
+  h.Get("/v1/topology/measured", [reader, o](const httplib::Request& req, httplib::Response& res) {
+    auto r = reader(req, res, "read the measured network");
+    if (!r) return;
+    Respond(res, 200, r->first->MeasuredNetwork(o->now()));
+  });
   // GPU-hours by user and by queue over [since_ms, until_ms) (default: all time up to now).
   h.Get("/v1/accounting", [reader, o](const httplib::Request& req, httplib::Response& res) {
     auto r = reader(req, res, "read accounting");

@@ -49,7 +49,8 @@ std::string TypeKey(const model::ServerType& t) {
 
 }  // namespace
 
-Result<std::unique_ptr<ClusterView>> BuildClusterView(const std::vector<NodeHardware>& nodes) {
+Result<std::unique_ptr<ClusterView>> BuildClusterView(
+    const std::vector<NodeHardware>& nodes, const std::map<std::string, std::string>* leaves) {
   auto view = std::make_unique<ClusterView>();
   model::Topology& t = view->topology;
   t.name = "registered";
@@ -70,6 +71,9 @@ Result<std::unique_ptr<ClusterView>> BuildClusterView(const std::vector<NodeHard
     std::string leaf = "leaf0";
     if (auto it = n.hardware->labels.find("leaf"); it != n.hardware->labels.end()) {
       leaf = it->second;
+    }
+    if (leaves) {
+      if (auto it = leaves->find(n.name); it != leaves->end()) leaf = it->second;
     }
     auto [lit, new_leaf] = leaf_ids.try_emplace(leaf, static_cast<int>(t.switches.size()));
     if (new_leaf) t.switches.push_back({.name = leaf, .tier = 0, .parent = 0});

@@ -34,7 +34,11 @@ struct ClusterView {
   std::map<std::string, int> index;            // name -> topology node
   std::vector<std::vector<int>> device_index;  // per node: local GPU -> agent device index
 };
+// `leaves` (node -> leaf name) overrides the `leaf` labels: the measured leaves of
+// NetworkMap::MeasuredLeaves, so that placement keeps a gang inside a group of nodes that
+// reach each other at full speed.
 [[nodiscard]] Result<std::unique_ptr<ClusterView>> BuildClusterView(
-    const std::vector<NodeHardware>& nodes);
+    const std::vector<NodeHardware>& nodes,
+    const std::map<std::string, std::string>* leaves = nullptr);
 
 }  // namespace tianshu::server

@@ -1,6 +1,9 @@
 // Work orders (server -> agent): launch, checkpoint and stop, one at a time or in a batch.
 #include "tianshu/wire/wire.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "tianshu/wire/internal/object_reader.h"
 
 namespace tianshu::wire {
@@ -43,11 +46,27 @@ CgroupPlan ReadCgroup(const json& j, const std::string& p, std::vector<std::stri
   return c;
 }
 
+// The methods a probe may name (docs/network.md).
+constexpr const char* kProbeMethods[] = {"auto", "gloo", "nccl-tests", "rccl-tests", "hccl-test"};
+
+ProbeSpec ReadProbe(const json& j, const std::string& p, std::vector<std::string>* e) {
+  ProbeSpec s;
+  ObjectReader o(j, p, e, {"method", "bytes", "seconds"});
+  o.Str("method", &s.method, false, 32);
+  if (std::find(std::begin(kProbeMethods), std::end(kProbeMethods), s.method) ==
+      std::end(kProbeMethods)) {
+    o.Err(o.Field("method"), "expected one of auto, gloo, nccl-tests, rccl-tests, hccl-test");
+  }
+  o.Int("bytes", &s.bytes, int64_t{1} << 10, int64_t{1} << 30);  // 1 KiB .. 1 GiB
+  o.Double("seconds", &s.seconds, 0.1, 60);
+  return s;
+}
+
 LaunchOrder ReadLaunch(const json& j, const std::string& p, std::vector<std::string>* e) {
   LaunchOrder l;
   ObjectReader o(j, p, e,
                  {"job_name", "backend", "world_size", "master_addr", "master_port",
-                  "checkpoint_dir", "workdir", "run_as", "ranks", "cgroup"});
+                  "checkpoint_dir", "workdir", "run_as", "ranks", "cgroup", "probe"});
   o.Str("job_name", &l.job_name);
   o.Str("backend", &l.backend);
   o.Int("world_size", &l.world_size, 1, kMaxInt);
@@ -59,6 +78,7 @@ LaunchOrder ReadLaunch(const json& j, const std::string& p, std::vector<std::str
   o.Array("ranks",
           [&](const json& x, const std::string& q) { l.ranks.push_back(ReadRankLaunch(x, q, e)); });
   if (const json* c = o.Object("cgroup")) l.cgroup = ReadCgroup(*c, o.Field("cgroup"), e);
+  if (const json* pr = o.Object("probe")) l.probe = ReadProbe(*pr, o.Field("probe"), e);
   return l;
 }
 
@@ -110,23 +130,29 @@ json ToJsonLaunch(const LaunchOrder& l) {
                      {"env", r.env}});
   }
   const CgroupPlan& c = l.cgroup;
-  return {{"job_name", l.job_name},
-          {"backend", l.backend},
-          {"world_size", l.world_size},
-          {"master_addr", l.master_addr},
-          {"master_port", l.master_port},
-          {"checkpoint_dir", l.checkpoint_dir},
-          {"workdir", l.workdir},
-          {"run_as", l.run_as},
-          {"ranks", ranks},
-          {"cgroup",
-           {{"numa_nodes", c.numa_nodes},
-            {"cpu_milli", c.cpu_milli},
-            {"memory_bytes", c.memory_bytes},
-            {"io_weight", c.io_weight},
-            {"io_write_bps", c.io_write_bps},
-            {"devices", c.devices},
-            {"traffic_class", c.traffic_class}}}};
+  json j = {{"job_name", l.job_name},
+            {"backend", l.backend},
+            {"world_size", l.world_size},
+            {"master_addr", l.master_addr},
+            {"master_port", l.master_port},
+            {"checkpoint_dir", l.checkpoint_dir},
+            {"workdir", l.workdir},
+            {"run_as", l.run_as},
+            {"ranks", ranks},
+            {"cgroup",
+             {{"numa_nodes", c.numa_nodes},
+              {"cpu_milli", c.cpu_milli},
+              {"memory_bytes", c.memory_bytes},
+              {"io_weight", c.io_weight},
+              {"io_write_bps", c.io_write_bps},
+              {"devices", c.devices},
+              {"traffic_class", c.traffic_class}}}};
+  // Only on probes: an agent from before probes refuses fields it does not know.
+  if (l.probe) {
+    j["probe"] = {
+        {"method", l.probe->method}, {"bytes", l.probe->bytes}, {"seconds", l.probe->seconds}};
+  }
+  return j;
 }
 
 json OrderBody(const WorkOrder& w) {
@@ -172,6 +198,11 @@ Status ValidateOrder(const WorkOrder& o) {
         if (r.rank >= o.launch->world_size) {
           return Fail("rank ", std::to_string(r.rank), " is not below world_size ",
                       std::to_string(o.launch->world_size));
+        }
+        // A probe's ranks run what the agent chooses (their command is empty); one that also
+        // names a command is ambiguous.
+        if (o.launch->probe && !r.command.empty()) {
+          return Fail("rank ", std::to_string(r.rank), " of a probe carries a command");
         }
       }
       break;

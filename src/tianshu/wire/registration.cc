@@ -2,6 +2,7 @@
 // runs, and the server's answers.
 #include "tianshu/wire/wire.h"
 
+#include <algorithm>
 #include <cctype>
 #include <set>
 
@@ -17,6 +18,97 @@ using internal::ObjectReader;
 using internal::ParseText;
 using internal::Versioned;
 using nlohmann::json;
+
+// Bounds of the network and progress parts of a heartbeat (a node has a few dozen interfaces
+// at most; a job's ranks on one node report as one entry).
+constexpr size_t kMaxLinks = 256;
+constexpr size_t kMaxProgress = 1024;
+constexpr double kMaxRate = 1e15;  // per second: far above any link (800 Gb/s = 1e11 B/s)
+
+// A Linux interface name as the kernel allows it (dev_valid_name: below IFNAMSIZ, no '/',
+// ':' or white space), narrowed to the characters real names use.
+bool PlausibleInterfaceName(const std::string& s) {
+  if (s.empty() || s.size() > 15 || s == "." || s == "..") return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+}
+
+// A host name or an IPv4/IPv6 address: printable, no white space.
+bool PlausibleHost(const std::string& s) {
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
+           c == ':' || c == '[' || c == ']' || c == '%';
+  });
+}
+
+LinkSample ReadLink(const json& j, const std::string& p, std::vector<std::string>* e) {
+  LinkSample l;
+  ObjectReader o(j, p, e,
+                 {"name", "rdma", "speed_bps", "rx_bytes_per_s", "tx_bytes_per_s", "drops_per_s",
+                  "xmit_wait_per_s"});
+  o.Str("name", &l.name, true, 64);
+  o.Bool("rdma", &l.rdma);
+  o.Int("speed_bps", &l.speed_bps, 0, kMaxI64);
+  o.Double("rx_bytes_per_s", &l.rx_bytes_per_s, 0, kMaxRate);
+  o.Double("tx_bytes_per_s", &l.tx_bytes_per_s, 0, kMaxRate);
+  o.Double("drops_per_s", &l.drops_per_s, 0, kMaxRate);
+  o.Double("xmit_wait_per_s", &l.xmit_wait_per_s, 0, kMaxRate);
+  return l;
+}
+
+NetworkSample ReadNetwork(const json& j, const std::string& p, std::vector<std::string>* e) {
+  NetworkSample n;
+  ObjectReader o(j, p, e, {"window_ms", "links", "tcp_retrans_per_s", "tcp_out_segs_per_s"});
+  o.Int("window_ms", &n.window_ms, 0, kMaxI64);
+  o.Array(
+      "links", [&](const json& x, const std::string& q) { n.links.push_back(ReadLink(x, q, e)); },
+      false, kMaxLinks);
+  o.Double("tcp_retrans_per_s", &n.tcp_retrans_per_s, 0, kMaxRate);
+  o.Double("tcp_out_segs_per_s", &n.tcp_out_segs_per_s, 0, kMaxRate);
+  return n;
+}
+
+JobProgress ReadProgress(const json& j, const std::string& p, std::vector<std::string>* e) {
+  JobProgress g;
+  ObjectReader o(j, p, e,
+                 {"job_id", "attempt", "rank", "step", "step_time_s", "samples", "updated_ms"});
+  o.Str("job_id", &g.job_id, true, 256);
+  o.Int("attempt", &g.attempt, 0, kMaxInt);
+  o.Int("rank", &g.rank, 0, kMaxInt);
+  o.Int("step", &g.step, -1, kMaxI64);
+  o.Double("step_time_s", &g.step_time_s, 0, 1e9);
+  o.Int("samples", &g.samples, 0, kMaxI64);
+  o.Int("updated_ms", &g.updated_ms, 0, kMaxI64);
+  return g;
+}
+
+json ToJson(const NetworkSample& n) {
+  json links = json::array();
+  for (const LinkSample& l : n.links) {
+    links.push_back({{"name", l.name},
+                     {"rdma", l.rdma},
+                     {"speed_bps", l.speed_bps},
+                     {"rx_bytes_per_s", l.rx_bytes_per_s},
+                     {"tx_bytes_per_s", l.tx_bytes_per_s},
+                     {"drops_per_s", l.drops_per_s},
+                     {"xmit_wait_per_s", l.xmit_wait_per_s}});
+  }
+  return {{"window_ms", n.window_ms},
+          {"links", links},
+          {"tcp_retrans_per_s", n.tcp_retrans_per_s},
+          {"tcp_out_segs_per_s", n.tcp_out_segs_per_s}};
+}
+
+json ToJson(const JobProgress& g) {
+  return {{"job_id", g.job_id},
+          {"attempt", g.attempt},
+          {"rank", g.rank},
+          {"step", g.step},
+          {"step_time_s", g.step_time_s},
+          {"samples", g.samples},
+          {"updated_ms", g.updated_ms}};
+}
 
 Device ReadDevice(const json& j, const std::string& p, std::vector<std::string>* e) {
   Device d;
@@ -151,12 +243,16 @@ json ToJson(const RunningRank& r) {
 json ToJson(const RegisterRequest& v) {
   json running = json::array();
   for (const auto& r : v.running) running.push_back(ToJson(r));
-  return Versioned({{"node", v.node},
-                    {"agent_id", v.agent_id},
-                    {"address", v.address},
-                    {"credential_sha256", v.credential_sha256},
-                    {"hardware", ToJson(v.hardware)},
-                    {"running", running}});
+  json j = {{"node", v.node},
+            {"agent_id", v.agent_id},
+            {"address", v.address},
+            {"credential_sha256", v.credential_sha256},
+            {"hardware", ToJson(v.hardware)},
+            {"running", running}};
+  // Only when set: a server from before data networks refuses fields it does not know.
+  if (!v.data_address.empty()) j["data_address"] = v.data_address;
+  if (!v.data_interface.empty()) j["data_interface"] = v.data_interface;
+  return Versioned(std::move(j));
 }
 
 json ToJson(const RegisterResponse& v) {
@@ -178,13 +274,20 @@ json ToJson(const Heartbeat& v) {
                        {"healthy", d.healthy}});
   }
   for (const auto& r : v.running) running.push_back(ToJson(r));
-  return Versioned({{"agent_id", v.agent_id},
-                    {"health", HealthName(v.health)},
-                    {"message", v.message},
-                    {"cpu_utilization", v.cpu_utilization},
-                    {"memory_used_bytes", v.memory_used_bytes},
-                    {"devices", devices},
-                    {"running", running}});
+  json j = {{"agent_id", v.agent_id},
+            {"health", HealthName(v.health)},
+            {"message", v.message},
+            {"cpu_utilization", v.cpu_utilization},
+            {"memory_used_bytes", v.memory_used_bytes},
+            {"devices", devices},
+            {"running", running}};
+  if (v.network) j["network"] = ToJson(*v.network);
+  if (!v.progress.empty()) {
+    json progress = json::array();
+    for (const JobProgress& g : v.progress) progress.push_back(ToJson(g));
+    j["progress"] = std::move(progress);
+  }
+  return Versioned(std::move(j));
 }
 
 json ToJson(const HeartbeatResponse& v) {
@@ -197,11 +300,20 @@ Result<RegisterRequest> ParseRegisterRequest(std::string_view text) {
   std::vector<std::string> e;
   RegisterRequest r;
   ObjectReader o(*j, "", &e,
-                 {"node", "agent_id", "address", "credential_sha256", "hardware", "running"});
+                 {"node", "agent_id", "address", "credential_sha256", "data_address",
+                  "data_interface", "hardware", "running"});
   o.Str("node", &r.node, true, 253);
   o.Str("agent_id", &r.agent_id, true);
   o.Str("address", &r.address);
   o.Str("credential_sha256", &r.credential_sha256);
+  o.Str("data_address", &r.data_address, false, 253);
+  if (!PlausibleHost(r.data_address)) {
+    o.Err(o.Field("data_address"), "expected a host name or an IP address");
+  }
+  o.Str("data_interface", &r.data_interface, false, 15);
+  if (!r.data_interface.empty() && !PlausibleInterfaceName(r.data_interface)) {
+    o.Err(o.Field("data_interface"), "expected a network interface name (letters, digits, -_.)");
+  }
   if (const json* h = o.Object("hardware", true)) r.hardware = ReadHardware(*h, "hardware", &e);
   o.Array("running",
           [&](const json& x, const std::string& q) { r.running.push_back(ReadRunning(x, q, &e)); });
@@ -239,7 +351,7 @@ Result<Heartbeat> ParseHeartbeat(std::string_view text) {
   Heartbeat h;
   ObjectReader o(*j, "", &e,
                  {"agent_id", "health", "message", "cpu_utilization", "memory_used_bytes",
-                  "devices", "running"});
+                  "devices", "running", "network", "progress"});
   o.Str("agent_id", &h.agent_id, true);
   std::string health;
   o.Str("health", &health);
@@ -264,6 +376,11 @@ Result<Heartbeat> ParseHeartbeat(std::string_view text) {
   });
   o.Array("running",
           [&](const json& x, const std::string& q) { h.running.push_back(ReadRunning(x, q, &e)); });
+  if (const json* n = o.Object("network")) h.network = ReadNetwork(*n, "network", &e);
+  o.Array(
+      "progress",
+      [&](const json& x, const std::string& q) { h.progress.push_back(ReadProgress(x, q, &e)); },
+      false, kMaxProgress);
   return Finish(std::move(h), e);
 }
 

@@ -14,11 +14,32 @@ using internal::ParseText;
 using internal::Versioned;
 using nlohmann::json;
 
+constexpr double kMaxGbps = 1e6;  // GB/s: a petabyte per second is no measurement
+
+ProbeResult ReadProbe(const json& j, const std::string& p, std::vector<std::string>* e) {
+  ProbeResult r;
+  ObjectReader o(j, p, e,
+                 {"method", "bytes", "iterations", "busbw_gbps", "algbw_gbps", "forward_gbps",
+                  "backward_gbps"});
+  o.Str("method", &r.method, true, 32);
+  if (!r.method.empty() && r.method != "gloo" && r.method != "nccl-tests" &&
+      r.method != "rccl-tests" && r.method != "hccl-test") {
+    o.Err(o.Field("method"), "expected one of gloo, nccl-tests, rccl-tests, hccl-test");
+  }
+  o.Int("bytes", &r.bytes, 0, kMaxI64);
+  o.Int("iterations", &r.iterations, 0, kMaxI64);
+  o.Double("busbw_gbps", &r.busbw_gbps, 0, kMaxGbps);
+  o.Double("algbw_gbps", &r.algbw_gbps, 0, kMaxGbps);
+  o.Double("forward_gbps", &r.forward_gbps, 0, kMaxGbps);
+  o.Double("backward_gbps", &r.backward_gbps, 0, kMaxGbps);
+  return r;
+}
+
 Report ReadReport(const json& j, const std::string& p, std::vector<std::string>* e) {
   Report r;
   ObjectReader o(j, p, e,
                  {"order_id", "kind", "job_id", "rank", "pid", "exit_code", "signal", "step",
-                  "path", "message"});
+                  "path", "message", "probe"});
   o.Str("order_id", &r.order_id, true);
   std::string kind;
   o.Str("kind", &kind, true);
@@ -38,6 +59,10 @@ Report ReadReport(const json& j, const std::string& p, std::vector<std::string>*
   o.Int("step", &r.step, -1, kMaxI64);
   o.Str("path", &r.path);
   o.Str("message", &r.message, false, 65536);
+  if (const json* pr = o.Object("probe")) {
+    r.probe = ReadProbe(*pr, o.Field("probe"), e);
+    if (r.kind != ReportKind::kExited) o.Err(o.Field("probe"), "only an exited report carries one");
+  }
   return r;
 }
 
@@ -54,6 +79,16 @@ json ReportBody(const Report& r) {
   if (r.step >= 0) j["step"] = r.step;
   if (!r.path.empty()) j["path"] = r.path;
   if (!r.message.empty()) j["message"] = r.message;
+  if (r.probe) {
+    const ProbeResult& p = *r.probe;
+    j["probe"] = {{"method", p.method},
+                  {"bytes", p.bytes},
+                  {"iterations", p.iterations},
+                  {"busbw_gbps", p.busbw_gbps},
+                  {"algbw_gbps", p.algbw_gbps},
+                  {"forward_gbps", p.forward_gbps},
+                  {"backward_gbps", p.backward_gbps}};
+  }
   return j;
 }
 

@@ -85,6 +85,11 @@ struct RegisterRequest {
   // SHA-256 of the credential the agent made itself (kept in its work directory), bound to the
   // name at its first registration; "" lets the server mint one and return it.
   std::string credential_sha256;
+  // The fabric the job's ranks talk over, where it is not the address's network (a separate
+  // data network): the host other ranks reach this node on (MASTER_ADDR, probes), and the
+  // interface their traffic leaves by (GLOO_/NCCL_SOCKET_IFNAME). "" = the address's host.
+  std::string data_address;
+  std::string data_interface;
   Hardware hardware;
   std::vector<RunningRank> running;
 };
@@ -120,6 +125,40 @@ struct DeviceUsage {
   bool healthy = true;
 };
 
+// One network interface over the last sampling window (agent/net_counters.h): byte rates from
+// /sys/class/net/IF/statistics (RDMA ports: /sys/class/infiniband/DEV/ports/P/counters), and the
+// congestion signs the host can see.
+struct LinkSample {
+  std::string name;  // "eth0", or "mlx5_0/1" for an RDMA port
+  bool rdma = false;
+  int64_t speed_bps = 0;  // line rate in bits/s, 0 when unknown (veth, some drivers)
+  double rx_bytes_per_s = 0;
+  double tx_bytes_per_s = 0;
+  double drops_per_s = 0;      // rx_dropped + tx_dropped per second
+  double xmit_wait_per_s = 0;  // RDMA port_xmit_wait ticks per second (0 without RDMA)
+};
+
+struct NetworkSample {
+  int64_t window_ms = 0;  // what the rates cover; 0 = no earlier sample yet
+  std::vector<LinkSample> links;
+  // TCP over the agent's network namespace (/proc/net/snmp): retransmitted and sent segments
+  // per second; a rising share of retransmissions is congestion on a TCP (gloo, socket) fabric.
+  double tcp_retrans_per_s = 0;
+  double tcp_out_segs_per_s = 0;
+};
+
+// What a running job's progress file said (TIANSHU_PROGRESS_FILE, docs/network.md), read from
+// its lowest rank on this node.
+struct JobProgress {
+  std::string job_id;
+  int attempt = 0;
+  int rank = 0;
+  int64_t step = -1;       // the last step the file reported
+  double step_time_s = 0;  // median step time over the last (at most 8) steps
+  int64_t samples = 0;     // step times read this attempt
+  int64_t updated_ms = 0;  // wall-clock time of the last line read (ms since the epoch)
+};
+
 struct Heartbeat {
   std::string agent_id;
   Health health = Health::kOk;
@@ -127,7 +166,9 @@ struct Heartbeat {
   double cpu_utilization = 0;  // 0..1 over the node
   int64_t memory_used_bytes = 0;
   std::vector<DeviceUsage> devices;
-  std::vector<RunningRank> running;  // what the agent runs right now
+  std::vector<RunningRank> running;      // what the agent runs right now
+  std::optional<NetworkSample> network;  // absent from older agents
+  std::vector<JobProgress> progress;     // running jobs with a progress file
 };
 
 // The server's answer to a heartbeat. `reregister` is set when the server does not know this
@@ -171,6 +212,15 @@ struct CgroupPlan {
   int traffic_class = -1;       // RoCE traffic class / DSCP for the job's traffic, -1 = none
 };
 
+// A bandwidth probe between the order's nodes (docs/network.md): the agent picks the tool
+// (nccl-tests/rccl-tests/HCCL test binaries where installed, else a torch.distributed gloo
+// all-reduce and send/recv) and runs it as the ranks' command.
+struct ProbeSpec {
+  std::string method = "auto";  // "auto", "gloo", "nccl-tests", "rccl-tests", "hccl-test"
+  int64_t bytes = 16 << 20;     // message size
+  double seconds = 2.0;         // how long to repeat each measurement
+};
+
 struct LaunchOrder {
   std::string job_name;
   std::string backend;  // "cuda", "ascend", "rocm", "musa"
@@ -182,6 +232,7 @@ struct LaunchOrder {
   std::string run_as;             // the owner's Unix account, "" = the agent's own
   std::vector<RankLaunch> ranks;  // this node's ranks only
   CgroupPlan cgroup;
+  std::optional<ProbeSpec> probe;  // set: the ranks run the probe (their command is empty)
 };
 
 struct CheckpointOrder {
@@ -225,19 +276,31 @@ enum class ReportKind {
 std::string_view ReportKindName(ReportKind k);
 std::optional<ReportKind> ParseReportKind(std::string_view s);
 
+// What a probe measured between its nodes (written by rank 0, reported with its exit).
+struct ProbeResult {
+  std::string method;        // the tool that ran: "gloo", "nccl-tests", ...
+  int64_t bytes = 0;         // message size
+  int64_t iterations = 0;    // all-reduces timed
+  double busbw_gbps = 0;     // all-reduce bus bandwidth, GB/s (nccl-tests' definition)
+  double algbw_gbps = 0;     // all-reduce algorithm bandwidth, GB/s
+  double forward_gbps = 0;   // send/recv from the first node to the second, GB/s (0: not run)
+  double backward_gbps = 0;  // and back
+};
+
 // One event about an order. A report is idempotent: (order_id, kind, rank) identifies it and a
 // duplicate is ignored by the server.
 struct Report {
   std::string order_id;
   ReportKind kind = ReportKind::kAccepted;
   std::string job_id;
-  int rank = -1;        // -1 for reports about the whole order
-  int64_t pid = 0;      // kStarted
-  int exit_code = 0;    // kExited: the exit status when it exited normally
-  int signal = 0;       // kExited: the signal that ended it, 0 when it exited normally
-  int64_t step = -1;    // kCheckpointed (and kExited when known): last completed step
-  std::string path;     // kCheckpointed: checkpoint location
-  std::string message;  // free text: why rejected, what isolation could not be applied
+  int rank = -1;                     // -1 for reports about the whole order
+  int64_t pid = 0;                   // kStarted
+  int exit_code = 0;                 // kExited: the exit status when it exited normally
+  int signal = 0;                    // kExited: the signal that ended it, 0 when it exited normally
+  int64_t step = -1;                 // kCheckpointed (and kExited when known): last completed step
+  std::string path;                  // kCheckpointed: checkpoint location
+  std::string message;               // free text: why rejected, what isolation could not be applied
+  std::optional<ProbeResult> probe;  // kExited of a probe's rank 0 that exited 0
 };
 
 struct ReportBatch {

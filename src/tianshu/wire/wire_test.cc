@@ -86,5 +86,182 @@ TEST(Wire, StrictParsingNamesTheField) {
   EXPECT_FALSE(ParseHeartbeat(R"({"version":2,"agent_id":"a"})"));
 }
 
+TEST(Wire, NetworkAndProgressRoundTrip) {
+  RegisterRequest r{
+      .node = "n0", .agent_id = "a1", .data_address = "10.1.0.7", .data_interface = "ens1f0"};
+  auto reg = ParseRegisterRequest(ToJson(r).dump());
+  ASSERT_TRUE(reg) << reg.error().message;
+  EXPECT_EQ(reg->data_address, "10.1.0.7");
+  EXPECT_EQ(reg->data_interface, "ens1f0");
+
+  Heartbeat h{.agent_id = "a1"};
+  h.network = NetworkSample{.window_ms = 1000, .tcp_retrans_per_s = 2, .tcp_out_segs_per_s = 900};
+  h.network->links.push_back({.name = "eth0",
+                              .speed_bps = 25'000'000'000,
+                              .rx_bytes_per_s = 1e9,
+                              .tx_bytes_per_s = 5e8,
+                              .drops_per_s = 0.5});
+  h.network->links.push_back({.name = "mlx5_0/1", .rdma = true, .xmit_wait_per_s = 12});
+  h.progress.push_back({.job_id = "j-1",
+                        .attempt = 2,
+                        .rank = 4,
+                        .step = 120,
+                        .step_time_s = 0.41,
+                        .samples = 8,
+                        .updated_ms = 1700000000000});
+  auto hb = ParseHeartbeat(ToJson(h).dump());
+  ASSERT_TRUE(hb) << hb.error().message;
+  ASSERT_TRUE(hb->network);
+  EXPECT_EQ(hb->network->window_ms, 1000);
+  ASSERT_EQ(hb->network->links.size(), 2u);
+  EXPECT_EQ(hb->network->links[0].speed_bps, 25'000'000'000);
+  EXPECT_DOUBLE_EQ(hb->network->links[0].rx_bytes_per_s, 1e9);
+  EXPECT_DOUBLE_EQ(hb->network->links[0].drops_per_s, 0.5);
+  EXPECT_TRUE(hb->network->links[1].rdma);
+  EXPECT_DOUBLE_EQ(hb->network->links[1].xmit_wait_per_s, 12);
+  EXPECT_DOUBLE_EQ(hb->network->tcp_retrans_per_s, 2);
+  ASSERT_EQ(hb->progress.size(), 1u);
+  EXPECT_EQ(hb->progress[0].job_id, "j-1");
+  EXPECT_EQ(hb->progress[0].attempt, 2);
+  EXPECT_EQ(hb->progress[0].rank, 4);
+  EXPECT_EQ(hb->progress[0].step, 120);
+  EXPECT_DOUBLE_EQ(hb->progress[0].step_time_s, 0.41);
+  EXPECT_EQ(hb->progress[0].samples, 8);
+  EXPECT_EQ(hb->progress[0].updated_ms, 1700000000000);
+}
+
+TEST(Wire, OlderMessagesWithoutTheNewFieldsParseToDefaults) {
+  auto hb = ParseHeartbeat(R"({"agent_id":"a","health":"ok"})");
+  ASSERT_TRUE(hb);
+  EXPECT_FALSE(hb->network);
+  EXPECT_TRUE(hb->progress.empty());
+  auto reg = ParseRegisterRequest(R"({"node":"n","agent_id":"x","hardware":{}})");
+  ASSERT_TRUE(reg);
+  EXPECT_EQ(reg->data_address, "");
+  EXPECT_EQ(reg->data_interface, "");
+  auto order = ParseWorkOrder(ToJson(SampleLaunch()).dump());
+  ASSERT_TRUE(order);
+  EXPECT_FALSE(order->launch->probe);
+  auto rep = ParseReport(R"({"order_id":"o","kind":"exited","exit_code":0})");
+  ASSERT_TRUE(rep);
+  EXPECT_FALSE(rep->probe);
+  // And a message without them is sent without them (an older peer refuses unknown fields).
+  const std::string text = ToJson(Heartbeat{.agent_id = "a"}).dump() +
+                           ToJson(RegisterRequest{.node = "n", .agent_id = "a"}).dump() +
+                           ToJson(SampleLaunch()).dump() + ToJson(Report{.order_id = "o"}).dump();
+  for (const char* key : {"network", "progress", "data_address", "data_interface", "probe"}) {
+    EXPECT_EQ(text.find(std::string("\"") + key + "\""), std::string::npos) << key;
+  }
+}
+
+TEST(Wire, BadNetworkAndProgressAreRefused) {
+  auto bad = [](const std::string& body) {
+    auto h = ParseHeartbeat(R"({"agent_id":"a",)" + body + "}");
+    return h ? std::string("accepted") : h.error().message;
+  };
+  EXPECT_EQ(bad(R"("network":{"links":[{"name":"eth0","rx_bytes_per_s":-1}]})"),
+            "network.links[0].rx_bytes_per_s: expected a number in [0, 1000000000000000]");
+  EXPECT_EQ(bad(R"("network":{"links":[{"rx_bytes_per_s":1}]})"),
+            "network.links[0].name: is required");
+  EXPECT_EQ(bad(R"("network":{"links":[{"name":")" + std::string(65, 'x') + R"("}]})"),
+            "network.links[0].name: longer than 64");
+  EXPECT_EQ(bad(R"("network":{"window_ms":-5})"),
+            "network.window_ms: expected an integer in [0, 9223372036854775807]");
+  EXPECT_EQ(bad(R"("network":{"tcp_retrans_per_s":1e400})"), "malformed JSON");
+  EXPECT_EQ(bad(R"("network":{"bogus":1})"), "network.bogus: unknown field");
+  EXPECT_EQ(bad(R"("network":[])"), "network: expected an object");
+  std::string links;
+  for (int i = 0; i < 257; ++i) links += std::string(i ? "," : "") + R"({"name":"e"})";
+  EXPECT_EQ(bad(R"("network":{"links":[)" + links + "]}"), "network.links: more than 256 entries");
+  std::string progress;
+  for (int i = 0; i < 1025; ++i) progress += std::string(i ? "," : "") + R"({"job_id":"j"})";
+  EXPECT_EQ(bad(R"("progress":[)" + progress + "]"), "progress: more than 1024 entries");
+  EXPECT_EQ(bad(R"("progress":[{"job_id":"j","step_time_s":-0.1}])"),
+            "progress[0].step_time_s: expected a number in [0, 1000000000]");
+  EXPECT_EQ(bad(R"("progress":[{"step":3}])"), "progress[0].job_id: is required");
+  EXPECT_EQ(bad(R"("progress":[{"job_id":"j","step":-2}])"),
+            "progress[0].step: expected an integer in [-1, 9223372036854775807]");
+
+  auto reg = [](const std::string& extra) {
+    auto r = ParseRegisterRequest(R"({"node":"n","agent_id":"x","hardware":{},)" + extra + "}");
+    return r ? std::string("accepted") : r.error().message;
+  };
+  EXPECT_EQ(reg(R"("data_interface":"eth0/x")"),
+            "data_interface: expected a network interface name (letters, digits, -_.)");
+  EXPECT_EQ(reg(R"("data_interface":"a-very-long-ifname")"), "data_interface: longer than 15");
+  EXPECT_EQ(reg(R"("data_address":"10.0.0.1 evil")"),
+            "data_address: expected a host name or an IP address");
+  EXPECT_EQ(reg(R"("data_address":"fe80::1%eth0","data_interface":"bond0.100")"), "accepted");
+}
+
+TEST(Wire, ProbeOrdersAndResultsRoundTrip) {
+  WorkOrder w = SampleLaunch();
+  w.launch->ranks[0].command.clear();
+  w.launch->probe = ProbeSpec{.method = "gloo", .bytes = 1 << 20, .seconds = 0.5};
+  auto back = ParseWorkOrder(ToJson(w).dump());
+  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_TRUE(back->launch->probe);
+  EXPECT_EQ(back->launch->probe->method, "gloo");
+  EXPECT_EQ(back->launch->probe->bytes, 1 << 20);
+  EXPECT_DOUBLE_EQ(back->launch->probe->seconds, 0.5);
+  EXPECT_TRUE(back->launch->ranks[0].command.empty());
+  EXPECT_TRUE(ValidateOrder(*back));
+
+  Report r{.order_id = "o", .kind = ReportKind::kExited, .job_id = "p", .rank = 0};
+  r.probe = ProbeResult{.method = "gloo",
+                        .bytes = 1 << 20,
+                        .iterations = 40,
+                        .busbw_gbps = 1.5,
+                        .algbw_gbps = 1.5,
+                        .forward_gbps = 2.25,
+                        .backward_gbps = 2};
+  auto rep = ParseReport(ToJson(r).dump());
+  ASSERT_TRUE(rep) << rep.error().message;
+  ASSERT_TRUE(rep->probe);
+  EXPECT_EQ(rep->probe->iterations, 40);
+  EXPECT_DOUBLE_EQ(rep->probe->busbw_gbps, 1.5);
+  EXPECT_DOUBLE_EQ(rep->probe->forward_gbps, 2.25);
+  EXPECT_DOUBLE_EQ(rep->probe->backward_gbps, 2);
+}
+
+TEST(Wire, BadProbesAreRefused) {
+  auto order = [](const std::string& probe, bool with_command = false) {
+    WorkOrder w = SampleLaunch();
+    if (!with_command) w.launch->ranks[0].command.clear();
+    nlohmann::json j = ToJson(w);
+    j["launch"]["probe"] = nlohmann::json::parse(probe);
+    auto o = ParseWorkOrder(j.dump());
+    return o ? std::string("accepted") : o.error().message;
+  };
+  EXPECT_EQ(order(R"({"method":"iperf"})"),
+            "order.launch.probe.method: expected one of auto, gloo, nccl-tests, rccl-tests, "
+            "hccl-test");
+  EXPECT_EQ(order(R"({"bytes":512})"),
+            "order.launch.probe.bytes: expected an integer in [1024, 1073741824]");
+  EXPECT_EQ(order(R"({"bytes":2147483648})"),
+            "order.launch.probe.bytes: expected an integer in [1024, 1073741824]");
+  EXPECT_EQ(order(R"({"seconds":0.05})"),
+            "order.launch.probe.seconds: expected a number in [0.1, 60]");
+  EXPECT_EQ(order(R"({"seconds":61})"),
+            "order.launch.probe.seconds: expected a number in [0.1, 60]");
+  EXPECT_EQ(order(R"({"timeout":1})"), "order.launch.probe.timeout: unknown field");
+  EXPECT_EQ(order(R"({})"), "accepted");  // all defaults: auto, 16 MiB, 2 s
+  EXPECT_EQ(order(R"({})", true), "order: rank 1 of a probe carries a command");
+
+  auto report = [](const std::string& kind, const std::string& probe) {
+    auto r = ParseReport(R"({"order_id":"o","kind":")" + kind + R"(","probe":)" + probe + "}");
+    return r ? std::string("accepted") : r.error().message;
+  };
+  EXPECT_EQ(report("exited", R"({"method":"gloo","busbw_gbps":-1})"),
+            "report.probe.busbw_gbps: expected a number in [0, 1000000]");
+  EXPECT_EQ(report("exited", R"({"busbw_gbps":1})"), "report.probe.method: is required");
+  EXPECT_EQ(report("exited", R"({"method":"magic"})"),
+            "report.probe.method: expected one of gloo, nccl-tests, rccl-tests, hccl-test");
+  EXPECT_EQ(report("started", R"({"method":"gloo"})"),
+            "report.probe: only an exited report carries one");
+  EXPECT_EQ(report("exited", R"({"method":"gloo","iterations":-1})"),
+            "report.probe.iterations: expected an integer in [0, 9223372036854775807]");
+}
+
 }  // namespace
 }  // namespace tianshu::wire

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "tianshu/agent/agent.h"
+#include "tianshu/agent/bandwidth_probe.h"
 #include "tianshu/agent/rank_launch.h"
 #include "tianshu/base/strings.h"
 
@@ -30,6 +31,16 @@ std::string SignalName(int sig) {
     default:
       return "signal " + std::to_string(sig);
   }
+}
+
+// The probe tools as this agent has them: its script, and the ranks' PATH for vendor tests.
+ProbeTools ProbeToolsOf(const JobContext& ctx) {
+  ProbeTools tools{.python = ctx.options.probe_python, .script = ctx.options.probe_script};
+  if (auto path = ctx.options.base_env.find("PATH"); path != ctx.options.base_env.end()) {
+    tools.path = SplitString(path->second, ':');
+  }
+  tools.exists = [&fs = ctx.fs](const std::string& p) { return fs.Exists(p); };
+  return tools;
 }
 
 }  // namespace
@@ -73,6 +84,8 @@ std::vector<std::string> JobRun::Prepare(const JobContext& ctx, const wire::Work
     r.exit_path = files.exit;
     r.marker_path = files.marker;
     r.ready_path = files.ready;
+    r.progress_path = files.progress;
+    r.probe_result_path = files.probe_result;
     r.started_ns = now_ns;
     ranks.push_back(std::move(r));
   }
@@ -86,6 +99,13 @@ void JobRun::StartRank(const JobContext& ctx, RankRun& r, const IsolationPlan& p
   for (const auto& [k, v] : RankEnvironment(order, r.launch, attempt_dir)) env[k] = v;
   env["TIANSHU_CHECKPOINT_MARKER"] = r.marker_path;
   env["TIANSHU_READY_FILE"] = r.ready_path;
+  env["TIANSHU_PROGRESS_FILE"] = r.progress_path;
+  // A separate data network: the ranks' sockets leave by its interface, unless the job says.
+  if (!ctx.options.data_interface.empty()) {
+    for (const char* k : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME"}) {
+      if (!r.launch.env.count(k)) env[k] = ctx.options.data_interface;
+    }
+  }
   (void)ctx.fs.Remove(r.ready_path);
   r.started_ns = now_ns;
   r.ready = false;
@@ -99,7 +119,19 @@ void JobRun::StartRank(const JobContext& ctx, RankRun& r, const IsolationPlan& p
     }
   }
   r.started = true;
-  if (r.launch.command.empty()) {
+  std::vector<std::string> argv = r.launch.command;
+  std::string spawn_error;
+  if (order.launch->probe && argv.empty()) {  // a probe: the agent picks what the rank runs
+    if (auto probe =
+            PlanProbeRank(*order.launch, r.launch, ProbeToolsOf(ctx), r.probe_result_path)) {
+      for (const auto& [k, v] : probe->env) env[k] = v;
+      argv = std::move(probe->argv);
+      (void)ctx.fs.Remove(r.probe_result_path);
+    } else {
+      spawn_error = "probe: " + probe.error().message;
+    }
+  }
+  if (argv.empty() && spawn_error.empty()) {
     // A placeholder rank holds its devices, runs no process, and ends (code 0) after
     // TIANSHU_DURATION_S when the job gave one: sleep jobs cost the node nothing.
     r.pid = 0;
@@ -129,15 +161,18 @@ void JobRun::StartRank(const JobContext& ctx, RankRun& r, const IsolationPlan& p
   // its checkpoint directory become theirs; the agent's own state stays root's.
   std::vector<std::string> owned;
   if (!order.launch->run_as.empty()) owned = {user_dir, attempt_dir};
-  auto pid = ctx.runner.Spawn({.argv = r.launch.command,
-                               .env = env,
-                               .cwd = cwd,
-                               .log_path = r.log_path,
-                               .exit_path = r.exit_path,
-                               .cgroup_procs_files = procs,
-                               .run_as = order.launch->run_as,
-                               .owned_dirs = owned,
-                               .lease_path = ctx.lease_path});
+  Result<int64_t> pid = Fail(spawn_error);
+  if (spawn_error.empty()) {
+    pid = ctx.runner.Spawn({.argv = argv,
+                            .env = env,
+                            .cwd = cwd,
+                            .log_path = r.log_path,
+                            .exit_path = r.exit_path,
+                            .cgroup_procs_files = procs,
+                            .run_as = order.launch->run_as,
+                            .owned_dirs = owned,
+                            .lease_path = ctx.lease_path});
+  }
   if (!pid) {
     r.exited = true;
     r.exit = {127, 0, false};
@@ -319,6 +354,20 @@ void JobRun::TickRank(const JobContext& ctx, RankRun& r, int64_t now_ns) {
   } else {
     msg = "exited with code " + std::to_string(e->exit_code);
   }
+  // Rank 0 of a probe that finished: what it measured goes with its exit.
+  std::optional<wire::ProbeResult> probe;
+  if (order.launch->probe && r.launch.rank == 0 && !e->unknown && e->exit_code == 0 &&
+      e->signal == 0) {
+    auto method = ProbeMethod(*order.launch, ProbeToolsOf(ctx));
+    auto got =
+        method ? CollectProbeResult(ctx.fs, *method, *order.launch, r.probe_result_path, r.log_path)
+               : Result<wire::ProbeResult>(std::unexpected(method.error()));
+    if (got) {
+      probe = *got;
+    } else {
+      msg += "; " + got.error().message;
+    }
+  }
   ctx.journal({{"t", "exit"},
                {"order", order.id},
                {"rank", r.launch.rank},
@@ -333,7 +382,8 @@ void JobRun::TickRank(const JobContext& ctx, RankRun& r, int64_t now_ns) {
               .exit_code = e->exit_code,
               .signal = e->signal,
               .step = r.last_step,
-              .message = msg});
+              .message = msg,
+              .probe = probe});
 }
 
 void JobRun::Tick(const JobContext& ctx, int64_t now_ns) {

@@ -46,9 +46,10 @@ struct RankRun {
   bool exited = false;
   ProcessExit exit;
   std::string log_path, exit_path, marker_path, ready_path;
-  int64_t started_ns = 0;     // when this agent started (or adopted) it
-  bool ready = false;         // see AgentOptions::ready_timeout_ns
-  bool usr1_pending = false;  // a checkpoint signal waits for it to be ready
+  std::string progress_path, probe_result_path;  // TIANSHU_PROGRESS_FILE, TIANSHU_PROBE_RESULT
+  int64_t started_ns = 0;                        // when this agent started (or adopted) it
+  bool ready = false;                            // see AgentOptions::ready_timeout_ns
+  bool usr1_pending = false;                     // a checkpoint signal waits for it to be ready
   int64_t last_step = -1;
   std::string last_path;
   bool marker_seen = false;  // since the last SIGUSR1

@@ -9,6 +9,37 @@ namespace tianshu::model::internal {
 
 namespace {
 
+void ParseNetwork(YamlReader& r, const YAML::Node& n, NetworkConfig* c) {
+  const std::string p = "network";
+  r.CheckKeys(n, p,
+              {"probes", "probe_interval", "probe_bytes", "probe_seconds", "probe_timeout",
+               "full_mesh_max_nodes", "measured_ttl", "slow_link_ratio", "use_measured", "watch",
+               "step_time_growth", "replan_horizon", "replan_cooldown"});
+  r.Bool(n, p, "probes", &c->probes);
+  r.Bool(n, p, "use_measured", &c->use_measured);
+  r.Bool(n, p, "watch", &c->watch);
+  auto positive = [&](const char* key, int64_t* out) {
+    if (r.Seconds(n, p, key, out) && *out <= 0) {
+      r.Error(r.Get(n, key), p + "." + key, "must be at least 1 second");
+    }
+  };
+  positive("probe_interval", &c->probe_interval_s);
+  positive("probe_timeout", &c->probe_timeout_s);
+  positive("measured_ttl", &c->measured_ttl_s);
+  positive("replan_horizon", &c->replan_horizon_s);
+  if (r.Seconds(n, p, "replan_cooldown", &c->replan_cooldown_s) && c->replan_cooldown_s < 0) {
+    r.Error(r.Get(n, "replan_cooldown"), p + ".replan_cooldown", "cannot be negative");
+  }
+  if (r.Size(n, p, "probe_bytes", &c->probe_bytes) &&
+      (c->probe_bytes < 1024 || c->probe_bytes > (int64_t{1} << 30))) {
+    r.Error(r.Get(n, "probe_bytes"), p + ".probe_bytes", "must be between 1KiB and 1GiB");
+  }
+  r.Double(n, p, "probe_seconds", &c->probe_seconds, 0.1, 60);
+  r.Int(n, p, "full_mesh_max_nodes", &c->full_mesh_max_nodes, 2, 64);
+  r.Double(n, p, "slow_link_ratio", &c->slow_link_ratio, 0.05, 0.99);
+  r.Double(n, p, "step_time_growth", &c->step_time_growth, 1.01, 100);
+}
+
 // `queues:`: a list of {name, parent, weight, quota, borrow}. Checks what one file can get wrong
 // (names, parents, cycles, quotas of children above their parent's); errors point at the entry.
 void ParseQueues(YamlReader& r, const YAML::Node& list, std::vector<QueueConfig>* out) {
@@ -81,7 +112,7 @@ void ParseQueues(YamlReader& r, const YAML::Node& list, std::vector<QueueConfig>
 EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
   EngineConfig c;
   r.CheckKeys(root, "",
-              {"kind", "cluster", "scheduler", "task_scheduler", "queues", "plugins",
+              {"kind", "cluster", "scheduler", "task_scheduler", "queues", "plugins", "network",
                "NETWORK_BUFFER_SIZE", "ALLREDUCE_ALGO", "CHECKPOINT_MODE", "SCHEDULER_BACKEND"});
 
   YAML::Node cluster = r.Get(root, "cluster");
@@ -197,6 +228,9 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
                   std::to_string(c.max_nodes) + ")");
     }
   }
+
+  YAML::Node net = r.Get(root, "network");
+  if (net.IsDefined() && r.ExpectMap(net, "network")) ParseNetwork(r, net, &c.network);
 
   YAML::Node plugins = r.Get(root, "plugins");
   if (plugins.IsDefined() && r.ExpectMap(plugins, "plugins")) r.PluginOptions(plugins, &c);

@@ -154,12 +154,16 @@ class ObjectReader {
     }
   }
 
-  // Calls each(element, path) for every element of an array field.
+  // Calls each(element, path) for every element of an array field; an array longer than
+  // `max_items` is refused whole.
   void Array(const char* key, const std::function<void(const json&, const std::string&)>& each,
-             bool required = false) {
+             bool required = false, size_t max_items = std::numeric_limits<size_t>::max()) {
     const json* v = Get(key, required);
     if (!v) return;
     if (!v->is_array()) return Err(Field(key), "expected an array");
+    if (v->size() > max_items) {
+      return Err(Field(key), "more than " + std::to_string(max_items) + " entries");
+    }
     for (size_t i = 0; i < v->size(); ++i) {
       each((*v)[i], Field(key) + "[" + std::to_string(i) + "]");
     }

@@ -1,0 +1,318 @@
+// The network dimension through the server's API with fake agents (issue 18): probes run on
+// idle nodes and fill the measured matrix; the slow pairs are exactly the ones the fabric makes
+// slow; a gang is placed inside a measured leaf where the nominal topology would have split it;
+// probes give way to waiting work; a running job whose step time grows while its node shows
+// congestion is moved, with an event saying why. The real fabric (network namespaces, tc, real
+// agents and PyTorch) is tests/network_fabric_test.cc.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "server_fixture.h"
+
+namespace tianshu::testing {
+namespace {
+
+// The fabric the fake agents pretend to sit on: n1 and n3 under one switch, n2 and n4 under
+// another, a slow link between them. The nominal topology (no leaf labels) says nothing of it.
+bool SameHalf(const std::string& a, const std::string& b) {
+  return (a.back() - '0') % 2 == (b.back() - '0') % 2;
+}
+
+const char* kTwoNodeJob =
+    "kind: training\nname: ddp\nmodel: {profile: llama2-7b}\nparallelism: {tp: 1, pp: 1}\n"
+    "nodes: 2\ngpus_per_node: 1\ngpus: 2\nmax_retries: 2\n"
+    "run:\n  command: [/usr/bin/python3, train.py]\n";
+
+class Fabric {
+ public:
+  explicit Fabric(ServerFixture& f) {
+    for (const char* n : {"n1", "n2", "n3", "n4"}) {
+      agents_.emplace(n, std::make_unique<FakeAgent>(f, n, 1));
+      EXPECT_EQ(agents_.at(n)->Register().status, 200);
+    }
+  }
+  FakeAgent& at(const std::string& n) { return *agents_.at(n); }
+
+  // One round: every agent heartbeats and carries out its probe orders as a real agent would
+  // (rank 0 reports the figure this fabric gives the pair); other launch orders are returned.
+  std::vector<std::pair<std::string, wire::WorkOrder>> Round() {
+    std::vector<std::pair<std::string, wire::WorkOrder>> launches;
+    for (auto& [name, a] : agents_) {
+      a->Heartbeat();
+      for (const auto& o : a->Work(0)) {
+        if (o.kind == wire::OrderKind::kStop) {
+          a->Report({{.order_id = o.id, .kind = wire::ReportKind::kAccepted, .job_id = o.job_id},
+                     {.order_id = o.id, .kind = wire::ReportKind::kStopped, .job_id = o.job_id}});
+          continue;
+        }
+        if (o.kind != wire::OrderKind::kLaunch || !o.launch) continue;
+        if (!o.launch->probe) {
+          launches.push_back({name, o});
+          continue;
+        }
+        ++probe_orders;
+        probe_hosts.insert(o.launch->master_addr);
+        a->AcceptAndStart(o);
+        const int rank = o.launch->ranks.at(0).rank;
+        wire::Report exit{
+            .order_id = o.id, .kind = wire::ReportKind::kExited, .job_id = o.job_id, .rank = rank};
+        if (rank == 0) {
+          peers_[o.job_id].first = name;
+          pending_exit_[o.job_id] = {name, exit};  // the figure needs the other node's name
+        } else {
+          peers_[o.job_id].second = name;
+          a->Report({exit});
+        }
+      }
+    }
+    for (auto it = pending_exit_.begin(); it != pending_exit_.end();) {
+      const auto& [a, b] = peers_[it->first];
+      if (b.empty()) {
+        ++it;
+        continue;
+      }
+      wire::Report exit = it->second.second;
+      const double gbps = SameHalf(a, b) ? 1.2 : 0.03;
+      exit.probe = wire::ProbeResult{.method = "gloo",
+                                     .bytes = 16 << 20,
+                                     .iterations = 10,
+                                     .busbw_gbps = gbps,
+                                     .algbw_gbps = gbps,
+                                     .forward_gbps = gbps,
+                                     .backward_gbps = gbps};
+      agents_.at(it->second.first)->Report({exit});
+      it = pending_exit_.erase(it);
+    }
+    return launches;
+  }
+
+  int probe_orders = 0;
+  std::set<std::string> probe_hosts;
+
+ private:
+  std::map<std::string, std::unique_ptr<FakeAgent>> agents_;
+  std::map<std::string, std::pair<std::string, std::string>> peers_;  // probe -> rank 0, rank 1
+  std::map<std::string, std::pair<std::string, wire::Report>> pending_exit_;
+};
+
+std::set<std::string> NodesOf(const std::vector<std::pair<std::string, wire::WorkOrder>>& ls,
+                              const std::string& job) {
+  std::set<std::string> out;
+  for (const auto& [node, o] : ls) {
+    if (o.job_id == job) out.insert(node);
+  }
+  return out;
+}
+
+// Runs rounds until a job's launch orders reached every node they went to.
+std::set<std::string> PlacedNodes(Fabric& fab, const std::string& job,
+                                  std::vector<std::pair<std::string, wire::WorkOrder>>* launches) {
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (auto& l : fab.Round()) launches->push_back(l);
+        return NodesOf(*launches, job).size() == 2;
+      },
+      10000));
+  return NodesOf(*launches, job);
+}
+
+TEST(ServerNetwork, NominalPlacementSplitsTheGangAcrossTheSlowLink) {
+  // The control: no probes, the flat nominal topology; the topology strategy takes the first
+  // two nodes, one under each switch.
+  ServerFixture f;
+  f.Start();
+  Fabric fab(f);
+  auto r = f.Post("/v1/jobs", kTwoNodeJob);
+  ASSERT_EQ(r.status, 201) << r.text;
+  std::vector<std::pair<std::string, wire::WorkOrder>> launches;
+  auto nodes = PlacedNodes(fab, r.body["id"], &launches);
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_FALSE(SameHalf(*nodes.begin(), *nodes.rbegin()))
+      << *nodes.begin() << "," << *nodes.rbegin();
+  EXPECT_EQ(fab.probe_orders, 0);
+}
+
+TEST(ServerNetwork, ProbesFindTheSlowPairsAndTheGangStaysInsideAMeasuredLeaf) {
+  ServerFixture f;
+  f.config.network.probes = true;
+  f.Start();
+  Fabric fab(f);
+  nlohmann::json measured;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        fab.Round();
+        measured = f.Get("/v1/topology/measured").body;
+        return measured["pairs"].size() == 6 && measured["probes"]["running"] == 0;
+      },
+      20000))
+      << measured.dump();
+  EXPECT_EQ(fab.probe_orders, 12) << "one probe per pair, two ranks each";
+  EXPECT_EQ(fab.probe_hosts, std::set<std::string>{"127.0.0.1"});
+  int slow = 0;
+  for (const auto& p : measured["pairs"]) {
+    const std::string a = p["a"], b = p["b"];
+    EXPECT_EQ(p["slow"].get<bool>(), !SameHalf(a, b)) << p.dump();
+    EXPECT_GT(p["nominal_gbps"].get<double>(), 1.2) << "nominal: every pair alike";
+    slow += p["slow"].get<bool>();
+  }
+  EXPECT_EQ(slow, 4);
+  EXPECT_EQ(measured["groups"], nlohmann::json::parse(R"([["n1","n3"],["n2","n4"]])"))
+      << measured.dump();
+  // Every pair measured: no probe is due for an hour.
+  const int probes = fab.probe_orders;
+  for (int i = 0; i < 20; ++i) fab.Round();
+  EXPECT_EQ(fab.probe_orders, probes);
+
+  auto r = f.Post("/v1/jobs", kTwoNodeJob);
+  ASSERT_EQ(r.status, 201) << r.text;
+  std::vector<std::pair<std::string, wire::WorkOrder>> launches;
+  auto nodes = PlacedNodes(fab, r.body["id"], &launches);
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_TRUE(SameHalf(*nodes.begin(), *nodes.rbegin()))
+      << *nodes.begin() << "," << *nodes.rbegin();
+
+  // The figures are stored: a restarted server shows them without probing again.
+  f.Stop();
+  f.Start();
+  auto again = f.Get("/v1/topology/measured").body;
+  EXPECT_EQ(again["pairs"].size(), 6u) << again.dump();
+}
+
+TEST(ServerNetwork, AProbeGivesWayToAJobThatWaits) {
+  ServerFixture f;
+  f.config.network.probes = true;
+  f.Start();
+  FakeAgent a(f, "n1", 1), b(f, "n2", 1);
+  ASSERT_EQ(a.Register().status, 200);
+  ASSERT_EQ(b.Register().status, 200);
+  // The probe starts on the idle pair; nobody answers it.
+  std::string probe;
+  ASSERT_TRUE(WaitFor([&] {
+    a.Heartbeat();
+    for (const auto& o : a.Work(0)) {
+      if (o.launch && o.launch->probe) probe = o.job_id;
+    }
+    return !probe.empty();
+  }));
+  EXPECT_EQ(f.Get("/v1/nodes/n1").body["probing"], probe);
+  // A job arrives: the probe is stopped and the job takes the nodes once both stopped.
+  auto r = f.Post("/v1/jobs", kTwoNodeJob);
+  ASSERT_EQ(r.status, 201) << r.text;
+  const std::string job = r.body["id"];
+  std::set<std::string> launched;
+  ASSERT_TRUE(WaitFor([&] {
+    for (FakeAgent* x : {&a, &b}) {
+      x->Heartbeat();
+      for (const auto& o : x->Work(0)) {
+        if (o.kind == wire::OrderKind::kStop && o.job_id == probe) {
+          x->Report({{.order_id = o.id, .kind = wire::ReportKind::kStopped, .job_id = probe}});
+        }
+        if (o.kind == wire::OrderKind::kLaunch && o.job_id == job) launched.insert(x->node());
+      }
+    }
+    return launched.size() == 2;
+  })) << f.Get("/v1/jobs/" + job).body.dump();
+  auto m = f.Get("/v1/topology/measured").body;
+  EXPECT_EQ(m["probes"]["failed"], 1) << m.dump();
+  EXPECT_EQ(m["probes"]["running"], 0);
+}
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+TEST(ServerNetwork, AJobSlowedByACongestedLinkIsMovedWithAnEventSayingWhy) {
+  ServerFixture f;
+  f.config.network.probes = true;
+  f.config.restart_overhead_s = 5;
+  f.Start();
+  Fabric fab(f);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        fab.Round();
+        auto m = f.Get("/v1/topology/measured").body;
+        return m["pairs"].size() == 6 && m["probes"]["running"] == 0;
+      },
+      20000));
+  auto r = f.Post("/v1/jobs", kTwoNodeJob);
+  ASSERT_EQ(r.status, 201) << r.text;
+  const std::string job = r.body["id"];
+  std::vector<std::pair<std::string, wire::WorkOrder>> launches;
+  const std::set<std::string> first = PlacedNodes(fab, job, &launches);
+  ASSERT_EQ(first.size(), 2u);
+  for (const auto& [node, o] : launches) {
+    if (o.job_id == job) fab.at(node).AcceptAndStart(o);
+  }
+  ASSERT_EQ(f.JobState(job), "running");
+  const std::string congested = *first.rbegin();
+  // Heartbeats: the job's progress (its rank 0's node reports it), and the congested node's
+  // TCP retransmitting once the step time has grown.
+  auto beat = [&](double step_s, bool congestion, int64_t samples) {
+    for (const auto& node : first) {
+      wire::Heartbeat h;
+      h.progress.push_back({.job_id = job,
+                            .attempt = 1,
+                            .rank = node == *first.begin() ? 0 : 1,
+                            .step = samples,
+                            .step_time_s = step_s,
+                            .samples = samples,
+                            .updated_ms = WallMs()});
+      wire::NetworkSample s{.window_ms = 100, .tcp_retrans_per_s = 0, .tcp_out_segs_per_s = 5000};
+      if (congestion && node == congested) s.tcp_retrans_per_s = 400;
+      h.network = s;
+      fab.at(node).Heartbeat(h);
+    }
+  };
+  // The watch looks once a second: each phase lasts a few of its looks.
+  for (int i = 1; i <= 12; ++i) {
+    beat(0.5, false, i);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  // Slower, but no congestion anywhere: compute, not the network; nothing is decided.
+  for (int i = 0; i < 10; ++i) {
+    beat(1.5, false, 13 + i);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  EXPECT_EQ(f.JobState(job), "running");
+  nlohmann::json decision;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        beat(1.5, true, 30);
+        const nlohmann::json events = f.Get("/v1/events?since=0&limit=1000").body;
+        for (const auto& e : events["events"]) {
+          if (e.value("type", "") == "network" && e.value("id", "") == job) decision = e;
+        }
+        return !decision.is_null();
+      },
+      8000))
+      << f.Get("/v1/events?since=0&limit=1000").body.dump();
+  const std::string why = decision["reason"];
+  EXPECT_TRUE(why.starts_with("network: step time 0.5 s -> 1.5 s")) << why;
+  EXPECT_NE(why.find(congested + ": 8% of TCP segments retransmitted"), std::string::npos) << why;
+  EXPECT_NE(why.find("migrating"), std::string::npos) << why;
+  EXPECT_NE(why.find("re-plan in place"), std::string::npos) << why;
+  // The move: checkpoint, stop, relaunch on the other measured leaf.
+  std::vector<std::pair<std::string, wire::WorkOrder>> again;
+  std::set<std::string> second;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (auto& l : fab.Round()) {
+          if (l.second.job_id == job && l.second.attempt == 2) second.insert(l.first);
+        }
+        return second.size() == 2;
+      },
+      10000))
+      << f.Get("/v1/jobs/" + job).body.dump();
+  EXPECT_FALSE(second.contains(congested));
+  EXPECT_TRUE(SameHalf(*second.begin(), *second.rbegin()));
+  EXPECT_NE(second, first);
+}
+
+}  // namespace
+}  // namespace tianshu::testing
