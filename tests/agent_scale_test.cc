@@ -3,7 +3,8 @@
 // memory, then a burst of 2,000 `sleep` jobs of 1-1,024 GPUs (placeholder ranks that end after
 // the job's duration) run to completion, and prints: time to allocate all, allocations per
 // second, GPU utilization over the run, leaf switches spanned per job. A benchmark: it prints
-// and asserts only that the burst completes. Sizes: TIANSHU_SCALE_AGENTS, TIANSHU_SCALE_JOBS.
+// and asserts only that the burst completes. Sizes: TIANSHU_SCALE_AGENTS, TIANSHU_SCALE_JOBS
+// (CTest runs it with 500 jobs: tests/CMakeLists.txt).
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>

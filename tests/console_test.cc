@@ -19,6 +19,7 @@
 #include <set>
 #include <thread>
 
+#include "testing/chromium.h"
 #include "testing/processes.h"
 #include "testing/run_command.h"
 #include "tianshu/server/console.h"
@@ -27,17 +28,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using tianshu::testing::RunCommand;
 using tianshu::testing::Slurp;
 using tianshu::testing::WaitForSeconds;
-
-std::string Chromium() {
-  for (const char* p :
-       {"/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"}) {
-    if (fs::exists(p)) return p;
-  }
-  return "";
-}
 
 std::string ShellJob(const std::string& name, int gpus, const std::string& script) {
   json command = json::array({"/bin/sh", "-c", script});
@@ -182,17 +174,10 @@ class Console : public ::testing::Test {
   // The DOM after the page has logged in with the token and shown `view`, and its screenshot.
   static std::string Render(const std::string& chromium, const std::string& view,
                             const fs::path& png) {
-    const std::string url =
-        "'http://127.0.0.1:" + std::to_string(port_) + "/#token=" + token_ + "&view=" + view + "'";
-    const std::string flags =
-        " --headless --no-sandbox --disable-gpu --disable-background-networking "
-        "--disable-component-update --disable-sync --hide-scrollbars --window-size=1300,900 "
-        "--virtual-time-budget=6000 --enable-logging=stderr --v=0 ";
-    auto r = RunCommand(chromium + flags + "--screenshot=" + png.string() + " --dump-dom " + url);
+    auto r = tianshu::testing::RenderConsole(chromium, "http://127.0.0.1:" + std::to_string(port_),
+                                             token_, view, png.string());
     // The page's console messages: nothing the policy refused, no script error.
-    for (const char* bad : {"Content Security Policy", "Uncaught"}) {
-      EXPECT_EQ(r.err.find(bad), std::string::npos) << view << ": " << r.err;
-    }
+    EXPECT_EQ(tianshu::testing::PageProblems(r), "") << view;
     return r.out;
   }
 
@@ -272,7 +257,7 @@ TEST_F(Console, LoginSetsASessionCookieThatReadsButCannotChangeAnything) {
 }
 
 TEST_F(Console, HeadlessChromiumShowsTheJobOnItsNodesThePendingReasonAndAChart) {
-  const std::string chromium = Chromium();
+  const std::string chromium = tianshu::testing::FindChromium();
   if (chromium.empty()) GTEST_SKIP() << "chromium is not installed";
   const fs::path artifacts = fs::temp_directory_path() / "tianshu_console_test";
   fs::create_directories(artifacts);

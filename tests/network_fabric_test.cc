@@ -29,6 +29,7 @@
 #include <sstream>
 #include <thread>
 
+#include "testing/chromium.h"
 #include "testing/netns_fabric.h"
 #include "testing/processes.h"
 #include "testing/run_command.h"
@@ -585,6 +586,31 @@ TEST_F(MeasuredFabric, MeasuredBandwidthPlacesAndReplansARealDdpJob) {
   EXPECT_EQ(measured["probes"].value("failed", -1), 0) << measured.dump(2);
   std::cout << "groups: " << measured.value("groups", json::array()).dump() << "\n";
   std::cout << "CLI:\n" << Cli("topology measured").out;
+  // The console's network view shows the same matrix: slow cells exactly on the crossing pairs.
+  if (const std::string chromium = tianshu::testing::FindChromium(); !chromium.empty()) {
+    const std::string png = dir_ + "/console-network.png";
+    const CommandResult page =
+        tianshu::testing::RenderConsole(chromium, "http://" + Server(), token_, "network", png);
+    EXPECT_EQ(tianshu::testing::PageProblems(page), "");
+    std::set<std::string> shown_slow, want_slow;
+    int cells = 0;
+    static const std::regex cell(R"re(data-pair="([^"|]+)\|([^"]+)" data-slow="(true|false)")re");
+    for (std::sregex_iterator it(page.out.begin(), page.out.end(), cell), end; it != end; ++it) {
+      ++cells;
+      if ((*it)[3] == "true")
+        shown_slow.insert(std::string((*it)[1]) + "-" + std::string((*it)[2]));
+    }
+    for (const json& p : measured["pairs"]) {
+      if (LeavesOf({p.value("a", ""), p.value("b", "")}).size() == 2) {
+        want_slow.insert(p.value("a", "") + "-" + p.value("b", ""));
+      }
+    }
+    EXPECT_EQ(cells, 12) << "a 4-node matrix has 12 pair cells:\n" << page.out;
+    EXPECT_EQ(shown_slow, want_slow) << page.out;
+    std::cout << "console network view: " << png << "\n";
+  } else {
+    std::cout << "chromium is not installed: the console's network view was not looked at\n";
+  }
 
   // (b) A 2-node DDP job lands inside one leaf, and says it was the measurement.
   const std::string id = SubmitDdp("ddp-measured");
@@ -739,6 +765,14 @@ TEST_F(NominalFabric, WithoutMeasurementTheSameJobSpansTheLeaves) {
       << "with no measurement the job was placed inside a leaf anyway, so the measured test "
          "does not show the measurement's effect:\n"
       << JobReport(id);
+  // The benchmark's other half: rank 0's step time on the nominal placement, across the
+  // shaped link (MeasuredFabric prints the measured placement's as "before").
+  ASSERT_TRUE(WaitFor([&] { return StepSamples(id, 1).size() >= 12; }, 240)) << JobReport(id);
+  std::vector<double> steps;
+  for (const auto& [at, step_s] : StepSamples(id, 1)) steps.push_back(step_s);
+  steps.erase(steps.begin(), steps.begin() + 2);  // the first steps pay for warming up
+  std::printf("rank 0's step time on the nominal placement %s,%s, median (steps): %.4f s (%zu)\n",
+              nodes[0].c_str(), nodes[1].c_str(), Median(steps), steps.size());
   EXPECT_EQ(Cli("cancel " + id).exit_code, 0);
 }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <iostream>
 #include <map>
 #include <set>
 #include <thread>
@@ -29,9 +30,11 @@ const char* kTwoNodeJob =
 
 class Fabric {
  public:
-  explicit Fabric(ServerFixture& f) {
-    for (const char* n : {"n1", "n2", "n3", "n4"}) {
-      agents_.emplace(n, std::make_unique<FakeAgent>(f, n, 1));
+  explicit Fabric(ServerFixture& f,
+                  const std::vector<std::string>& names = {"n1", "n2", "n3", "n4"},
+                  int devices = 1) {
+    for (const std::string& n : names) {
+      agents_.emplace(n, std::make_unique<FakeAgent>(f, n, devices));
       EXPECT_EQ(agents_.at(n)->Register().status, 200);
     }
   }
@@ -120,6 +123,17 @@ std::set<std::string> PlacedNodes(Fabric& fab, const std::string& job,
   return NodesOf(*launches, job);
 }
 
+// Runs rounds until the probes measured all `pairs` pairs and none is running.
+bool MeasureEveryPair(ServerFixture& f, Fabric& fab, size_t pairs = 6) {
+  return WaitFor(
+      [&] {
+        fab.Round();
+        auto m = f.Get("/v1/topology/measured").body;
+        return m["pairs"].size() == pairs && m["probes"]["running"] == 0;
+      },
+      20000);
+}
+
 TEST(ServerNetwork, NominalPlacementSplitsTheGangAcrossTheSlowLink) {
   // The control: no probes, the flat nominal topology; the topology strategy takes the first
   // two nodes, one under each switch.
@@ -182,6 +196,49 @@ TEST(ServerNetwork, ProbesFindTheSlowPairsAndTheGangStaysInsideAMeasuredLeaf) {
   EXPECT_EQ(again["pairs"].size(), 6u) << again.dump();
 }
 
+TEST(ServerNetwork, ALinkWhoseLineRateChangesHasItsPairsProbedAgain) {
+  ServerFixture f;
+  f.config.network.probes = true;
+  f.Start();
+  Fabric fab(f);
+  ASSERT_TRUE(MeasureEveryPair(f, fab));
+  const int probes = fab.probe_orders;
+  auto beat = [&](int64_t eth0_bps) {
+    wire::Heartbeat h;
+    h.network = wire::NetworkSample{
+        .window_ms = 1000,
+        .links = {{.name = "eth0", .speed_bps = eth0_bps}, {.name = "lo", .speed_bps = 0}}};
+    fab.at("n1").Heartbeat(h);
+  };
+  // The same rate twice, and an interface that only appears (a container's veth): no change.
+  beat(100'000'000'000);
+  beat(100'000'000'000);
+  for (int i = 0; i < 5; ++i) fab.Round();
+  EXPECT_EQ(fab.probe_orders, probes);
+  // eth0 renegotiates from 100 to 25 Gbit/s: an event says so, and n1's three pairs are probed
+  // again (two ranks each); the other three are not.
+  beat(100'000'000'000);
+  beat(25'000'000'000);
+  auto events = f.Get("/v1/events?limit=1000").body;
+  std::string said;
+  for (const auto& e : events.value("events", nlohmann::json::array())) {
+    if (e.value("reason", "").find("eth0 100 Gbit/s -> 25 Gbit/s") != std::string::npos) {
+      said = e["reason"];
+    }
+  }
+  EXPECT_NE(said.find("n1"), std::string::npos) << events.dump();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        fab.Round();
+        return fab.probe_orders >= probes + 6 &&
+               f.Get("/v1/topology/measured").body["probes"]["running"] == 0;
+      },
+      20000))
+      << fab.probe_orders - probes << " probe orders after the change";
+  for (int i = 0; i < 10; ++i) fab.Round();
+  EXPECT_EQ(fab.probe_orders, probes + 6);
+}
+
 TEST(ServerNetwork, AProbeGivesWayToAJobThatWaits) {
   ServerFixture f;
   f.config.network.probes = true;
@@ -233,13 +290,7 @@ TEST(ServerNetwork, AJobSlowedByACongestedLinkIsMovedWithAnEventSayingWhy) {
   f.config.restart_overhead_s = 5;
   f.Start();
   Fabric fab(f);
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        fab.Round();
-        auto m = f.Get("/v1/topology/measured").body;
-        return m["pairs"].size() == 6 && m["probes"]["running"] == 0;
-      },
-      20000));
+  ASSERT_TRUE(MeasureEveryPair(f, fab));
   auto r = f.Post("/v1/jobs", kTwoNodeJob);
   ASSERT_EQ(r.status, 201) << r.text;
   const std::string job = r.body["id"];
@@ -312,6 +363,93 @@ TEST(ServerNetwork, AJobSlowedByACongestedLinkIsMovedWithAnEventSayingWhy) {
   EXPECT_FALSE(second.contains(congested));
   EXPECT_TRUE(SameHalf(*second.begin(), *second.rbegin()));
   EXPECT_NE(second, first);
+}
+
+// Two nodes of two GPUs, nowhere to move to: a job slowed by a congested link is re-planned in
+// place. The cost model prices its all-reduce on the degraded links by the algorithm its launch
+// took (ring) against hierarchical (NCCL's tree: a chain inside each node, a tree across them);
+// the gain pays for a restart, so the job checkpoints and relaunches on the same GPUs with the
+// all-reduce pinned to the tree.
+TEST(ServerNetwork, AJobThatCannotMoveIsReplannedInPlaceAndRelaunchedWithTheNewAlgorithm) {
+  ServerFixture f;
+  f.config.network.probes = true;
+  f.config.restart_overhead_s = 5;
+  f.Start();
+  Fabric fab(f, {"n1", "n3"}, 2);
+  ASSERT_TRUE(MeasureEveryPair(f, fab, 1));
+  auto r = f.Post("/v1/jobs",
+                  "kind: training\nname: ddp\nmodel: {profile: llama2-7b}\n"
+                  "parallelism: {tp: 1, pp: 1}\nnodes: 2\ngpus_per_node: 2\ngpus: 4\n"
+                  "max_retries: 2\nrun:\n  command: [/usr/bin/python3, train.py]\n");
+  ASSERT_EQ(r.status, 201) << r.text;
+  const std::string job = r.body["id"];
+  std::vector<std::pair<std::string, wire::WorkOrder>> launches;
+  const std::set<std::string> first = PlacedNodes(fab, job, &launches);
+  ASSERT_EQ(first, (std::set<std::string>{"n1", "n3"}));
+  auto algo_of = [](const wire::WorkOrder& o) {
+    const auto& env = o.launch->ranks.at(0).env;
+    auto it = env.find("NCCL_ALGO");
+    return it == env.end() ? std::string("(none)") : it->second;
+  };
+  for (const auto& [node, o] : launches) {
+    if (o.job_id != job) continue;
+    EXPECT_EQ(algo_of(o).find("allreduce:"), std::string::npos) << "pinned at first launch";
+    fab.at(node).AcceptAndStart(o);
+  }
+  auto beat = [&](double step_s, bool congestion, int64_t samples) {
+    for (const std::string node : {"n1", "n3"}) {
+      wire::Heartbeat h;
+      h.progress.push_back({.job_id = job,
+                            .attempt = 1,
+                            .rank = node == "n1" ? 0 : 2,
+                            .step = samples,
+                            .step_time_s = step_s,
+                            .samples = samples,
+                            .updated_ms = WallMs()});
+      wire::NetworkSample s{.window_ms = 100, .tcp_retrans_per_s = 0, .tcp_out_segs_per_s = 5000};
+      if (congestion && node == "n3") s.tcp_retrans_per_s = 400;
+      h.network = s;
+      fab.at(node).Heartbeat(h);
+    }
+  };
+  for (int i = 1; i <= 12; ++i) {
+    beat(0.5, false, i);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  nlohmann::json decision;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        beat(1.5, true, 30);
+        const nlohmann::json events = f.Get("/v1/events?since=0&limit=1000").body;
+        for (const auto& e : events["events"]) {
+          if (e.value("type", "") == "network" && e.value("id", "") == job) decision = e;
+        }
+        return !decision.is_null();
+      },
+      8000))
+      << f.Get("/v1/events?since=0&limit=1000").body.dump();
+  const std::string why = decision["reason"];
+  std::cout << "decision: " << why << "\n";
+  EXPECT_NE(why.find("re-planning in place (hierarchical)"), std::string::npos) << why;
+  EXPECT_NE(why.find("by ring now"), std::string::npos) << why;
+  EXPECT_NE(why.find("move: no placement free off the congested nodes"), std::string::npos) << why;
+  // The restart: checkpoint, stop, relaunch on the same GPUs with the all-reduce pinned.
+  std::map<std::string, wire::WorkOrder> second;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (auto& [node, o] : fab.Round()) {
+          if (o.job_id == job && o.attempt == 2) second[node] = o;
+        }
+        return second.size() == 2;
+      },
+      10000))
+      << f.Get("/v1/jobs/" + job).body.dump();
+  for (const auto& [node, o] : second) {
+    EXPECT_EQ(algo_of(o), "allreduce:tree") << node;
+  }
+  const auto view = f.Get("/v1/jobs/" + job).body;
+  EXPECT_EQ(view["attempt"], 2) << view.dump();
+  EXPECT_EQ(view.value("migrations", -1), 0) << "a re-plan is not a move";
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <regex>
 #include <set>
 
+#include "testing/chromium.h"
 #include "tianshu/base/csv.h"
 #include "tianshu/engine/engine.h"
 #include "tianshu/sim/report.h"
@@ -25,14 +26,6 @@
 
 namespace tianshu::sim {
 namespace {
-
-std::string Chromium() {
-  for (const char* p :
-       {"/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"}) {
-    if (std::filesystem::exists(p)) return p;
-  }
-  return "";
-}
 
 // The <svg> element with this id, whole ("" when absent).
 std::string Svg(const std::string& html, const std::string& id) {
@@ -84,7 +77,7 @@ void ExpectRoundTicks(const std::vector<double>& ticks, const std::string& what)
   }
 }
 
-class SimReportPage : public testing::Test {
+class SimReportPage : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     model::FatTreeOptions fo;
@@ -297,7 +290,7 @@ TEST_F(SimReportPage, JobsCsvHasAQueueColumnAndReadsBack) {
 }
 
 TEST_F(SimReportPage, RendersInHeadlessChromium) {
-  std::string chromium = Chromium();
+  std::string chromium = tianshu::testing::FindChromium();
   if (chromium.empty()) GTEST_SKIP() << "chromium is not installed";
   auto dir = std::filesystem::temp_directory_path() / "tianshu_sim_report_test";
   std::filesystem::create_directories(dir);

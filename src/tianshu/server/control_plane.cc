@@ -166,6 +166,7 @@ std::string ControlPlane::JobDoc(const Job& j) const {
             {"reshape", j.reshape},
             {"resizes", j.resizes},
             {"migrations", j.migrations},
+            {"replan", {{"algorithm", j.replan.algorithm}, {"nodes", j.replan.nodes}}},
             {"attained_gpu_s", j.attained_gpu_s},
             {"run_started_ms", j.run_started_ms},
             {"run_gpus", j.run_gpus},

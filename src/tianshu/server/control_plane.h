@@ -102,9 +102,9 @@ struct Job {
   // A resize (elastic scaling) or a move (migration) in flight: the ranks stop with a
   // checkpoint, then the job relaunches on `target`, which stays reserved until then.
   std::vector<RankPlace> target;
-  std::string reshape;  // "resize" | "migrate" while target is set
-  int resizes = 0;
-  int migrations = 0;
+  std::string reshape;  // "resize" | "migrate" | "replan" while target is set
+  int resizes = 0, migrations = 0;
+  CommReplan replan;  // the network watch's re-plan in place (control_plane_watch.cc)
   // 2D-LAS attained service: GPU-seconds held by the runs that have ended, and the current
   // run's start and size (the engine accrues the current run from run_started_ms).
   double attained_gpu_s = 0;
@@ -182,8 +182,9 @@ struct NodeEntry {
   // The data network (RegisterRequest::data_address/interface): MASTER_ADDR and probes use
   // it; "" = the address's host.
   std::string data_address, data_interface;
-  std::string probing;   // the bandwidth probe running here (no new work meanwhile); not persisted
-  wire::Heartbeat last;  // not persisted
+  std::string probing;  // the bandwidth probe running here (no new work meanwhile); not persisted
+  int64_t links_changed_ms = 0;  // a link's line rate changed (heartbeats): re-probe; not persisted
+  wire::Heartbeat last;          // not persisted
 };
 
 // What a submission made: the job (full view), and whether it was made before (an earlier

@@ -146,6 +146,13 @@ ApiResult<wire::HeartbeatResponse> ControlPlane::Heartbeat(const std::string& no
     }
     NodeEntry& n = it->second;
     n.last_heartbeat_ms = now_ms;
+    if (auto changed = LinkRateChanges(n.last.network, hb.network); !changed.empty()) {
+      n.links_changed_ms = now_ms;
+      NetworkEvent(
+          t, node,
+          "network: " + node + ": " + Join(changed, ", ") + "; its pairs will be probed again",
+          now_ms);
+    }
     n.last = hb;
     NodeState want = hb.health == wire::Health::kOk         ? NodeState::kReady
                      : hb.health == wire::Health::kDegraded ? NodeState::kDegraded

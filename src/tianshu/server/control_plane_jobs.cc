@@ -36,12 +36,10 @@ comm::Layout LayoutFor(const model::EngineConfig& config, const model::JobSpec& 
 // NCCL_BUFFSIZE from NETWORK_BUFFER_SIZE, the traffic class for its priority, ...; HCCL/RCCL/
 // MCCL equivalents by backend), from the communicator plan of comm/ for `layout` (LayoutFor).
 // Ranks keep the order the placement gave them.
-std::map<std::string, std::string> CommEnvironmentFor(const model::EngineConfig& config,
-                                                      const model::JobSpec& spec,
-                                                      const placement::Outcome& outcome,
-                                                      const model::Topology& topo,
-                                                      const comm::Layout& layout,
-                                                      const comm::BandwidthMatrix& measured) {
+std::map<std::string, std::string> CommEnvironmentFor(
+    const model::EngineConfig& config, const model::JobSpec& spec,
+    const placement::Outcome& outcome, const model::Topology& topo, const comm::Layout& layout,
+    const comm::BandwidthMatrix& measured, const std::string& algorithm) {
   std::vector<int> gpus;
   for (const auto& slot : outcome.ranks) {
     if (slot.gpu < 0) return {};  // CPU-only ranks: no collective library to tune
@@ -54,6 +52,8 @@ std::map<std::string, std::string> CommEnvironmentFor(const model::EngineConfig&
   options.order = comm::RankOrder::kAsGiven;
   // The links the job actually got: measured figures where probes have them.
   if (measured.size() > 0) options.cost.measured = &measured;
+  // A re-plan in place the network watch decided (CommReplan) outranks the configured one.
+  if (auto a = comm::ParseAlgorithm(algorithm)) options.allreduce_algo = *a;
   auto plan = comm::PlanCommunicators(topo, gpus, layout, options);
   return plan ? plan->env : std::map<std::string, std::string>{};
 }
@@ -137,8 +137,11 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
       options_.checkpoint_root.empty() ? "" : options_.checkpoint_root + "/" + j.id;
   const comm::Layout layout = LayoutFor(options_.config, j.spec, outcome, topo);
   const comm::BandwidthMatrix measured = MeasuredMatrix(view, now_ms);
-  const std::map<std::string, std::string> comm_env =
-      CommEnvironmentFor(options_.config, j.spec, outcome, topo, layout, measured);
+  std::vector<std::string> sorted = nodes;
+  std::sort(sorted.begin(), sorted.end());
+  if (!j.replan.algorithm.empty() && j.replan.nodes != sorted) j.replan = {};  // it moved since
+  const std::map<std::string, std::string> comm_env = CommEnvironmentFor(
+      options_.config, j.spec, outcome, topo, layout, measured, j.replan.algorithm);
   placement::PlacementRequest req = placement::RequestFromJob(j.spec);
   for (size_t ni = 0; ni < nodes.size(); ++ni) {
     const NodeEntry& node = nodes_.at(nodes[ni]);

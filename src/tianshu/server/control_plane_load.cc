@@ -134,6 +134,12 @@ Status ControlPlane::Load(int64_t now_ms) {
     j.reshape = d.value("reshape", "");
     j.resizes = d.value("resizes", 0);
     j.migrations = d.value("migrations", 0);
+    if (const json r = d.value("replan", json::object()); r.is_object()) {
+      j.replan.algorithm = r.value("algorithm", "");
+      for (const json& n : r.value("nodes", json::array())) {
+        if (n.is_string()) j.replan.nodes.push_back(n.get<std::string>());
+      }
+    }
     j.attained_gpu_s = d.value("attained_gpu_s", 0.0);
     j.run_started_ms = d.value("run_started_ms", j.updated_ms);
     j.run_gpus = d.value("run_gpus", static_cast<int>(j.placement.size()));

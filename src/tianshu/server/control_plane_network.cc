@@ -77,7 +77,7 @@ std::vector<ProbeNode> ControlPlane::ProbeNodes() const {
     if (auto it = n.hardware.labels.find("leaf"); it != n.hardware.labels.end()) leaf = it->second;
     const bool idle = n.state == NodeState::kReady && !n.cordoned && n.probing.empty() &&
                       !busy.contains(name) && n.last.running.empty();
-    out.push_back({name, leaf, n.registered_ms, idle});
+    out.push_back({name, leaf, std::max(n.registered_ms, n.links_changed_ms), idle});
   }
   return out;
 }

@@ -134,6 +134,8 @@ bool ControlPlane::BeginReshape(Txn& t, Job& j, const std::string& kind,
     ++metrics_.resizes;
     why = "elastic scaling: resizing from " + std::to_string(holding.ranks.size()) + " to " +
           std::to_string(target.size()) + " GPUs (checkpoint, then relaunch)";
+  } else if (kind == "replan") {
+    why = "re-plan in place: " + reason + " (checkpoint, then relaunch on the same GPUs)";
   } else {
     ++j.migrations;
     ++metrics_.migrations;

@@ -164,30 +164,37 @@ void ControlPlane::DecideReplan(Txn& t, Job& j, JobWatch& w, const std::string& 
   const double b0 = bottleneck(nodes);
   // Re-planning the collectives in place: the cost model's all-reduce of the job's gradients
   // per step on its GPUs, with its links at the bandwidth the slowdown implies (b0 x t0/t1,
-  // all of the growth put on the network), by ring, tree and hierarchical.
+  // all of the growth put on the network). The algorithm it runs now is the one its launch was
+  // planned with (the cost model's pick for the links as they were, or an earlier re-plan's),
+  // priced on the degraded links against ring, tree and hierarchical.
   std::vector<int> gpus;
   for (const auto& s : *held) gpus.push_back(s.gpu);
-  comm::BandwidthMatrix degraded;
+  comm::BandwidthMatrix as_launched, degraded;
   for (size_t x = 0; x < nodes.size(); ++x) {
     for (size_t y = x + 1; y < nodes.size(); ++y) {
-      degraded.SetNodePair(view_->index.at(nodes[x]), view_->index.at(nodes[y]),
-                           pair_gbps(nodes[x], nodes[y]) * t0 / t1);
+      const int ix = view_->index.at(nodes[x]), iy = view_->index.at(nodes[y]);
+      as_launched.SetNodePair(ix, iy, pair_gbps(nodes[x], nodes[y]));
+      degraded.SetNodePair(ix, iy, pair_gbps(nodes[x], nodes[y]) * t0 / t1);
     }
   }
-  comm::CostOptions cost;
+  comm::CostOptions cost, launch_cost;
   cost.measured = &degraded;
+  launch_cost.measured = &as_launched;
   const int64_t bytes = placement::RequestFromJob(j.spec).comm_bytes;
+  const comm::Algorithm running =
+      comm::ParseAlgorithm(j.replan.algorithm)
+          .value_or(comm::CostCollective(topo, gpus, comm::Collective::kAllReduce, bytes,
+                                         comm::Algorithm::kAuto, launch_cost)
+                        .algorithm);
+  const double now_algo =
+      comm::CollectiveSeconds(topo, gpus, comm::Collective::kAllReduce, bytes, running, cost);
   std::string algos;
-  double now_algo = 0, best_algo = 0;
+  double best_algo = 0;
   std::string best_name;
-  for (comm::Algorithm a : {comm::Algorithm::kAuto, comm::Algorithm::kRing, comm::Algorithm::kTree,
-                            comm::Algorithm::kHierarchical}) {
+  for (comm::Algorithm a :
+       {comm::Algorithm::kRing, comm::Algorithm::kTree, comm::Algorithm::kHierarchical}) {
     const double s =
         comm::CollectiveSeconds(topo, gpus, comm::Collective::kAllReduce, bytes, a, cost);
-    if (a == comm::Algorithm::kAuto) {
-      now_algo = s;
-      continue;
-    }
     algos += std::string(algos.empty() ? "" : ", ") + std::string(comm::AlgorithmName(a)) + " " +
              Num(s) + " s";
     if (best_name.empty() || s < best_algo) {
@@ -195,10 +202,16 @@ void ControlPlane::DecideReplan(Txn& t, Job& j, JobWatch& w, const std::string& 
       best_name = std::string(comm::AlgorithmName(a));
     }
   }
-  const double replan_step = std::max(0.0, t1 - std::max(0.0, now_algo - best_algo));
-  const double steps_replan = std::max(0.0, horizon_s - restart_s) / std::max(replan_step, 1e-9);
+  // The all-reduce takes at most the whole step (the model's figure is for the profile's
+  // gradients, the step is what the job measured): the better algorithm shrinks that part of the
+  // step in the ratio of their costs.
+  const double comm_s = std::min(now_algo, t1);
+  const double ratio = now_algo > 0 ? std::min(1.0, best_algo / now_algo) : 1.0;
+  const double replan_step = std::max(t1 - comm_s * (1 - ratio), 1e-3);
+  const double steps_replan = std::max(0.0, horizon_s - restart_s) / replan_step;
   std::string replan = "re-plan in place (" + algos + " per all-reduce against " + Num(now_algo) +
-                       " s now): " + Num(steps_replan, "%.0f") + " steps";
+                       " s by " + std::string(comm::AlgorithmName(running)) +
+                       " now): " + Num(steps_replan, "%.0f") + " steps";
   // Moving: the same shape placed off the nodes that show congestion, priced by its bottleneck
   // against the one the job had when it set its baseline (t2 = t0 x b0 / b2 at worst).
   model::ClusterState state = ledger_->State();
@@ -243,10 +256,21 @@ void ControlPlane::DecideReplan(Txn& t, Job& j, JobWatch& w, const std::string& 
     return;
   }
   if (steps_replan > steps_stay && steps_replan > steps_move) {
-    // The collectives' plan changes at the job's next checkpoint-restart (its launch takes the
-    // plan the cost model picks for the links it has then).
-    NetworkEvent(t, j.id, head + "; re-plan (" + best_name + ") at the next restart, " + weigh,
-                 now_ms);
+    // The gain pays for a restart: checkpoint now and relaunch on the same GPUs with the
+    // collectives the cost model prefers on the degraded links (CommReplan, used by StartJob).
+    const std::string why = head + "; re-planning in place (" + best_name + "), " + weigh;
+    std::vector<std::string> sorted = nodes;
+    std::sort(sorted.begin(), sorted.end());
+    const CommReplan before = j.replan;
+    j.replan = {.algorithm = best_name, .nodes = sorted};
+    model::ClusterState held_state = ledger_->State();
+    if (BeginReshape(t, j, "replan", *held, placement::PlacedOutcome(*held), why, &held_state,
+                     now_ms)) {
+      NetworkEvent(t, j.id, why, now_ms);
+      return;
+    }
+    j.replan = before;
+    NetworkEvent(t, j.id, head + "; kept: the re-plan's restart could not begin; " + weigh, now_ms);
     return;
   }
   NetworkEvent(t, j.id, head + "; kept: neither pays, " + weigh, now_ms);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
@@ -139,6 +140,26 @@ std::vector<std::pair<std::string, std::string>> NetworkMap::CoverPairs(
     }
   }
   return {out.begin(), out.end()};
+}
+
+std::vector<std::string> LinkRateChanges(const std::optional<wire::NetworkSample>& before,
+                                         const std::optional<wire::NetworkSample>& after) {
+  std::vector<std::string> out;
+  if (!before || !after) return out;
+  std::map<std::string, int64_t> was;
+  for (const wire::LinkSample& l : before->links) was[l.name] = l.speed_bps;
+  auto rate = [](int64_t bps) {
+    if (bps <= 0) return std::string("no line rate (down)");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g Gbit/s", static_cast<double>(bps) / 1e9);
+    return std::string(buf);
+  };
+  for (const wire::LinkSample& l : after->links) {
+    auto it = was.find(l.name);
+    if (it == was.end() || it->second == l.speed_bps) continue;
+    out.push_back(l.name + " " + rate(it->second) + " -> " + rate(l.speed_bps));
+  }
+  return out;
 }
 
 std::optional<std::pair<std::string, std::string>> NetworkMap::NextProbe(

@@ -20,6 +20,7 @@
 
 #include "tianshu/base/status.h"
 #include "tianshu/model/engine_config.h"
+#include "tianshu/wire/wire.h"
 
 namespace tianshu::server {
 
@@ -39,9 +40,16 @@ struct MeasuredPair {
 struct ProbeNode {
   std::string name;
   std::string leaf;        // nominal leaf (the `leaf` label; "leaf0" without one)
-  int64_t changed_ms = 0;  // (re-)registered at: its pairs measured before are due again
+  int64_t changed_ms = 0;  // (re-)registered or a link's rate changed: its pairs are due again
   bool idle = false;       // ready, not cordoned, nothing placed or probing there
 };
+
+// The interfaces whose line rate changed between two heartbeats' samples, as
+// "eth0 100 Gbit/s -> 25 Gbit/s" (a port that renegotiated, went down or came back; an interface
+// that appeared or went away is not a change: container hosts make and remove them all the time).
+// Empty when there is none or either sample is missing.
+std::vector<std::string> LinkRateChanges(const std::optional<wire::NetworkSample>& before,
+                                         const std::optional<wire::NetworkSample>& after);
 
 // The nominal figure and class of a pair: pairs of one class should measure alike.
 struct NominalPair {
@@ -58,6 +66,14 @@ struct PairView {
   bool slow = false;           // fresh and below slow_link_ratio x class_best
   bool stale = false;          // older than measured_ttl: shown, not used
   double age_s = 0;
+};
+
+// A re-plan in place the network watch decided for a job (control_plane_watch.cc): its launches
+// on exactly these nodes take this all-reduce algorithm, where the cost model would pick one for
+// the probes' figures, which do not know that a link got slower since.
+struct CommReplan {
+  std::string algorithm;  // "ring" | "tree" | "hierarchical"; "" = none
+  std::vector<std::string> nodes;
 };
 
 // A bandwidth probe the control plane runs (control_plane_network.cc).

@@ -1,6 +1,6 @@
 // The Tianshu web console: plain JavaScript, no build step, served by `tianshu serve`. It reads
 // the JSON API (docs/api.md) with the console session cookie and redraws every 2 s. Views by
-// hash: #cluster, #queues, #jobs, #job/ID. "#token=T[&view=V]" logs in with T (a fragment never
+// hash: #cluster, #queues, #jobs, #network, #job/ID. "#token=T[&view=V]" logs in with T (a fragment never
 // reaches a server or its logs) and then shows V. Text from the API is set as text, never HTML.
 'use strict';
 
@@ -243,10 +243,58 @@ async function drawJob(id) {
   await drawLog(job);
 }
 
+// The measured network (GET /v1/topology/measured): a node-by-node matrix of the probes'
+// all-reduce bus bandwidth, each cell shaded by its share of the best figure of its nominal class
+// (slow pairs red, stale ones grey), beside the nominal figure; the measured leaves; the probes.
+function gbps(x) { return x >= 10 ? x.toFixed(1) : x >= 0.1 ? x.toFixed(2) : x.toFixed(3); }
+
+async function drawNetwork() {
+  const [m, nodes] = await Promise.all([api('/v1/topology/measured'), api('/v1/nodes')]);
+  const names = [...new Set([...nodes.nodes.map((n) => n.name),
+    ...m.pairs.flatMap((p) => [p.a, p.b])])].sort();
+  const byPair = new Map(m.pairs.map((p) => [p.a + '|' + p.b, p]));
+  const pairOf = (a, b) => byPair.get(a + '|' + b) || byPair.get(b + '|' + a);
+  const head = el('tr', {}, el('th', {text: ''}), ...names.map((n) => el('th', {text: n})));
+  const rows = names.map((a) => el('tr', {}, el('th', {text: a}), ...names.map((b) => {
+    if (a === b) return el('td', {class: 'self', text: '—'});
+    const p = pairOf(a, b);
+    if (!p) return el('td', {class: 'unmeasured', text: 'not measured'});
+    const share = p.class_best_gbps > 0 ? p.measured_gbps / p.class_best_gbps : 1;
+    const td = el('td', {class: 'pair' + (p.slow ? ' slow' : '') + (p.stale ? ' stale' : ''),
+                         text: gbps(p.measured_gbps)});
+    td.dataset.pair = p.a + '|' + p.b;
+    td.dataset.slow = String(p.slow);
+    if (!p.slow && !p.stale) td.style.background = 'hsl(140, 45%, ' + (92 - 30 * share) + '%)';
+    td.title = p.a + ' – ' + p.b + ': ' + gbps(p.measured_gbps) + ' GB/s measured (' + p.method +
+        ', ' + Math.round(p.age_s) + ' s ago), nominal ' + gbps(p.nominal_gbps) + ' GB/s (' +
+        p.class + '), best of its class ' + gbps(p.class_best_gbps) + ' GB/s' +
+        (p.slow ? ': SLOW' : '') + (p.stale ? ': stale, not used' : '');
+    return td;
+  })));
+  $('net-matrix').replaceChildren(el('thead', {}, head), el('tbody', {}, ...rows));
+  const pairs = m.pairs.slice().sort((x, y) =>
+      (x.class_best_gbps ? x.measured_gbps / x.class_best_gbps : 1) -
+      (y.class_best_gbps ? y.measured_gbps / y.class_best_gbps : 1));
+  fillTable('net-pairs', pairs.map((p) => [p.a + ' – ' + p.b, gbps(p.measured_gbps),
+    gbps(p.forward_gbps) + ' / ' + gbps(p.backward_gbps), gbps(p.nominal_gbps), p.class,
+    p.slow ? 'slow' : p.stale ? 'stale' : 'ok', p.method, Math.round(p.age_s) + ' s',
+    p.failures]));
+  if (pairs.length === 0) fillTable('net-pairs', [['no pair measured yet', '', '', '', '', '', '',
+    '', '']]);
+  $('net-groups').replaceChildren(...m.groups.map((g, i) =>
+      el('li', {text: 'measured leaf ' + (i + 1) + ': ' + g.join(', ')})));
+  const pr = m.probes;
+  $('net-probes').textContent = (pr.enabled ? 'Probes on' : 'Probes off') + ': ' + pr.done +
+      ' done, ' + pr.failed + ' failed, ' + pr.running + ' running' +
+      pr.in_flight.map((p) => ' (' + p.a + ' – ' + p.b + ')').join('') + '. Pairs are slow below ' +
+      m.config.slow_link_ratio + ' × the best of their class; figures older than ' +
+      m.config.measured_ttl_s + ' s are stale.';
+}
+
 function currentView() {
   const h = location.hash.replace(/^#/, '');
   if (h.startsWith('job/')) return {name: 'job', id: decodeURIComponent(h.slice(4))};
-  return {name: ['queues', 'jobs'].includes(h) ? h : 'cluster'};
+  return {name: ['queues', 'jobs', 'network'].includes(h) ? h : 'cluster'};
 }
 
 async function refresh() {
@@ -257,6 +305,7 @@ async function refresh() {
     if (v.name === 'cluster') await drawCluster();
     else if (v.name === 'queues') await drawQueues();
     else if (v.name === 'jobs') await drawJobs();
+    else if (v.name === 'network') await drawNetwork();
     else await drawJob(v.id);
     $('status').textContent = 'updated ' + new Date().toLocaleTimeString();
     $('status').classList.remove('error');
