@@ -382,7 +382,9 @@ class MeasuredFabric : public ::testing::Test {
                                  std::string("--cgroup-mode"),
                                  std::string("none"),
                                  std::string("--checkpoint-grace"),
-                                 std::string("60s")}) {
+                                 std::string("60s"),
+                                 std::string("--label"),
+                                 "fabric-leaf=" + n.leaf}) {
       argv.push_back(a);
     }
     agents_[n.name] = SpawnTied(argv, dir_ + "/agent-" + n.name + ".log");
@@ -463,7 +465,10 @@ class MeasuredFabric : public ::testing::Test {
 
   // examples/workloads/ddp-gpt-2x2.yaml as 2 nodes x 1 rank, long, checkpointing every 10 steps;
   // submitted from the repository root (the ranks' working directory).
-  std::string SubmitDdp(const std::string& name) {
+  // The 2-node DDP example with one rank a node. `extra` goes after its arguments (a larger
+  // model), `yaml` at the end of the job (a node selector).
+  std::string SubmitDdp(const std::string& name, const std::string& extra = "",
+                        const std::string& yaml = "") {
     std::string text =
         Slurp(std::string(TIANSHU_SOURCE_DIR) + "/examples/workloads/ddp-gpt-2x2.yaml");
     auto replace = [&](const std::string& from, const std::string& to) {
@@ -476,6 +481,8 @@ class MeasuredFabric : public ::testing::Test {
     replace("--checkpoint-every, \"25\"", "--checkpoint-every, \"10\"");
     replace("gpus_per_node: 2\n", "gpus_per_node: 1\n");
     replace("gpus: 4\n", "gpus: 2\n");
+    if (!extra.empty()) replace("--log-every, \"10\"", "--log-every, \"10\", " + extra);
+    text += yaml;
     const std::string path = dir_ + "/" + name + ".yaml";
     std::ofstream(path) << text;
     auto r = Cli("submit " + path + " --output json", TIANSHU_SOURCE_DIR);
@@ -765,15 +772,43 @@ TEST_F(NominalFabric, WithoutMeasurementTheSameJobSpansTheLeaves) {
       << "with no measurement the job was placed inside a leaf anyway, so the measured test "
          "does not show the measurement's effect:\n"
       << JobReport(id);
-  // The benchmark's other half: rank 0's step time on the nominal placement, across the
-  // shaped link (MeasuredFabric prints the measured placement's as "before").
-  ASSERT_TRUE(WaitFor([&] { return StepSamples(id, 1).size() >= 12; }, 240)) << JobReport(id);
-  std::vector<double> steps;
-  for (const auto& [at, step_s] : StepSamples(id, 1)) steps.push_back(step_s);
-  steps.erase(steps.begin(), steps.begin() + 2);  // the first steps pay for warming up
-  std::printf("rank 0's step time on the nominal placement %s,%s, median (steps): %.4f s (%zu)\n",
-              nodes[0].c_str(), nodes[1].c_str(), Median(steps), steps.size());
   EXPECT_EQ(Cli("cancel " + id).exit_code, 0);
+  ASSERT_TRUE(WaitFor([&] { return Job(id).value("state", "") == "cancelled"; }, 120))
+      << JobReport(id);
+
+  // The benchmark: a larger model (about 0.8 M parameters, 3 MB of gradients a step) on the
+  // nominal placement, across the shaped link, then on the placement the measurement picks
+  // (MeasuredFabric: both ranks in one leaf; here by the agents' `fabric-leaf` label, which no
+  // placement reads). Rank 0's median step time over 20 steps after 3 of warm-up.
+  const std::string larger = "--d-model, \"128\", --layers, \"4\"";
+  auto median_step = [&](const std::string& job) {
+    std::vector<double> steps;
+    EXPECT_TRUE(WaitFor([&] { return StepSamples(job, 1).size() >= 23; }, 300)) << JobReport(job);
+    for (const auto& [at, step_s] : StepSamples(job, 1)) steps.push_back(step_s);
+    if (steps.size() > 3) steps.erase(steps.begin(), steps.begin() + 3);
+    EXPECT_EQ(Cli("cancel " + job).exit_code, 0);
+    EXPECT_TRUE(WaitFor([&] { return Job(job).value("state", "") == "cancelled"; }, 120));
+    return std::make_pair(Median(steps), steps.size());
+  };
+  const std::string across = SubmitDdp("ddp-larger-nominal", larger);
+  ASSERT_TRUE(WaitFor([&] { return Job(across).value("state", "") == "running"; }, 180))
+      << JobReport(across);
+  const std::vector<std::string> across_nodes = JobNodes(across);
+  ASSERT_EQ(LeavesOf(across_nodes).size(), 2u) << JobReport(across);
+  const auto [across_s, across_n] = median_step(across);
+  const std::string inside =
+      SubmitDdp("ddp-larger-measured", larger, "node_selector: {fabric-leaf: A}\n");
+  ASSERT_TRUE(WaitFor([&] { return Job(inside).value("state", "") == "running"; }, 180))
+      << JobReport(inside);
+  const std::vector<std::string> inside_nodes = JobNodes(inside);
+  ASSERT_EQ(LeavesOf(inside_nodes).size(), 1u) << JobReport(inside);
+  const auto [inside_s, inside_n] = median_step(inside);
+  std::printf(
+      "benchmark, the larger model's step time (rank 0, median): nominal placement %s,%s "
+      "(across the shaped link) %.4f s (%zu steps); measured placement %s,%s (one leaf) %.4f s "
+      "(%zu steps); x%.2f\n",
+      across_nodes[0].c_str(), across_nodes[1].c_str(), across_s, across_n, inside_nodes[0].c_str(),
+      inside_nodes[1].c_str(), inside_s, inside_n, inside_s > 0 ? across_s / inside_s : 0.0);
 }
 
 }  // namespace
