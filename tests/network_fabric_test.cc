@@ -599,6 +599,8 @@ TEST_F(MeasuredFabric, MeasuredBandwidthPlacesAndReplansARealDdpJob) {
     const CommandResult page =
         tianshu::testing::RenderConsole(chromium, "http://" + Server(), token_, "network", png);
     EXPECT_EQ(tianshu::testing::PageProblems(page), "");
+    EXPECT_NE(page.out.find("data-ready=\"network\""), std::string::npos) << page.out;
+    EXPECT_EQ(page.out.find("could not update"), std::string::npos) << page.out;
     std::set<std::string> shown_slow, want_slow;
     int cells = 0;
     static const std::regex cell(R"re(data-pair="([^"|]+)\|([^"]+)" data-slow="(true|false)")re");
@@ -677,9 +679,9 @@ TEST_F(MeasuredFabric, MeasuredBandwidthPlacesAndReplansARealDdpJob) {
         for (const json& e : EventsAfter(since)) {
           const std::string said = Lower(Said(e));
           if (!About(e, id) || said.rfind("network:", 0) != 0) continue;
-          if (said.find("migrat") != std::string::npos ||
-              said.find("re-plan") != std::string::npos ||
-              said.find("replan") != std::string::npos) {
+          // The decisions that act ("kept: ..." events weigh and do nothing).
+          if (said.find("; migrating") != std::string::npos ||
+              said.find("; re-planning in place") != std::string::npos) {
             decision = e;
             decided_s = seconds_since(injected);
             return true;
@@ -689,10 +691,11 @@ TEST_F(MeasuredFabric, MeasuredBandwidthPlacesAndReplansARealDdpJob) {
       },
       120);
   ASSERT_FALSE(decision.is_null())
-      << "no event of the job saying \"network: ... migrat/re-plan\" within 120 s of shaping "
+      << "no event of the job saying \"network: ...; migrating\" or \"...; re-planning in place\" "
+         "within 120 s of shaping "
       << victim << "'s link to 2 Mbit/s (shallow queue):\n"
       << JobReport(id) << Grep(Slurp(dir_ + "/server.log"), "network");
-  const bool migrated = Lower(Said(decision)).find("migrat") != std::string::npos;
+  const bool migrated = Lower(Said(decision)).find("; migrating") != std::string::npos;
   const int64_t decided_ms = decision.value("time_ms", int64_t{0});
   std::cout << "decision " << decided_s << " s after the shaping (event time "
             << static_cast<double>(decided_ms - injected_ms) / 1000.0
@@ -714,10 +717,19 @@ TEST_F(MeasuredFabric, MeasuredBandwidthPlacesAndReplansARealDdpJob) {
     EXPECT_NE(RankLog(id, after_attempt).find("resumed from step"), std::string::npos)
         << JobReport(id);
   } else {
-    // Re-planned where it is: it keeps running on the same nodes.
-    std::this_thread::sleep_for(std::chrono::seconds(20));
-    EXPECT_EQ(Job(id).value("state", ""), "running") << JobReport(id);
+    // Re-planned where it is: a checkpoint-restart on the same nodes, resuming.
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          json j = Job(id);
+          return j.value("attempt", 1) >= 2 && j.value("state", "") == "running" &&
+                 StepTimes(id, j.value("attempt", 2)).size() >= 3;
+        },
+        300))
+        << JobReport(id);
     EXPECT_EQ(JobNodes(id), first) << JobReport(id);
+    after_attempt = Job(id).value("attempt", 2);
+    EXPECT_NE(RankLog(id, after_attempt).find("resumed from step"), std::string::npos)
+        << JobReport(id);
   }
   // Step times before the shaping, under it (until the decision), and after the decision (on
   // the new nodes, or re-planned in place), from rank 0's progress files. Printed, not asserted.
@@ -729,7 +741,7 @@ TEST_F(MeasuredFabric, MeasuredBandwidthPlacesAndReplansARealDdpJob) {
     (at < injected_at ? before : at < decided_at ? under : after).push_back(step_s);
     last_old_step = std::max(last_old_step, at);
   }
-  if (migrated) {
+  if (after_attempt > 1) {
     after.clear();
     for (const auto& [at, step_s] : StepSamples(id, after_attempt)) {
       after.push_back(step_s);
@@ -803,6 +815,8 @@ TEST_F(NominalFabric, WithoutMeasurementTheSameJobSpansTheLeaves) {
   const std::vector<std::string> inside_nodes = JobNodes(inside);
   ASSERT_EQ(LeavesOf(inside_nodes).size(), 1u) << JobReport(inside);
   const auto [inside_s, inside_n] = median_step(inside);
+  EXPECT_GT(across_s, 0);  // a benchmark: the figures are printed, their ratio is not asserted
+  EXPECT_GT(inside_s, 0);
   std::printf(
       "benchmark, the larger model's step time (rank 0, median): nominal placement %s,%s "
       "(across the shaped link) %.4f s (%zu steps); measured placement %s,%s (one leaf) %.4f s "

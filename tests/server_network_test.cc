@@ -176,6 +176,19 @@ TEST(ServerNetwork, ProbesFindTheSlowPairsAndTheGangStaysInsideAMeasuredLeaf) {
   EXPECT_EQ(slow, 4);
   EXPECT_EQ(measured["groups"], nlohmann::json::parse(R"([["n1","n3"],["n2","n4"]])"))
       << measured.dump();
+  // The same on /metrics, for Prometheus.
+  const std::string metrics = f.Get("/metrics").text;
+  for (const auto& p : measured["pairs"]) {
+    const std::string series = "tianshu_network_pair_slow{a=\"" + p["a"].get<std::string>() +
+                               "\",b=\"" + p["b"].get<std::string>() + "\"} " +
+                               (p["slow"].get<bool>() ? "1" : "0") + "\n";
+    EXPECT_NE(metrics.find(series), std::string::npos) << series << metrics;
+  }
+  EXPECT_NE(metrics.find("tianshu_network_probes_total{result=\"done\"} 6\n"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("tianshu_network_pair_bandwidth_gbps{a=\"n1\",b=\"n3\"} 1.2\n"),
+            std::string::npos)
+      << metrics;
   // Every pair measured: no probe is due for an hour.
   const int probes = fab.probe_orders;
   for (int i = 0; i < 20; ++i) fab.Round();
@@ -203,15 +216,20 @@ TEST(ServerNetwork, ALinkWhoseLineRateChangesHasItsPairsProbedAgain) {
   Fabric fab(f);
   ASSERT_TRUE(MeasureEveryPair(f, fab));
   const int probes = fab.probe_orders;
-  auto beat = [&](int64_t eth0_bps) {
+  auto beat = [&](int64_t eth0_bps, int64_t veth_bps = -1) {
     wire::Heartbeat h;
     h.network = wire::NetworkSample{
         .window_ms = 1000,
         .links = {{.name = "eth0", .speed_bps = eth0_bps}, {.name = "lo", .speed_bps = 0}}};
+    if (veth_bps >= 0) h.network->links.push_back({.name = "veth1", .speed_bps = veth_bps});
     fab.at("n1").Heartbeat(h);
   };
-  // The same rate twice, and an interface that only appears (a container's veth): no change.
+  // The same rate twice; a container's veth that appears, comes up from no rate and goes away:
+  // no change.
   beat(100'000'000'000);
+  beat(100'000'000'000);
+  beat(100'000'000'000, 0);
+  beat(100'000'000'000, 10'000'000'000);
   beat(100'000'000'000);
   for (int i = 0; i < 5; ++i) fab.Round();
   EXPECT_EQ(fab.probe_orders, probes);
@@ -227,6 +245,14 @@ TEST(ServerNetwork, ALinkWhoseLineRateChangesHasItsPairsProbedAgain) {
     }
   }
   EXPECT_NE(said.find("n1"), std::string::npos) << events.dump();
+  // A port that flaps back within the minute: no second event.
+  beat(100'000'000'000);
+  int link_events = 0;
+  const nlohmann::json all = f.Get("/v1/events?limit=1000").body["events"];  // not a temporary's
+  for (const auto& e : all) {
+    link_events += e.value("reason", "").find(": eth0 ") != std::string::npos;
+  }
+  EXPECT_EQ(link_events, 1);
   ASSERT_TRUE(WaitFor(
       [&] {
         fab.Round();
@@ -365,15 +391,15 @@ TEST(ServerNetwork, AJobSlowedByACongestedLinkIsMovedWithAnEventSayingWhy) {
   EXPECT_NE(second, first);
 }
 
-// Two nodes of two GPUs, nowhere to move to: a job slowed by a congested link is re-planned in
-// place. The cost model prices its all-reduce on the degraded links by the algorithm its launch
-// took (ring) against hierarchical (NCCL's tree: a chain inside each node, a tree across them);
-// the gain pays for a restart, so the job checkpoints and relaunches on the same GPUs with the
-// all-reduce pinned to the tree.
+// Two nodes of two GPUs, nowhere to move to, and the operator's ALLREDUCE_ALGO: tree. A job
+// slowed by a congested link is re-planned in place: on the degraded links the cost model prices
+// the tree it runs above a ring by more than a tenth, the gain pays for a restart, so the job
+// checkpoints and relaunches on the same GPUs with the all-reduce pinned to the ring.
 TEST(ServerNetwork, AJobThatCannotMoveIsReplannedInPlaceAndRelaunchedWithTheNewAlgorithm) {
   ServerFixture f;
   f.config.network.probes = true;
   f.config.restart_overhead_s = 5;
+  f.config.allreduce_algo = "tree";
   f.Start();
   Fabric fab(f, {"n1", "n3"}, 2);
   ASSERT_TRUE(MeasureEveryPair(f, fab, 1));
@@ -393,7 +419,7 @@ TEST(ServerNetwork, AJobThatCannotMoveIsReplannedInPlaceAndRelaunchedWithTheNewA
   };
   for (const auto& [node, o] : launches) {
     if (o.job_id != job) continue;
-    EXPECT_EQ(algo_of(o).find("allreduce:"), std::string::npos) << "pinned at first launch";
+    EXPECT_EQ(algo_of(o), "allreduce:tree") << "the configured ALLREDUCE_ALGO";
     fab.at(node).AcceptAndStart(o);
   }
   auto beat = [&](double step_s, bool congestion, int64_t samples) {
@@ -430,8 +456,8 @@ TEST(ServerNetwork, AJobThatCannotMoveIsReplannedInPlaceAndRelaunchedWithTheNewA
       << f.Get("/v1/events?since=0&limit=1000").body.dump();
   const std::string why = decision["reason"];
   std::cout << "decision: " << why << "\n";
-  EXPECT_NE(why.find("re-planning in place (hierarchical)"), std::string::npos) << why;
-  EXPECT_NE(why.find("by ring now"), std::string::npos) << why;
+  EXPECT_NE(why.find("re-planning in place (ring)"), std::string::npos) << why;
+  EXPECT_NE(why.find("by tree now"), std::string::npos) << why;
   EXPECT_NE(why.find("move: no placement free off the congested nodes"), std::string::npos) << why;
   // The restart: checkpoint, stop, relaunch on the same GPUs with the all-reduce pinned.
   std::map<std::string, wire::WorkOrder> second;
@@ -445,11 +471,14 @@ TEST(ServerNetwork, AJobThatCannotMoveIsReplannedInPlaceAndRelaunchedWithTheNewA
       10000))
       << f.Get("/v1/jobs/" + job).body.dump();
   for (const auto& [node, o] : second) {
-    EXPECT_EQ(algo_of(o), "allreduce:tree") << node;
+    EXPECT_EQ(algo_of(o), "allreduce:ring") << node;
   }
   const auto view = f.Get("/v1/jobs/" + job).body;
   EXPECT_EQ(view["attempt"], 2) << view.dump();
+  EXPECT_EQ(view["replan"]["algorithm"], "ring") << view.dump();
   EXPECT_EQ(view.value("migrations", -1), 0) << "a re-plan is not a move";
+  EXPECT_NE(f.Get("/metrics").text.find("tianshu_network_decisions_total{action=\"replan\"} 1\n"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -166,7 +166,6 @@ std::string ControlPlane::JobDoc(const Job& j) const {
             {"reshape", j.reshape},
             {"resizes", j.resizes},
             {"migrations", j.migrations},
-            {"replan", {{"algorithm", j.replan.algorithm}, {"nodes", j.replan.nodes}}},
             {"attained_gpu_s", j.attained_gpu_s},
             {"run_started_ms", j.run_started_ms},
             {"run_gpus", j.run_gpus},
@@ -183,6 +182,9 @@ std::string ControlPlane::JobDoc(const Job& j) const {
             {"array_id", j.array_id},
             {"array_index", j.array_index},
             {"array_count", j.array_count}};
+  if (!j.replan.algorithm.empty()) {
+    d["replan"] = {{"algorithm", j.replan.algorithm}, {"nodes", j.replan.nodes}};
+  }
   return wire::Dump(d);
 }
 

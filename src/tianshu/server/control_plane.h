@@ -495,9 +495,9 @@ class ControlPlane {
   std::map<std::string, std::string> MeasuredLeavesNow(int64_t now_ms) const;
   // The fresh measured node pairs over `view`'s node ids, for the communicator plan.
   comm::BandwidthMatrix MeasuredMatrix(const ClusterView& view, int64_t now_ms) const;
-  // "; measured ..." for a start event: the measured leaf and the slowest fresh pair of a
-  // multi-node placement ("" when nothing is measured there).
+  // "; measured ...": a start event's measured leaf and slowest fresh pair ("" when none).
   std::string MeasuredNote(const std::vector<std::string>& nodes, int64_t now_ms) const;
+  void NetworkMetrics(Exposition& out) const;  // the tianshu_network_* families of /metrics
   void WatchCongestion(Txn& t, int64_t now_ms);
   // Signs of congestion on these nodes' links ("" when none), from their last heartbeats.
   std::string CongestionEvidence(const std::vector<std::string>& nodes) const;

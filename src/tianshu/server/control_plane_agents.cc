@@ -146,12 +146,20 @@ ApiResult<wire::HeartbeatResponse> ControlPlane::Heartbeat(const std::string& no
     }
     NodeEntry& n = it->second;
     n.last_heartbeat_ms = now_ms;
-    if (auto changed = LinkRateChanges(n.last.network, hb.network); !changed.empty()) {
+    // A link whose rate changed makes the node's pairs due again: at most once a minute, so a
+    // flapping port neither floods the events nor holds the probe slot.
+    if (auto changed = LinkRateChanges(n.last.network, hb.network);
+        !changed.empty() && now_ms - n.links_changed_ms >= kLinkChangeQuietMs) {
       n.links_changed_ms = now_ms;
-      NetworkEvent(
-          t, node,
-          "network: " + node + ": " + Join(changed, ", ") + "; its pairs will be probed again",
-          now_ms);
+      if (changed.size() > 4) {
+        const size_t more = changed.size() - 4;
+        changed.resize(4);
+        changed.push_back("and " + std::to_string(more) + " more");
+      }
+      NetworkEvent(t, node,
+                   "network: " + node + ": " + Join(changed, ", ") +
+                       (options_.config.network.probes ? "; its pairs will be probed again" : ""),
+                   now_ms);
     }
     n.last = hb;
     NodeState want = hb.health == wire::Health::kOk         ? NodeState::kReady

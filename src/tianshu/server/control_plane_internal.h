@@ -26,6 +26,7 @@ using nlohmann::json;
 namespace detail {
 
 constexpr const char* kOutstanding = "outstanding";
+constexpr int64_t kLinkChangeQuietMs = 60'000;  // a node's link-rate changes: one a minute
 constexpr uint64_t kNotCommitted = UINT64_MAX;  // an order's ticket before its Enqueue
 
 inline std::string OrderId(const std::string& job, int attempt, const std::string& what,

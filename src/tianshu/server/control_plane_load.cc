@@ -134,8 +134,10 @@ Status ControlPlane::Load(int64_t now_ms) {
     j.reshape = d.value("reshape", "");
     j.resizes = d.value("resizes", 0);
     j.migrations = d.value("migrations", 0);
-    if (const json r = d.value("replan", json::object()); r.is_object()) {
-      j.replan.algorithm = r.value("algorithm", "");
+    if (const json r = d.value("replan", json::object());
+        r.is_object() && r.value("algorithm", json()).is_string() &&
+        (r["algorithm"] == "ring" || r["algorithm"] == "tree")) {
+      j.replan.algorithm = r["algorithm"].get<std::string>();
       for (const json& n : r.value("nodes", json::array())) {
         if (n.is_string()) j.replan.nodes.push_back(n.get<std::string>());
       }

@@ -279,7 +279,49 @@ std::string ControlPlane::Metrics() const {
   out.Family("tianshu_store_commit_seconds_total", "counter",
              "Time spent writing to the store in seconds.")
       .Sample(cs.commit_seconds);
+  NetworkMetrics(out);
   return out.Take();
+}
+
+// The measured network (docs/network.md): one series per measured pair (the probes keep O(N)
+// of them, not N^2), the probes and the watch's decisions.
+void ControlPlane::NetworkMetrics(Exposition& out) const {
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  std::vector<std::string> names;
+  for (const auto& [name, n] : nodes_) names.push_back(name);
+  const std::vector<PairView> pairs = network_.View(
+      names, [this](const std::string& a, const std::string& b) { return NominalOf(a, b); },
+      options_.config.network, now_ms);
+  out.Family("tianshu_network_pair_bandwidth_gbps", "gauge",
+             "All-reduce bus bandwidth the probes measured between two nodes (GB/s); fresh "
+             "figures only.");
+  for (const PairView& v : pairs) {
+    if (!v.stale) out.Sample({{"a", v.measured.a}, {"b", v.measured.b}}, v.measured.busbw_gbps);
+  }
+  out.Family("tianshu_network_pair_nominal_gbps", "gauge",
+             "What the topology promises between two measured nodes (GB/s, the cost model's).");
+  for (const PairView& v : pairs) {
+    if (!v.stale) out.Sample({{"a", v.measured.a}, {"b", v.measured.b}}, v.nominal.gbps);
+  }
+  out.Family("tianshu_network_pair_slow", "gauge",
+             "1 for a pair below network.slow_link_ratio x the best fresh figure of its class.");
+  for (const PairView& v : pairs) {
+    if (!v.stale) out.Sample({{"a", v.measured.a}, {"b", v.measured.b}}, v.slow ? 1 : 0);
+  }
+  out.Family("tianshu_network_probes_total", "counter", "Bandwidth probes ended, by result.")
+      .Sample({{"result", "done"}}, static_cast<double>(probes_done_))
+      .Sample({{"result", "failed"}}, static_cast<double>(probes_failed_));
+  out.Family("tianshu_network_probes_running", "gauge", "Bandwidth probes running now.")
+      .Sample(static_cast<double>(probes_.size()));
+  out.Family("tianshu_network_decisions_total", "counter",
+             "The congestion watch's decisions about running jobs, by action.");
+  for (const char* k : {"migrate", "replan", "keep"}) {
+    auto it = metrics_.network_decisions.find(k);
+    out.Sample({{"action", k}},
+               static_cast<double>(it == metrics_.network_decisions.end() ? 0 : it->second));
+  }
 }
 
 }  // namespace tianshu::server

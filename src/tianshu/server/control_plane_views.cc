@@ -49,6 +49,9 @@ json ControlPlane::JobJson(const Job& j, bool full) const {
   out["runtime_estimate_source"] = j.spec.duration_s > 0 ? "user"
                                    : learned > 0         ? "history"
                                                          : "none";
+  if (!j.replan.algorithm.empty()) {  // the network watch's re-plan in place (docs/network.md)
+    out["replan"] = {{"algorithm", j.replan.algorithm}, {"nodes", j.replan.nodes}};
+  }
   if (!j.target.empty()) {
     std::set<std::string> nodes;
     for (const auto& p : j.target) nodes.insert(p.node);

@@ -14,6 +14,9 @@ using namespace detail;
 
 namespace {
 
+// A re-plan in place must save at least this share of the job's all-reduce time.
+constexpr double kMinReplanGain = 0.1;
+
 std::string Num(double v, const char* fmt = "%.3g") {
   char buf[32];
   std::snprintf(buf, sizeof buf, fmt, v);
@@ -128,6 +131,7 @@ void ControlPlane::DecideReplan(Txn& t, Job& j, JobWatch& w, const std::string& 
                      Num(t1 / t0, "%.2f") + ") with " + evidence;
   if (!ledger_ || !view_) {
     NetworkEvent(t, j.id, head + "; kept: no ledger to plan with yet", now_ms);
+    ++metrics_.network_decisions["keep"];
     return;
   }
   const model::Topology& topo = view_->topology;
@@ -181,18 +185,27 @@ void ControlPlane::DecideReplan(Txn& t, Job& j, JobWatch& w, const std::string& 
   cost.measured = &degraded;
   launch_cost.measured = &as_launched;
   const int64_t bytes = placement::RequestFromJob(j.spec).comm_bytes;
-  const comm::Algorithm running =
-      comm::ParseAlgorithm(j.replan.algorithm)
-          .value_or(comm::CostCollective(topo, gpus, comm::Collective::kAllReduce, bytes,
-                                         comm::Algorithm::kAuto, launch_cost)
-                        .algorithm);
+  // What the launch runs: an earlier re-plan's pin, else the configured ALLREDUCE_ALGO, else
+  // the cost model's pick for the links as they were.
+  comm::Algorithm running = comm::Algorithm::kAuto;
+  if (auto pinned = comm::ParseAlgorithm(j.replan.algorithm)) {
+    running = *pinned;
+  } else if (auto configured = comm::ParseAlgorithm(options_.config.allreduce_algo)) {
+    running = *configured;
+  }
+  if (running == comm::Algorithm::kAuto) {
+    running = comm::CostCollective(topo, gpus, comm::Collective::kAllReduce, bytes,
+                                   comm::Algorithm::kAuto, launch_cost)
+                  .algorithm;
+  }
   const double now_algo =
       comm::CollectiveSeconds(topo, gpus, comm::Collective::kAllReduce, bytes, running, cost);
+  // The candidates are what a launch can pin (NCCL_ALGO, HCCL_ALGO): ring and tree. The cost
+  // model's hierarchical plan has no pin of its own (the libraries run it as their tree).
   std::string algos;
   double best_algo = 0;
   std::string best_name;
-  for (comm::Algorithm a :
-       {comm::Algorithm::kRing, comm::Algorithm::kTree, comm::Algorithm::kHierarchical}) {
+  for (comm::Algorithm a : {comm::Algorithm::kRing, comm::Algorithm::kTree}) {
     const double s =
         comm::CollectiveSeconds(topo, gpus, comm::Collective::kAllReduce, bytes, a, cost);
     algos += std::string(algos.empty() ? "" : ", ") + std::string(comm::AlgorithmName(a)) + " " +
@@ -204,9 +217,11 @@ void ControlPlane::DecideReplan(Txn& t, Job& j, JobWatch& w, const std::string& 
   }
   // The all-reduce takes at most the whole step (the model's figure is for the profile's
   // gradients, the step is what the job measured): the better algorithm shrinks that part of the
-  // step in the ratio of their costs.
+  // step in the ratio of their costs. A pin that changes nothing, or saves less than
+  // kMinReplanGain of the all-reduce, is no re-plan.
   const double comm_s = std::min(now_algo, t1);
-  const double ratio = now_algo > 0 ? std::min(1.0, best_algo / now_algo) : 1.0;
+  double ratio = now_algo > 0 ? std::min(1.0, best_algo / now_algo) : 1.0;
+  if (best_name == comm::AlgorithmName(running) || ratio > 1 - kMinReplanGain) ratio = 1;
   const double replan_step = std::max(t1 - comm_s * (1 - ratio), 1e-3);
   const double steps_replan = std::max(0.0, horizon_s - restart_s) / replan_step;
   std::string replan = "re-plan in place (" + algos + " per all-reduce against " + Num(now_algo) +
@@ -250,9 +265,11 @@ void ControlPlane::DecideReplan(Txn& t, Job& j, JobWatch& w, const std::string& 
     if (BeginReshape(t, j, "migrate", *target, placement::PlacedOutcome(*held), why, &held_state,
                      now_ms)) {
       NetworkEvent(t, j.id, why, now_ms);
+      ++metrics_.network_decisions["migrate"];
       return;
     }
     NetworkEvent(t, j.id, head + "; kept: the move's target no longer fits; " + weigh, now_ms);
+    ++metrics_.network_decisions["keep"];
     return;
   }
   if (steps_replan > steps_stay && steps_replan > steps_move) {
@@ -267,13 +284,16 @@ void ControlPlane::DecideReplan(Txn& t, Job& j, JobWatch& w, const std::string& 
     if (BeginReshape(t, j, "replan", *held, placement::PlacedOutcome(*held), why, &held_state,
                      now_ms)) {
       NetworkEvent(t, j.id, why, now_ms);
+      ++metrics_.network_decisions["replan"];
       return;
     }
     j.replan = before;
     NetworkEvent(t, j.id, head + "; kept: the re-plan's restart could not begin; " + weigh, now_ms);
+    ++metrics_.network_decisions["keep"];
     return;
   }
   NetworkEvent(t, j.id, head + "; kept: neither pays, " + weigh, now_ms);
+  ++metrics_.network_decisions["keep"];
 }
 
 }  // namespace tianshu::server

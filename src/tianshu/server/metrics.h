@@ -41,6 +41,9 @@ struct Metrics {
   int64_t quarantined = 0;         // jobs failed at start for an unreadable record
   int64_t mass_silences = 0;       // times most nodes went silent at once
   int64_t idempotent_replays = 0;  // submissions answered with the job a key made before
+  // The network watch's decisions (control_plane_watch.cc) by what was done: migrate,
+  // replan, keep.
+  std::map<std::string, int64_t> network_decisions;
   std::atomic<int64_t> submissions_accepted{0};
   std::atomic<int64_t> submissions_rejected{0};
 };

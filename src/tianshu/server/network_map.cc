@@ -146,8 +146,9 @@ std::vector<std::string> LinkRateChanges(const std::optional<wire::NetworkSample
                                          const std::optional<wire::NetworkSample>& after) {
   std::vector<std::string> out;
   if (!before || !after) return out;
-  std::map<std::string, int64_t> was;
-  for (const wire::LinkSample& l : before->links) was[l.name] = l.speed_bps;
+  std::map<std::string, int64_t> was;  // a name twice in a sample: its first
+  for (const wire::LinkSample& l : before->links) was.emplace(l.name, l.speed_bps);
+  std::set<std::string> seen;
   auto rate = [](int64_t bps) {
     if (bps <= 0) return std::string("no line rate (down)");
     char buf[32];
@@ -156,7 +157,10 @@ std::vector<std::string> LinkRateChanges(const std::optional<wire::NetworkSample
   };
   for (const wire::LinkSample& l : after->links) {
     auto it = was.find(l.name);
-    if (it == was.end() || it->second == l.speed_bps) continue;
+    if (!seen.insert(l.name).second || it == was.end() || it->second <= 0 ||
+        it->second == l.speed_bps) {
+      continue;
+    }
     out.push_back(l.name + " " + rate(it->second) + " -> " + rate(l.speed_bps));
   }
   return out;

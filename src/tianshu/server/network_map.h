@@ -45,9 +45,10 @@ struct ProbeNode {
 };
 
 // The interfaces whose line rate changed between two heartbeats' samples, as
-// "eth0 100 Gbit/s -> 25 Gbit/s" (a port that renegotiated, went down or came back; an interface
-// that appeared or went away is not a change: container hosts make and remove them all the time).
-// Empty when there is none or either sample is missing.
+// "eth0 100 Gbit/s -> 25 Gbit/s": a port that had a rate and renegotiated or went down. An
+// interface that appeared, went away or came up from no rate is not a change (container hosts
+// make, start and remove virtual ones all the time). Empty when there is none or either sample
+// is missing.
 std::vector<std::string> LinkRateChanges(const std::optional<wire::NetworkSample>& before,
                                          const std::optional<wire::NetworkSample>& after);
 
