@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <set>
@@ -310,6 +311,24 @@ int64_t WallMs() {
       .count();
 }
 
+// Beats (a congested phase) until an event of the network watch about `job`; that event, or
+// null after 8 s.
+nlohmann::json AwaitNetworkDecision(ServerFixture& f, const std::string& job,
+                                    const std::function<void()>& beat) {
+  nlohmann::json decision;
+  (void)WaitFor(
+      [&] {
+        beat();
+        const nlohmann::json events = f.Get("/v1/events?since=0&limit=1000").body;
+        for (const auto& e : events["events"]) {
+          if (e.value("type", "") == "network" && e.value("id", "") == job) decision = e;
+        }
+        return !decision.is_null();
+      },
+      8000);
+  return decision;
+}
+
 TEST(ServerNetwork, AJobSlowedByACongestedLinkIsMovedWithAnEventSayingWhy) {
   ServerFixture f;
   f.config.network.probes = true;
@@ -357,18 +376,8 @@ TEST(ServerNetwork, AJobSlowedByACongestedLinkIsMovedWithAnEventSayingWhy) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
   EXPECT_EQ(f.JobState(job), "running");
-  nlohmann::json decision;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        beat(1.5, true, 30);
-        const nlohmann::json events = f.Get("/v1/events?since=0&limit=1000").body;
-        for (const auto& e : events["events"]) {
-          if (e.value("type", "") == "network" && e.value("id", "") == job) decision = e;
-        }
-        return !decision.is_null();
-      },
-      8000))
-      << f.Get("/v1/events?since=0&limit=1000").body.dump();
+  const nlohmann::json decision = AwaitNetworkDecision(f, job, [&] { beat(1.5, true, 30); });
+  ASSERT_FALSE(decision.is_null()) << f.Get("/v1/events?since=0&limit=1000").body.dump();
   const std::string why = decision["reason"];
   EXPECT_TRUE(why.starts_with("network: step time 0.5 s -> 1.5 s")) << why;
   EXPECT_NE(why.find(congested + ": 8% of TCP segments retransmitted"), std::string::npos) << why;
@@ -442,18 +451,8 @@ TEST(ServerNetwork, AJobThatCannotMoveIsReplannedInPlaceAndRelaunchedWithTheNewA
     beat(0.5, false, i);
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
-  nlohmann::json decision;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        beat(1.5, true, 30);
-        const nlohmann::json events = f.Get("/v1/events?since=0&limit=1000").body;
-        for (const auto& e : events["events"]) {
-          if (e.value("type", "") == "network" && e.value("id", "") == job) decision = e;
-        }
-        return !decision.is_null();
-      },
-      8000))
-      << f.Get("/v1/events?since=0&limit=1000").body.dump();
+  const nlohmann::json decision = AwaitNetworkDecision(f, job, [&] { beat(1.5, true, 30); });
+  ASSERT_FALSE(decision.is_null()) << f.Get("/v1/events?since=0&limit=1000").body.dump();
   const std::string why = decision["reason"];
   std::cout << "decision: " << why << "\n";
   EXPECT_NE(why.find("re-planning in place (ring)"), std::string::npos) << why;

@@ -93,13 +93,14 @@ std::map<std::string, std::string> ControlPlane::MeasuredLeavesNow(int64_t now_m
 comm::BandwidthMatrix ControlPlane::MeasuredMatrix(const ClusterView& view, int64_t now_ms) const {
   comm::BandwidthMatrix m;
   const model::NetworkConfig& c = options_.config.network;
-  if (!c.use_measured) return m;
-  for (const auto& [a, ia] : view.index) {
-    for (const auto& [b, ib] : view.index) {
-      if (a >= b) continue;
-      const MeasuredPair* p = network_.Find(a, b);
-      if (!p || p->measured_ms <= 0 || now_ms - p->measured_ms > c.measured_ttl_s * 1000) continue;
-      m.SetNodePair(ia, ib, p->busbw_gbps);
+  if (!c.use_measured || network_.size() == 0) return m;
+  std::vector<std::string> names;
+  for (const auto& [name, i] : view.index) names.push_back(name);
+  for (const PairView& v : network_.View(
+           names, [this](const std::string&a, const std::string&b) { return NominalOf(a, b); }, c,
+           now_ms)) {
+    if (v.effective_gbps > 0) {
+      m.SetNodePair(view.index.at(v.measured.a), view.index.at(v.measured.b), v.effective_gbps);
     }
   }
   return m;
@@ -144,6 +145,7 @@ nlohmann::json ControlPlane::MeasuredNetwork(int64_t now_ms) const {
                      {"nominal_gbps", v.nominal.gbps},
                      {"class", v.nominal.klass},
                      {"class_best_gbps", v.class_best_gbps},
+                     {"effective_gbps", v.effective_gbps},
                      {"slow", v.slow},
                      {"stale", v.stale},
                      {"method", v.measured.method},

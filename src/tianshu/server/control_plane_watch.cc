@@ -146,13 +146,21 @@ void ControlPlane::DecideReplan(Txn& t, Job& j, JobWatch& w, const std::string& 
   const double restart_s = std::max(0.0, launch_s) + t1;
   const double horizon_s = static_cast<double>(c.replan_horizon_s);
   const double steps_stay = horizon_s / t1;
-  // A pair's bandwidth: measured where fresh, else nominal.
-  auto pair_gbps = [&](const std::string& a, const std::string& b) {
-    const MeasuredPair* p = network_.Find(a, b);
-    if (p && p->measured_ms > 0 && now_ms - p->measured_ms <= c.measured_ttl_s * 1000) {
-      return p->busbw_gbps;
+  // A pair's bandwidth: the effective figure where a fresh measurement has one (PairView), else
+  // nominal; one scale for measured and unmeasured pairs.
+  std::map<std::pair<std::string, std::string>, double> effective;
+  if (c.use_measured) {
+    std::vector<std::string> names;
+    for (const auto& [name, n] : nodes_) names.push_back(name);
+    for (const PairView& v : network_.View(
+             names, [this](const std::string&a, const std::string&b) { return NominalOf(a, b); }, c,
+             now_ms)) {
+      if (v.effective_gbps > 0) effective[{v.measured.a, v.measured.b}] = v.effective_gbps;
     }
-    return NominalOf(a, b).gbps;
+  }
+  auto pair_gbps = [&](const std::string& a, const std::string& b) {
+    auto it = effective.find(a < b ? std::make_pair(a, b) : std::make_pair(b, a));
+    return it != effective.end() ? it->second : NominalOf(a, b).gbps;
   };
   auto bottleneck = [&](const std::vector<std::string>& nodes) {
     double b = 0;

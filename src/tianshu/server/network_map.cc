@@ -214,6 +214,9 @@ std::vector<PairView> NetworkMap::View(const std::vector<std::string>& nodes,
   for (PairView& v : out) {
     v.class_best_gbps = best[v.nominal.klass];
     v.slow = !v.stale && v.measured.busbw_gbps < config.slow_link_ratio * v.class_best_gbps;
+    if (!v.stale && v.class_best_gbps > 0) {
+      v.effective_gbps = v.nominal.gbps * std::min(1.0, v.measured.busbw_gbps / v.class_best_gbps);
+    }
   }
   return out;
 }

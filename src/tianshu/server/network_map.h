@@ -66,6 +66,10 @@ struct PairView {
   double class_best_gbps = 0;  // best fresh figure of its nominal class
   bool slow = false;           // fresh and below slow_link_ratio x class_best
   bool stale = false;          // older than measured_ttl: shown, not used
+  // What the scheduler uses (fresh pairs; else 0): the nominal figure x measured / class best.
+  // Probes measure a path of their own (gloo over TCP, even where jobs use RDMA), so a figure is
+  // taken for how far a pair falls short of its peers, on the scale the cost model knows.
+  double effective_gbps = 0;
   double age_s = 0;
 };
 

@@ -45,6 +45,9 @@ TEST(NetworkMap, SmallLeavesAreProbedPairByPairAndTheSlowOnesAreExactlyTheCrossP
   for (const PairView& v : m.View({"n1", "n2", "n3", "n4"}, Flat, c, 1'000'000)) {
     EXPECT_EQ(v.slow, !SameHalf(v.measured.a, v.measured.b)) << v.measured.a << v.measured.b;
     EXPECT_DOUBLE_EQ(v.class_best_gbps, 1.0);
+    // The scheduler's figure: the nominal one scaled by the share of the class best reached.
+    EXPECT_DOUBLE_EQ(v.effective_gbps,
+                     Flat(v.measured.a, v.measured.b).gbps * v.measured.busbw_gbps / 1.0);
     slow += v.slow;
   }
   EXPECT_EQ(slow, 4);
@@ -77,6 +80,7 @@ TEST(NetworkMap, StaleFiguresAreShownButNeitherJudgedNorGrouped) {
   for (const PairView& v : m.View({"n1", "n2", "n3", "n4"}, Flat, c, later)) {
     EXPECT_TRUE(v.stale);
     EXPECT_FALSE(v.slow);
+    EXPECT_EQ(v.effective_gbps, 0);  // used nowhere
   }
   for (const auto& [node, leaf] : m.MeasuredLeaves(FourNodes(), Flat, c, later)) {
     EXPECT_EQ(leaf, "leaf0") << node;
