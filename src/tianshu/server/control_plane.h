@@ -312,9 +312,8 @@ class ControlPlane {
   // Events after `since` (durable ones only), waiting up to wait_ms for the first one.
   nlohmann::json WaitEvents(const EventQuery& query);
   std::string Metrics() const;
-  // The measured network (GET /v1/topology/measured, docs/network.md): every measured pair
-  // with its nominal figure, class and whether it is slow or stale; the measured leaves; the
-  // probes running and their counts.
+  // GET /v1/topology/measured (docs/network.md): every measured pair with its nominal figure,
+  // class, slow or stale; the measured leaves; the probes running and their counts.
   nlohmann::json MeasuredNetwork(int64_t now_ms) const;
   // Counts a submission refused before it reached Submit (bad body, bad token).
   void CountRejected();
@@ -490,6 +489,7 @@ class ControlPlane {
   void NetworkEvent(Txn& t, const std::string& id, const std::string& reason, int64_t now_ms);
   std::vector<ProbeNode> ProbeNodes() const;
   NominalPair NominalOf(const std::string& a, const std::string& b) const;
+  std::vector<PairView> PairViews(int64_t now_ms) const;  // measured pairs of registered nodes
   void RefreshNominalView();
   // Node -> measured leaf ({} when nothing is measured or network.use_measured is off).
   std::map<std::string, std::string> MeasuredLeavesNow(int64_t now_ms) const;

@@ -286,14 +286,10 @@ std::string ControlPlane::Metrics() const {
 // The measured network (docs/network.md): one series per measured pair (the probes keep O(N)
 // of them, not N^2), the probes and the watch's decisions.
 void ControlPlane::NetworkMetrics(Exposition& out) const {
-  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
-  std::vector<std::string> names;
-  for (const auto& [name, n] : nodes_) names.push_back(name);
-  const std::vector<PairView> pairs = network_.View(
-      names, [this](const std::string& a, const std::string& b) { return NominalOf(a, b); },
-      options_.config.network, now_ms);
+  const std::vector<PairView> pairs =
+      PairViews(std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count());
   out.Family("tianshu_network_pair_bandwidth_gbps", "gauge",
              "All-reduce bus bandwidth the probes measured between two nodes (GB/s); fresh "
              "figures only.");

@@ -90,11 +90,19 @@ std::map<std::string, std::string> ControlPlane::MeasuredLeavesNow(int64_t now_m
       c, now_ms);
 }
 
+std::vector<PairView> ControlPlane::PairViews(int64_t now_ms) const {
+  std::vector<std::string> names;
+  for (const auto& [name, n] : nodes_) names.push_back(name);
+  return network_.View(
+      names, [this](const std::string& a, const std::string& b) { return NominalOf(a, b); },
+      options_.config.network, now_ms);
+}
+
 comm::BandwidthMatrix ControlPlane::MeasuredMatrix(const ClusterView& view, int64_t now_ms) const {
   comm::BandwidthMatrix m;
   const model::NetworkConfig& c = options_.config.network;
   if (!c.use_measured || network_.size() == 0) return m;
-  std::vector<std::string> names;
+  std::vector<std::string> names;  // the view's nodes: its best figures per class, not the API's
   for (const auto& [name, i] : view.index) names.push_back(name);
   for (const PairView& v : network_.View(
            names, [this](const std::string&a, const std::string&b) { return NominalOf(a, b); }, c,
@@ -131,12 +139,8 @@ std::string ControlPlane::MeasuredNote(const std::vector<std::string>& nodes,
 nlohmann::json ControlPlane::MeasuredNetwork(int64_t now_ms) const {
   std::lock_guard l(mu_);
   const model::NetworkConfig& c = options_.config.network;
-  std::vector<std::string> names;
-  for (const auto& [name, n] : nodes_) names.push_back(name);
   json pairs = json::array();
-  for (const PairView& v : network_.View(
-           names, [this](const std::string&a, const std::string&b) { return NominalOf(a, b); }, c,
-           now_ms)) {
+  for (const PairView& v : PairViews(now_ms)) {
     pairs.push_back({{"a", v.measured.a},
                      {"b", v.measured.b},
                      {"measured_gbps", v.measured.busbw_gbps},

@@ -129,11 +129,12 @@ void ControlPlane::DecideReplan(Txn& t, Job& j, JobWatch& w, const std::string& 
   const double t0 = w.baseline_s, t1 = w.current_s;
   std::string head = "network: step time " + Num(t0) + " s -> " + Num(t1) + " s (x" +
                      Num(t1 / t0, "%.2f") + ") with " + evidence;
-  if (!ledger_ || !view_) {
-    NetworkEvent(t, j.id, head + "; kept: no ledger to plan with yet", now_ms);
-    ++metrics_.network_decisions["keep"];
-    return;
-  }
+  // Every decision is an event with its reason, counted by action on /metrics.
+  auto decide = [&](const char* action, const std::string& reason) {
+    NetworkEvent(t, j.id, reason, now_ms);
+    ++metrics_.network_decisions[action];
+  };
+  if (!ledger_ || !view_) return decide("keep", head + "; kept: no ledger to plan with yet");
   const model::Topology& topo = view_->topology;
   const auto held = SlotsOf(*view_, j.placement);
   if (!held || held->empty()) return;
@@ -150,11 +151,7 @@ void ControlPlane::DecideReplan(Txn& t, Job& j, JobWatch& w, const std::string& 
   // nominal; one scale for measured and unmeasured pairs.
   std::map<std::pair<std::string, std::string>, double> effective;
   if (c.use_measured) {
-    std::vector<std::string> names;
-    for (const auto& [name, n] : nodes_) names.push_back(name);
-    for (const PairView& v : network_.View(
-             names, [this](const std::string&a, const std::string&b) { return NominalOf(a, b); }, c,
-             now_ms)) {
+    for (const PairView& v : PairViews(now_ms)) {
       if (v.effective_gbps > 0) effective[{v.measured.a, v.measured.b}] = v.effective_gbps;
     }
   }
@@ -185,8 +182,9 @@ void ControlPlane::DecideReplan(Txn& t, Job& j, JobWatch& w, const std::string& 
   for (size_t x = 0; x < nodes.size(); ++x) {
     for (size_t y = x + 1; y < nodes.size(); ++y) {
       const int ix = view_->index.at(nodes[x]), iy = view_->index.at(nodes[y]);
-      as_launched.SetNodePair(ix, iy, pair_gbps(nodes[x], nodes[y]));
-      degraded.SetNodePair(ix, iy, pair_gbps(nodes[x], nodes[y]) * t0 / t1);
+      const double gbps = pair_gbps(nodes[x], nodes[y]);
+      as_launched.SetNodePair(ix, iy, gbps);
+      degraded.SetNodePair(ix, iy, gbps * t0 / t1);
     }
   }
   comm::CostOptions cost, launch_cost;
@@ -272,13 +270,9 @@ void ControlPlane::DecideReplan(Txn& t, Job& j, JobWatch& w, const std::string& 
     model::ClusterState held_state = ledger_->State();
     if (BeginReshape(t, j, "migrate", *target, placement::PlacedOutcome(*held), why, &held_state,
                      now_ms)) {
-      NetworkEvent(t, j.id, why, now_ms);
-      ++metrics_.network_decisions["migrate"];
-      return;
+      return decide("migrate", why);
     }
-    NetworkEvent(t, j.id, head + "; kept: the move's target no longer fits; " + weigh, now_ms);
-    ++metrics_.network_decisions["keep"];
-    return;
+    return decide("keep", head + "; kept: the move's target no longer fits; " + weigh);
   }
   if (steps_replan > steps_stay && steps_replan > steps_move) {
     // The gain pays for a restart: checkpoint now and relaunch on the same GPUs with the
@@ -291,17 +285,12 @@ void ControlPlane::DecideReplan(Txn& t, Job& j, JobWatch& w, const std::string& 
     model::ClusterState held_state = ledger_->State();
     if (BeginReshape(t, j, "replan", *held, placement::PlacedOutcome(*held), why, &held_state,
                      now_ms)) {
-      NetworkEvent(t, j.id, why, now_ms);
-      ++metrics_.network_decisions["replan"];
-      return;
+      return decide("replan", why);
     }
     j.replan = before;
-    NetworkEvent(t, j.id, head + "; kept: the re-plan's restart could not begin; " + weigh, now_ms);
-    ++metrics_.network_decisions["keep"];
-    return;
+    return decide("keep", head + "; kept: the re-plan's restart could not begin; " + weigh);
   }
-  NetworkEvent(t, j.id, head + "; kept: neither pays, " + weigh, now_ms);
-  ++metrics_.network_decisions["keep"];
+  decide("keep", head + "; kept: neither pays, " + weigh);
 }
 
 }  // namespace tianshu::server

@@ -148,7 +148,6 @@ std::vector<std::string> LinkRateChanges(const std::optional<wire::NetworkSample
   if (!before || !after) return out;
   std::map<std::string, int64_t> was;  // a name twice in a sample: its first
   for (const wire::LinkSample& l : before->links) was.emplace(l.name, l.speed_bps);
-  std::set<std::string> seen;
   auto rate = [](int64_t bps) {
     if (bps <= 0) return std::string("no line rate (down)");
     char buf[32];
@@ -157,11 +156,11 @@ std::vector<std::string> LinkRateChanges(const std::optional<wire::NetworkSample
   };
   for (const wire::LinkSample& l : after->links) {
     auto it = was.find(l.name);
-    if (!seen.insert(l.name).second || it == was.end() || it->second <= 0 ||
-        it->second == l.speed_bps) {
-      continue;
-    }
-    out.push_back(l.name + " " + rate(it->second) + " -> " + rate(l.speed_bps));
+    if (it == was.end()) continue;  // new, or named twice (its first was compared)
+    const int64_t had = it->second;
+    was.erase(it);
+    if (had <= 0 || had == l.speed_bps) continue;
+    out.push_back(l.name + " " + rate(had) + " -> " + rate(l.speed_bps));
   }
   return out;
 }
