@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "server_fixture.h"
+#include "tianshu/model/load.h"
 #include "tianshu/server/control_plane.h"
 #include "tianshu/server/requests.h"
 #include "tianshu/server/store.h"
@@ -113,6 +114,24 @@ TEST_F(FollowerView, AReadOnlyViewWritesNothing) {
   auto again = Open(true, nullptr);
   ASSERT_TRUE(again);
   EXPECT_EQ(again->Loaded().jobs, 1);
+}
+
+// Not a follower's matter, but the same opening: a configuration that binds pods, which only
+// the simulator models, is refused with its file and line, and nothing is opened.
+TEST_F(FollowerView, AServerRefusesThePodBindings) {
+  auto v = model::ValidateText("engine.yaml", "scheduler:\n  order: fifo\n  binding: pod-gang\n");
+  ASSERT_TRUE(v.diagnostics.empty());
+  auto store = server::OpenSqliteStore(db_);
+  ASSERT_TRUE(store) << store.error().message;
+  server::ControlPlaneOptions o;
+  o.admin_token = kToken;
+  o.config = std::get<model::EngineConfig>(v.document->value);
+  auto cp = server::ControlPlane::Open(std::move(*store), std::move(o), 1'000'000);
+  ASSERT_FALSE(cp);
+  EXPECT_NE(cp.error().message.find("engine.yaml:3: scheduler.binding: pod-gang"),
+            std::string::npos)
+      << cp.error().message;
+  EXPECT_NE(Open(false, nullptr), nullptr);  // the default binds whole jobs
 }
 
 }  // namespace

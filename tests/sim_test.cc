@@ -318,6 +318,56 @@ TEST(SimFailures, NodeFailuresRetryFromCheckpoints) {
   EXPECT_EQ(r->metrics.jobs_completed + r->metrics.jobs_failed, 100);
 }
 
+// Every baseline preset is also a configuration file: the same keys give the same run, job for
+// job (the keys' defaults are the tianshu preset's, so each file says what differs).
+TEST(SimPresets, EachBaselineIsAConfigurationFile) {
+  const std::string unaware = "  topology_aware: false\n  preemption: false\n  compact_wait: 0\n";
+  const std::string whole = "  small_job_algorithm: same\n  long_queue_algorithm: same\n";
+  const std::map<std::string, std::string> files = {
+      {"mainstream",
+       "scheduler:\n  algorithm: first-fit\n  order: fifo\n  backfill: none\n" + unaware + whole},
+      {"fifo",
+       "scheduler:\n  algorithm: yarn\n  order: fifo\n  backfill: none\n" + unaware + whole},
+      {"kube-default", "scheduler:\n  algorithm: spread\n  order: priority\n  backfill: greedy\n" +
+                           unaware + whole + "  binding: pod-each\n"},
+      {"volcano", "scheduler:\n  algorithm: best-fit\n  order: priority\n  backfill: greedy\n" +
+                      unaware + whole + "  binding: pod-gang\n"},
+      {"slurm",
+       "scheduler:\n  algorithm: topology\n  order: priority\n  backfill: time\n"
+       "  preemption: false\n  compact_wait: 0\n" +
+           whole},
+      {"tiresias",
+       "scheduler:\n  algorithm: best-fit\n  order: las\n  backfill: greedy\n"
+       "  compact_wait: 0\n  las_thresholds: [3250, 7200]\n  restart_overhead: 0\n" +
+           whole},
+  };
+  auto topo = Tree(8, 4);
+  Workload w = Mixed(300);
+  for (const auto& [preset, text] : files) {
+    SCOPED_TRACE(preset);
+    auto v = model::ValidateText(preset + ".yaml", text);
+    ASSERT_TRUE(v.diagnostics.empty()) << v.diagnostics.front().ToString();
+    auto from_file = engine::OptionsFromConfig(std::get<model::EngineConfig>(v.document->value));
+    ASSERT_TRUE(from_file) << from_file.error().message;
+    auto a = Simulate(topo, w, Preset(preset));
+    auto b = Simulate(topo, w, *from_file);
+    ASSERT_TRUE(a && b);
+    ASSERT_EQ(a->jobs.size(), b->jobs.size());
+    for (size_t i = 0; i < a->jobs.size(); ++i) {
+      ASSERT_EQ(a->jobs[i].end_s, b->jobs[i].end_s) << "job " << i;
+    }
+    EXPECT_EQ(a->metrics.preemptions, b->metrics.preemptions);
+  }
+  // The pod bindings are what separate kube-default and volcano from the same keys without them.
+  auto v = model::ValidateText("k.yaml", files.at("kube-default"));
+  auto config = std::get<model::EngineConfig>(v.document->value);
+  config.binding = "job";
+  auto a = Simulate(topo, w, Preset("kube-default"));
+  auto b = Simulate(topo, w, *engine::OptionsFromConfig(config));
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(a->metrics.avg_jct_s, b->metrics.avg_jct_s);
+}
+
 TEST(SimTraces, LoadsTheShippedData) {
   std::string data = TIANSHU_DATA_DIR;
   auto philly = LoadWorkload("philly:" + data + "/philly/philly.csv", {.max_jobs = 500});

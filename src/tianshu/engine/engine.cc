@@ -216,6 +216,7 @@ std::vector<Decision> Engine::StopJobsOnNode(int node, StopReason why, double no
 }
 
 Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
+  wake_.valid = false;  // a record may change
   std::vector<Decision> out;
   auto job_of = [&](JobId id) -> Result<JobRecord*> {
     auto it = jobs_.find(id);
@@ -333,7 +334,7 @@ Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
           r.Gpus() * r.request.gpu_milli / static_cast<double>(model::kMilliPerGpu);
       if (held_gpus > 0) {
         runtimes_.Add(r.spec, r.Gpus(), r.attained_gpu_s / held_gpus);
-        estimates_stale_ = true;
+        stale_sizes_.push_back(r.Gpus());
       }
       Vacate(r);
       RemoveFrom(running_, r.id);
@@ -371,6 +372,7 @@ void Engine::MarkRunning(JobRecord& r, const std::vector<placement::RankSlot>& r
 }
 
 Status Engine::Withdraw(JobId id) {
+  wake_.valid = false;  // a record may change
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return Fail("withdraw: no job ", std::to_string(id));
   JobRecord& r = it->second;
@@ -483,36 +485,6 @@ bool Engine::Reshapes() const {
          (policies_->migration && policies_->migration->Name() != "none");
 }
 
-std::optional<double> Engine::NextWakeup(double now_s) const {
-  std::optional<double> best;
-  auto take = [&](double t) {
-    if (t > now_s && (!best || t < *best)) best = t;
-  };
-  if (!pending_.Empty()) {
-    for (JobId id : running_) {
-      if (auto t = policies_->order->NextChange(jobs_.at(id), now_s)) take(*t);
-    }
-    // A job held for a compact placement takes what fits once its wait ends.
-    const internal::Consolidation consolidation(*topology_, options_);
-    for (JobId id : consolidation.WaitsOn() ? pending_.Ids() : std::span<const JobId>{}) {
-      const JobRecord& j = jobs_.at(id);
-      if (!consolidation.HeldWithoutSearch(j)) continue;  // placed spread when it may be
-      if (auto t = consolidation.CompactWaitEnd(j)) take(*t);
-    }
-  }
-  // Elastic jobs may grow into idle capacity every scaling interval, with nothing pending.
-  if (ElasticOn()) {
-    const double interval = static_cast<double>(options_.config.scaling_interval_s);
-    for (JobId id : running_) {
-      if (jobs_.at(id).spec.elastic.enabled && interval > 0) {
-        take(now_s + interval);
-        break;
-      }
-    }
-  }
-  return best;
-}
-
 double Engine::RunSlowdown(const JobRecord& job,
                            const std::vector<placement::RankSlot>& ranks) const {
   return internal::Consolidation(*topology_, options_).RunSlowdown(job, ranks);
@@ -521,6 +493,7 @@ double Engine::RunSlowdown(const JobRecord& job,
 // One cycle, in the steps below: a snapshot read by the policies, decisions planned on a
 // working copy of it (internal::CyclePlanner), then applied here in one place.
 CycleResult Engine::Cycle(double now_s) {
+  wake_.valid = false;  // a record may change
   ++cycles_;
   // A fresh engine has no previous cycle: nothing changed standing "since" it.
   const double previous_s = cycles_ > 1 ? last_cycle_s_ : now_s;
@@ -553,24 +526,6 @@ CycleResult Engine::Cycle(double now_s) {
   CycleResult result = std::move(planner).Finish();
   ApplyDecisions(result.decisions, now_s);
   return result;
-}
-
-void Engine::MarkEstimateStale(const JobRecord& r) {
-  if (r.spec.duration_s <= 0) estimates_stale_ = true;
-}
-
-// Backfill, SRTF and the consolidation wait need a runtime for jobs that gave none: the
-// learned one is refreshed from the completions seen so far.
-void Engine::RefreshLearnedEstimates() {
-  // Only when the history grew or a job without a duration came or changed size since the last.
-  if (!options_.learn_runtimes || runtimes_.Size() == 0 || !estimates_stale_) return;
-  estimates_stale_ = false;
-  for (const std::span<const JobId> ids : {pending_.Ids(), std::span<const JobId>(running_)}) {
-    for (JobId id : ids) {
-      JobRecord& r = jobs_.at(id);
-      if (r.spec.duration_s <= 0) r.learned_estimate_s = runtimes_.Predict(r.spec, r.Gpus());
-    }
-  }
 }
 
 // The queue in the order the order policy wants it served (most urgent first).

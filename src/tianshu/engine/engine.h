@@ -412,7 +412,10 @@ class Engine {
   [[nodiscard]] Status SetPendingSince(JobId id, double since_s);
   // The completed runs the learned estimates come from, for a caller that keeps its own
   // records across engines (the server); the engine adds the completions it sees.
-  void SetRuntimeHistory(RuntimeHistory history) { runtimes_ = std::move(history); }
+  void SetRuntimeHistory(RuntimeHistory history) {
+    runtimes_ = std::move(history);
+    all_estimates_stale_ = true;
+  }
   const RuntimeHistory& Runtimes() const { return runtimes_; }
 
   // One scheduling cycle at `now_s`: snapshot -> order -> admit -> place -> decisions, then the
@@ -468,6 +471,8 @@ class Engine {
   // Steps of Cycle (engine.cc says why each is one).
   void RefreshLearnedEstimates();
   std::vector<JobId> OrderedQueue(const CycleView& view) const;
+  // NextWakeup's part that depends on the records only (thresholds, compact waits).
+  std::optional<double> RecordWakeup(double now_s) const;
   void ApplyDecisions(const std::vector<Decision>& decisions, double now_s);
 
   const model::Topology* topology_;
@@ -486,11 +491,32 @@ class Engine {
   std::vector<JobId> running_;                         // start order
   std::unordered_map<JobId, std::string> never_fits_;  // rejected at the next cycle
   int64_t cycles_ = 0;
-  // A learned estimate may be out of date (RefreshLearnedEstimates): the history grew, or a job
-  // without a duration arrived or changed size.
-  bool estimates_stale_ = true;
+  // Learned estimates that may be out of date (RefreshLearnedEstimates): a prediction depends
+  // on the job's queue, model and GPU count, so a completion dates those of its GPU count
+  // (stale_sizes_), an arrival or a change of size the job's own (stale_jobs_), a new history
+  // all of them. learn_by_size_ lists the jobs without a duration under every GPU count they
+  // were marked with (entries of jobs since ended or resized are dropped as they are met).
+  bool all_estimates_stale_ = true;
+  std::vector<int> stale_sizes_;
+  std::vector<JobId> stale_jobs_;
+  struct LearnList {
+    std::vector<JobId> ids;
+    size_t live = 0;  // entries left by the last DropStale
+  };
+  std::unordered_map<int, LearnList> learn_by_size_;
+  // Drops from `list` (GPU count `gpus`) repeated entries and jobs that ended or changed size;
+  // with `refresh`, re-predicts the others.
+  void DropStale(int gpus, LearnList& list, bool refresh);
   double last_cycle_s_ = 0;  // the time of the last Cycle (when cycles_ > 0)
   RuntimeHistory runtimes_;
+  // NextWakeup's answer from the records, kept until a record changes (every non-const entry
+  // point clears `valid`) or its time passes; and whether an elastic job runs.
+  struct WakeCache {
+    bool valid = false;
+    std::optional<double> at;
+    bool elastic_running = false;
+  };
+  mutable WakeCache wake_;
 };
 
 }  // namespace tianshu::engine

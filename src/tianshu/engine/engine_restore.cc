@@ -9,6 +9,7 @@ namespace tianshu::engine {
 
 Status Engine::Restore(JobId id, const std::vector<placement::RankSlot>& ranks, double start_s,
                        bool colocated) {
+  wake_.valid = false;  // a record may change
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return Fail("restore: no job ", std::to_string(id));
   JobRecord& r = it->second;
@@ -38,6 +39,7 @@ Status Engine::Restore(JobId id, const std::vector<placement::RankSlot>& ranks, 
 }
 
 Status Engine::SetPendingSince(JobId id, double since_s) {
+  wake_.valid = false;  // a record may change
   auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second.state != JobState::kPending) {
     return Fail("pending since: job ", std::to_string(id), " is not pending");
@@ -47,6 +49,7 @@ Status Engine::SetPendingSince(JobId id, double since_s) {
 }
 
 Status Engine::SetAttainedService(JobId id, double gpu_s) {
+  wake_.valid = false;  // a record may change
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return Fail("attained service: no job ", std::to_string(id));
   if (!(gpu_s >= 0)) return Fail("attained service: job ", std::to_string(id), ": negative");
@@ -55,6 +58,7 @@ Status Engine::SetAttainedService(JobId id, double gpu_s) {
 }
 
 Status Engine::SetStandingSince(JobId id, double since_s) {
+  wake_.valid = false;  // a record may change
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return Fail("standing since: no job ", std::to_string(id));
   if (!std::isfinite(since_s))

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "tianshu/engine/policy.h"
+#include "tianshu/model/load.h"
 
 namespace tianshu::engine {
 namespace {
@@ -326,6 +327,50 @@ TEST(Engine, LearnedRuntimesStandInForMissingDurations) {
     EXPECT_EQ((*e)->Find(7)->state, learn ? JobState::kRunning : JobState::kPending);
     EXPECT_EQ((*e)->Find(8)->state, JobState::kPending);
   }
+}
+
+// A completion re-predicts the jobs of its own GPU count only (a prediction is keyed by queue,
+// model and GPUs), also for a job the caller hands in again and again as the server does.
+TEST(Engine, ACompletionRepredictsTheJobsOfItsSize) {
+  auto topo = Tree(6);  // 48 GPUs
+  EngineOptions o = *PresetOptions("slurm");
+  o.learn_runtimes = true;
+  auto e = Engine::Create(topo, o);
+  ASSERT_TRUE(e);
+  ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(8, 0)}, 0));
+  ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(4, 0)}, 0));
+  (void)(*e)->Cycle(0);
+  ASSERT_TRUE((*e)->Apply(JobFinished{1, true, ""}, 100));
+  ASSERT_TRUE((*e)->Apply(JobFinished{2, true, ""}, 5000));
+  // 40 GPUs held until long after, 8 by a job that gives no duration; two jobs wait.
+  ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(40, 100000)}, 5000));
+  ASSERT_TRUE((*e)->Apply(SubmitJob{6, Job(8, 0)}, 5000));
+  (void)(*e)->Cycle(5000);
+  ASSERT_EQ((*e)->Find(6)->state, JobState::kRunning);
+  ASSERT_TRUE((*e)->Apply(SubmitJob{4, Job(8, 0)}, 5001));
+  ASSERT_TRUE((*e)->Apply(SubmitJob{5, Job(4, 0)}, 5001));
+  (void)(*e)->Cycle(5001);
+  EXPECT_DOUBLE_EQ((*e)->Find(4)->EstimatedDurationS(), 100);
+  EXPECT_DOUBLE_EQ((*e)->Find(5)->EstimatedDurationS(), 5000);
+  for (int i = 0; i < 300; ++i) {  // handed in again: its listing stays bounded and live
+    ASSERT_TRUE((*e)->Withdraw(4));
+    ASSERT_TRUE((*e)->Apply(SubmitJob{4, Job(8, 0)}, 5001));
+  }
+  (void)(*e)->Cycle(5002);
+  ASSERT_EQ((*e)->Find(4)->state, JobState::kPending);
+  // Job 6 ran 300 s: the 8-GPU prediction becomes the mean of 100 and 300; the 4-GPU one stays.
+  ASSERT_TRUE((*e)->Apply(JobFinished{6, true, ""}, 5300));
+  (void)(*e)->Cycle(5300);
+  EXPECT_DOUBLE_EQ((*e)->Find(4)->EstimatedDurationS(), 200);
+  EXPECT_EQ((*e)->Find(4)->state, JobState::kRunning);
+  EXPECT_DOUBLE_EQ((*e)->Find(5)->EstimatedDurationS(), 5000);
+  // A new history re-predicts everything: the 4-GPU job now has nothing like it.
+  (*e)->SetRuntimeHistory(RuntimeHistory{});
+  RuntimeHistory h;
+  h.Add(Job(4, 0), 4, 60);
+  (*e)->SetRuntimeHistory(h);
+  (void)(*e)->Cycle(5301);
+  EXPECT_DOUBLE_EQ((*e)->Find(5)->EstimatedDurationS(), 60);
 }
 
 TEST(Engine, NodeFailureRequeuesFromCheckpointWithinBudget) {
@@ -697,6 +742,34 @@ TEST(Policies, RegisteredPluginIsUsed) {
   (void)(*e)->Cycle(0);
   EXPECT_EQ((*e)->Find(2)->state, JobState::kRunning);
   EXPECT_EQ((*e)->Find(1)->state, JobState::kPending);
+}
+
+// The keys map to the engine's options; a strategy name is checked against the registry, with
+// its place, and `same` and `auto` mean what the docs say.
+TEST(EngineOptions, BindingAndStrategiesBySizeFromTheConfiguration) {
+  auto v = model::ValidateText("k.yaml",
+                               "scheduler:\n  algorithm: genetic\n  binding: pod-each\n"
+                               "  small_job_algorithm: same\n  long_queue_length: 10\n");
+  ASSERT_TRUE(v.diagnostics.empty());
+  auto o = OptionsFromConfig(std::get<model::EngineConfig>(v.document->value));
+  ASSERT_TRUE(o) << o.error().message;
+  EXPECT_EQ(o->binding, Binding::kPodEach);
+  EXPECT_EQ(o->placement_small, "");                // same: scheduler.algorithm
+  EXPECT_EQ(o->placement_large_queue, "topology");  // auto, under a batch search
+  EXPECT_EQ(o->large_queue_threshold, 10);
+  auto defaults = OptionsFromConfig(model::EngineConfig{});
+  ASSERT_TRUE(defaults);
+  EXPECT_EQ(defaults->binding, Binding::kJob);
+  EXPECT_EQ(defaults->placement_small, "topology");
+  auto typo = model::ValidateText("t.yaml", "scheduler:\n  small_job_algorithm: best-fitt\n");
+  ASSERT_TRUE(typo.diagnostics.empty());
+  auto refused = OptionsFromConfig(std::get<model::EngineConfig>(typo.document->value));
+  ASSERT_FALSE(refused);
+  EXPECT_NE(
+      refused.error().message.find("t.yaml:2:24: scheduler.small_job_algorithm: unknown "
+                                   "placement strategy 'best-fitt' (did you mean 'best-fit'?)"),
+      std::string::npos)
+      << refused.error().message;
 }
 
 }  // namespace

@@ -43,9 +43,17 @@ std::vector<std::string> ComparedPresetNames() {
 }
 
 std::optional<model::Diagnostic> FindPluginNameProblem(const model::EngineConfig& config) {
+  std::vector<std::string> or_same = placement::StrategyNames();
+  or_same.push_back("same");
+  std::vector<std::string> or_auto = or_same;
+  or_auto.push_back("auto");
   for (const auto& [path, name, what, known] :
        {std::tuple{"scheduler.algorithm", config.algorithm, "placement strategy",
                    placement::StrategyNames()},
+        std::tuple{"scheduler.small_job_algorithm", config.small_job_algorithm,
+                   "placement strategy", or_same},
+        std::tuple{"scheduler.long_queue_algorithm", config.long_queue_algorithm,
+                   "placement strategy", or_auto},
         std::tuple{"scheduler.order", config.order, "ordering policy", OrderPolicyNames()},
         std::tuple{"scheduler.backfill", config.backfill, "backfill policy",
                    BackfillPolicyNames()}}) {
@@ -111,8 +119,16 @@ Result<EngineOptions> OptionsFromConfig(const model::EngineConfig& config) {
     o.policies.migration = *bound;
   }
   // Batch searches stay for short queues; a long queue is placed by the greedy tree search.
+  auto strategy = [&](const std::string& name) { return name == "same" ? std::string() : name; };
+  o.placement_small = strategy(config.small_job_algorithm);
   o.placement_large_queue =
-      (config.algorithm == "genetic" || config.algorithm == "exact") ? "topology" : "";
+      config.long_queue_algorithm != "auto" ? strategy(config.long_queue_algorithm)
+      : (config.algorithm == "genetic" || config.algorithm == "exact") ? "topology"
+                                                                       : "";
+  o.large_queue_threshold = config.long_queue_length;
+  o.binding = config.binding == "pod-each"   ? Binding::kPodEach
+              : config.binding == "pod-gang" ? Binding::kPodGang
+                                             : Binding::kJob;
   return o;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -97,8 +98,11 @@ class LasOrder final : public OrderPolicy {
     double rate = r.Gpus() * r.request.gpu_milli / 1000.0;
     if (rate <= 0) return std::nullopt;
     double attained = r.attained_gpu_s + std::max(0.0, now_s - r.accrued_to_s) * rate;
+    // Dated from the last accrual, not from `now_s`: the same time whenever it is asked until
+    // the service is accrued again (Engine::NextWakeup keeps it that long).
+    const double base = std::min(now_s, r.accrued_to_s);
     for (double t : o_.thresholds_gpu_s) {
-      if (attained < t - kLasSlackGpuS) return now_s + (t - attained) / rate;
+      if (attained < t - kLasSlackGpuS) return base + (t - r.attained_gpu_s) / rate;
     }
     return std::nullopt;
   }
@@ -151,12 +155,13 @@ class TimeBackfill final : public BackfillPolicy {
       const double left = RemainingEstimateS(j);
       ends.emplace_back(left >= 0 ? j.start_s + left : kNever, j.Gpus());
     }
-    std::sort(ends.begin(), ends.end());
+    // Earliest end first; a heap, since the walk usually stops long before the last end.
+    std::make_heap(ends.begin(), ends.end(), std::greater<>());
     r.shadow_s = kNever;
-    for (const auto& [end, gpus] : ends) {
-      if (free >= head.Gpus()) break;
-      free += gpus;
-      r.shadow_s = end;
+    for (auto last = ends.end(); last != ends.begin() && free < head.Gpus(); --last) {
+      std::pop_heap(ends.begin(), last, std::greater<>());
+      free += last[-1].second;
+      r.shadow_s = last[-1].first;
     }
     if (free >= head.Gpus()) {
       if (ends.empty() || r.shadow_s == kNever) r.shadow_s = std::min(r.shadow_s, v.now_s);
@@ -220,7 +225,15 @@ class LasPreemption final : public PreemptionPolicy {
   std::string_view Name() const override { return "las"; }
   std::vector<JobId> Victims(const CycleView& v, const JobRecord& c) const override {
     int qc = LasQueue(c.attained_gpu_s, o_);
-    std::vector<std::pair<int, JobId>> cand;
+    // Sorted on keys taken once (not looked up in every comparison): the latest queue first,
+    // then the most recently started, then the highest id.
+    struct Cand {
+      int queue;
+      double start_s;
+      JobId id;
+      auto operator<=>(const Cand&) const = default;
+    };
+    std::vector<Cand> cand;
     for (JobId id : v.running) {
       const JobRecord& r = v.Job(id);
       if (r.spec.priority > c.spec.priority) continue;
@@ -231,17 +244,12 @@ class LasPreemption final : public PreemptionPolicy {
       // server's a tick later).
       const bool demoted_now = o_.demoted_yields && r.standing_since_s > v.previous_cycle_s &&
                                LasQueueEntry(r) > LasQueueEntry(c);
-      if (q > qc || (q == qc && demoted_now)) cand.emplace_back(q, id);
+      if (q > qc || (q == qc && demoted_now)) cand.push_back({q, r.start_s, id});
     }
-    std::sort(cand.begin(), cand.end(), [&](const auto& a, const auto& b) {
-      if (a.first != b.first) return a.first > b.first;
-      const JobRecord& x = v.Job(a.second);
-      const JobRecord& y = v.Job(b.second);
-      if (x.start_s != y.start_s) return x.start_s > y.start_s;
-      return x.id > y.id;
-    });
+    std::sort(cand.begin(), cand.end(), std::greater<>());
     std::vector<JobId> out;
-    for (auto& [q, id] : cand) out.push_back(id);
+    out.reserve(cand.size());
+    for (const Cand& k : cand) out.push_back(k.id);
     return out;
   }
 

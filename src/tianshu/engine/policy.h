@@ -48,7 +48,8 @@ class OrderPolicy {
   virtual ~OrderPolicy() = default;
   virtual std::string_view Name() const = 0;
   virtual void Order(const CycleView& view, std::vector<JobId>* queue) const = 0;
-  // When a running job's standing changes by itself (a 2D-LAS threshold), the next such time.
+  // When a running job's standing changes by itself (a 2D-LAS threshold), the next such time
+  // after `now_s`; the same time for any `now_s` before it while the job's record is unchanged.
   virtual std::optional<double> NextChange(const JobRecord& running, double now_s) const {
     (void)running;
     (void)now_s;

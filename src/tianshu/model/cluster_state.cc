@@ -7,22 +7,24 @@ namespace tianshu::model {
 ClusterState::ClusterState(const Topology& topology) : topology_(&topology) {
   const int n = topology.NumNodes();
   gpu_free_.assign(topology.NumGpus(), kMilliPerGpu);
-  gpu_node_.resize(topology.NumGpus());
+  free_milli_ = int64_t{topology.NumGpus()} * kMilliPerGpu;
+  auto gpu_node = std::make_shared<std::vector<int>>(topology.NumGpus());
   cpu_cap_.resize(n);
   mem_cap_.resize(n);
   storage_cap_.resize(n);
   for (int i = 0; i < n; ++i) {
     const ServerType& t = topology.TypeOf(i);
-    for (int g = 0; g < t.gpus_per_node; ++g) gpu_node_[topology.nodes[i].first_gpu + g] = i;
+    for (int g = 0; g < t.gpus_per_node; ++g) (*gpu_node)[topology.nodes[i].first_gpu + g] = i;
     cpu_cap_[i] = t.cpu_milli;
     mem_cap_[i] = t.memory_bytes;
     storage_cap_[i] = t.nvme_write_bandwidth.bits_per_sec;
   }
+  gpu_node_ = std::move(gpu_node);
   cpu_free_ = cpu_cap_;
   mem_free_ = mem_cap_;
   storage_free_ = storage_cap_;
   healthy_.assign(n, 1);
-  labels_.resize(n);
+  labels_ = std::make_shared<Labels>(n);
   node_whole_.assign(n, 0);
   node_usable_.assign(n, 0);
   node_milli_.assign(n, 0);
@@ -53,8 +55,9 @@ double ClusterState::SwitchLoad(int sw) const {
 }
 
 std::string ClusterState::Label(int node, const std::string& key) const {
-  auto own = labels_[node].find(key);
-  if (own != labels_[node].end()) return own->second;
+  const auto& own_labels = (*labels_)[node];
+  auto own = own_labels.find(key);
+  if (own != own_labels.end()) return own->second;
   const ServerType& t = topology_->TypeOf(node);
   auto typed = t.labels.find(key);
   if (typed != t.labels.end()) return typed->second;
@@ -112,7 +115,8 @@ Status ClusterState::TakeGpu(int gpu, int milli) {
                 " milli free, asked for ", std::to_string(milli));
   }
   gpu_free_[gpu] -= milli;
-  RefreshNode(gpu_node_[gpu]);
+  free_milli_ -= milli;
+  RefreshNode((*gpu_node_)[gpu]);
   return Ok();
 }
 
@@ -123,7 +127,8 @@ Status ClusterState::ReturnGpu(int gpu, int milli) {
     return Fail("GPU ", std::to_string(gpu), " cannot take back ", std::to_string(milli), " milli");
   }
   gpu_free_[gpu] += milli;
-  RefreshNode(gpu_node_[gpu]);
+  free_milli_ += milli;
+  RefreshNode((*gpu_node_)[gpu]);
   return Ok();
 }
 
@@ -163,18 +168,13 @@ void ClusterState::SetHealthy(int node, bool healthy) {
 }
 
 void ClusterState::SetLabel(int node, const std::string& key, const std::string& value) {
-  labels_[node][key] = value;
+  if (labels_.use_count() > 1) labels_ = std::make_shared<Labels>(*labels_);  // copy on write
+  (*labels_)[node][key] = value;
 }
 
 void ClusterState::SetHostCapacity(int node, int64_t cpu_milli, int64_t memory_bytes) {
   cpu_cap_[node] = cpu_free_[node] = cpu_milli;
   mem_cap_[node] = mem_free_[node] = memory_bytes;
-}
-
-int64_t ClusterState::AllocatedGpuMilli() const {
-  int64_t free = 0;
-  for (int f : gpu_free_) free += f;
-  return TotalGpuMilli() - free;
 }
 
 }  // namespace tianshu::model

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -67,21 +68,25 @@ class ClusterState {
 
   // Totals over the cluster.
   int64_t TotalGpuMilli() const { return static_cast<int64_t>(gpu_free_.size()) * kMilliPerGpu; }
-  int64_t AllocatedGpuMilli() const;
+  int64_t AllocatedGpuMilli() const { return TotalGpuMilli() - free_milli_; }
 
  private:
   void RefreshNode(int node);
 
   const Topology* topology_ = nullptr;
   std::vector<int> gpu_free_;
-  std::vector<int> gpu_node_;
+  int64_t free_milli_ = 0;  // the sum of gpu_free_
+  // Fixed by the topology, or rarely set: shared between copies (a scheduling cycle copies the
+  // state for every trial), the labels copied on their first change.
+  std::shared_ptr<const std::vector<int>> gpu_node_;
   std::vector<int64_t> cpu_free_, mem_free_, storage_free_, cpu_cap_, mem_cap_, storage_cap_;
   std::vector<char> healthy_;
   std::vector<int> node_whole_, node_usable_;
   std::vector<int64_t> node_milli_;
   std::vector<int> sw_whole_, sw_usable_, sw_max_node_whole_;
   std::vector<int64_t> sw_milli_;
-  std::vector<std::map<std::string, std::string>> labels_;  // per node, own labels only
+  using Labels = std::vector<std::map<std::string, std::string>>;
+  std::shared_ptr<Labels> labels_;  // per node, own labels only
 };
 
 }  // namespace tianshu::model

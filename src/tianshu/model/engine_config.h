@@ -7,7 +7,9 @@
 //   scheduler.order: priority | fifo | las | srtf | fair-share; scheduler.backfill: time | greedy
 //   | none; scheduler.migration: false; scheduler.colocation: none | time-slice | priority;
 //   scheduler.compact_wait: 12h; scheduler.las_thresholds: [3600, 36000];
-//   scheduler.restart_overhead: 60s; queues: [{name, parent, weight, quota, borrow}]
+//   scheduler.restart_overhead: 60s; scheduler.binding: job | pod-each | pod-gang;
+//   scheduler.small_job_algorithm: topology; scheduler.long_queue_algorithm: auto;
+//   scheduler.long_queue_length: 64; queues: [{name, parent, weight, quota, borrow}]
 //   NETWORK_BUFFER_SIZE, ALLREDUCE_ALGO, CHECKPOINT_MODE, SCHEDULER_BACKEND (also from env).
 #pragma once
 
@@ -116,6 +118,21 @@ struct EngineConfig {
   // to the next queue of the 2D-LAS order and preemption (scheduler.order: las); one queue
   // more than thresholds. Tiresias' own simulator uses [3250, 7200].
   std::vector<int> las_thresholds_gpu_s = {3600, 36000};
+  // scheduler.binding: how a job's ranks are bound to GPUs. job: the whole gang in one
+  // decision, all or nothing. pod-each: pods (a job's share of one node) bound one at a time
+  // as each finds a node, holding their GPUs while the rest wait (the default kube-scheduler,
+  // no co-scheduling plugin). pod-gang: pods placed one at a time and committed all or none
+  // (Volcano's gang plugin). `tianshu serve` binds whole jobs only (job).
+  std::string binding = "job";
+  // scheduler.small_job_algorithm: the placement strategy for jobs that fit on one node (a
+  // batch search buys nothing there); `same`: scheduler.algorithm.
+  std::string small_job_algorithm = "topology";
+  // scheduler.long_queue_algorithm: the strategy while more than scheduler.long_queue_length
+  // jobs wait, so that a cycle stays cheap under load; `auto`: topology where scheduler.algorithm
+  // is a batch search (genetic, exact), else the same; `same`: scheduler.algorithm.
+  // long_queue_length 0: never.
+  std::string long_queue_algorithm = "auto";
+  int long_queue_length = 64;
   // scheduler.restart_overhead: how long a job restarted from its checkpoint (after a
   // preemption, a resize or a migration) takes before it makes progress again: re-launch,
   // rendezvous, checkpoint load. `tianshu simulate` charges it to every resumed start (a live

@@ -201,6 +201,34 @@ TEST(EngineConfig, LasThresholdsAndRestartOverhead) {
 }
 
 // cluster.rendezvous_ports: below the ephemeral range by default; a bad range names its field.
+// The keys that let a configuration file say what the baseline presets fix.
+TEST(EngineConfig, BindingAndStrategiesBySize) {
+  auto empty = ValidateText("e.yaml", "kind: engine\n");
+  const auto& d = std::get<EngineConfig>(empty.document->value);
+  EXPECT_EQ(d.binding, "job");
+  EXPECT_EQ(d.small_job_algorithm, "topology");
+  EXPECT_EQ(d.long_queue_algorithm, "auto");
+  EXPECT_EQ(d.long_queue_length, 64);
+  auto set = ValidateText("k.yaml",
+                          "scheduler:\n  binding: pod-gang\n  small_job_algorithm: same\n"
+                          "  long_queue_algorithm: best-fit\n  long_queue_length: 0\n");
+  ASSERT_TRUE(set.diagnostics.empty()) << set.diagnostics.front().ToString();
+  const auto& c = std::get<EngineConfig>(set.document->value);
+  EXPECT_EQ(c.binding, "pod-gang");
+  EXPECT_EQ(c.small_job_algorithm, "same");
+  EXPECT_EQ(c.long_queue_algorithm, "best-fit");
+  EXPECT_EQ(c.long_queue_length, 0);
+  EXPECT_EQ(c.plugin_at.at("scheduler.binding").line, 2);
+  auto bad = ValidateText("bad.yaml", "scheduler:\n  order: fifo\n  binding: pods\n");
+  ASSERT_EQ(bad.diagnostics.size(), 1u);
+  EXPECT_EQ(
+      bad.diagnostics[0].ToString(),
+      "bad.yaml:3:12: scheduler.binding: expected one of job, pod-each, pod-gang, got 'pods'");
+  auto negative = ValidateText("n.yaml", "scheduler: {long_queue_length: -1}\n");
+  ASSERT_EQ(negative.diagnostics.size(), 1u);
+  EXPECT_EQ(negative.diagnostics[0].path, "scheduler.long_queue_length");
+}
+
 TEST(EngineConfig, RendezvousPorts) {
   auto d = ValidateText("e.yaml", "kind: engine\n");
   ASSERT_TRUE(d.document);

@@ -166,6 +166,20 @@ Status RegisterStrategy(const std::string& name, StrategyFactory factory) {
 
 namespace {
 
+// Sorts (key, amount) pairs by key and merges equal keys, summing their amounts.
+void SumByKey(std::vector<std::pair<int, int>>* v) {
+  std::sort(v->begin(), v->end());
+  size_t out = 0;
+  for (size_t i = 0; i < v->size(); ++i) {
+    if (out > 0 && (*v)[out - 1].first == (*v)[i].first) {
+      (*v)[out - 1].second += (*v)[i].second;
+    } else {
+      (*v)[out++] = (*v)[i];
+    }
+  }
+  v->resize(out);
+}
+
 // Applies (sign +1) or releases (sign -1) after checking every resource first, so that a
 // failure changes nothing.
 Status Change(ClusterState* state, const PlacementRequest& r, const Outcome& o, int sign) {
@@ -174,15 +188,21 @@ Status Change(ClusterState* state, const PlacementRequest& r, const Outcome& o, 
     return Fail("'", r.name, "' has ", std::to_string(o.ranks.size()), " slots for ",
                 std::to_string(r.ranks), " ranks");
   }
-  std::map<int, int> gpu_milli;
-  std::map<int, int> node_ranks;
+  // Per GPU and per node, in ascending order (sorted vectors: this runs for every trial of a
+  // scheduling cycle, and a map allocates per entry).
+  std::vector<std::pair<int, int>> gpu_milli;
+  std::vector<std::pair<int, int>> node_ranks;
+  gpu_milli.reserve(o.ranks.size());
+  node_ranks.reserve(o.ranks.size());
   for (const RankSlot& s : o.ranks) {
     if (s.node < 0 || s.node >= state->topology().NumNodes()) {
       return Fail("'", r.name, "': no node ", std::to_string(s.node));
     }
-    if (s.gpu >= 0) gpu_milli[s.gpu] += r.gpu_milli;
-    ++node_ranks[s.node];
+    if (s.gpu >= 0) gpu_milli.emplace_back(s.gpu, r.gpu_milli);
+    node_ranks.emplace_back(s.node, 1);
   }
+  SumByKey(&gpu_milli);
+  SumByKey(&node_ranks);
   for (auto [g, m] : gpu_milli) {
     if (g >= state->topology().NumGpus()) return Fail("'", r.name, "': no GPU ", std::to_string(g));
     int after = state->GpuFreeMilli(g) - sign * m;

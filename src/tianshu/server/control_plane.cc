@@ -67,6 +67,16 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Open(std::unique_ptr<Store> 
   // reserved target).
   auto engine_options = engine::OptionsFromConfig(options.config);
   if (!engine_options) return std::unexpected(engine_options.error());
+  if (engine_options->binding != engine::Binding::kJob) {
+    std::string where;
+    if (auto at = options.config.plugin_at.find("scheduler.binding");
+        at != options.config.plugin_at.end()) {
+      where = at->second.file + ":" + std::to_string(at->second.line) + ": ";
+    }
+    return Fail(where, "scheduler.binding: ", options.config.binding,
+                " binds a job's pods one at a time, which only `tianshu simulate` models; "
+                "`tianshu serve` binds whole jobs (binding: job)");
+  }
   if (!options.placement.empty()) engine_options->placement = options.placement;
   if (auto v = engine_options->Validate(); !v) return std::unexpected(v.error());
   {  // every policy the cycles will build must exist: build them once now

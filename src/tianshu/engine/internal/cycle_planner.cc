@@ -55,11 +55,20 @@ CyclePlanner::CyclePlanner(const CycleInputs& in, size_t queue_size)
     strategy_ = policies_.placement_large_queue.get();
   }
   RefreshFree();
-  if (colocate_) {
-    trained_.assign(in.overlay->size(), 0);
-    overlay_work_ = *in.overlay;
-    for (JobId id : view_.running) MarkTrained(jobs_.at(id), jobs_.at(id).placement);
+  overlay_in_ = in.overlay;
+}
+
+void CyclePlanner::PrepareOverlay() {
+  if (overlay_ready_) return;
+  overlay_ready_ = true;
+  trained_.assign(overlay_in_->size(), 0);
+  overlay_work_ = *overlay_in_;
+  for (JobId id : view_.running) MarkTrained(jobs_.at(id), jobs_.at(id).placement);
+  for (size_t i : unmarked_starts_) {
+    const auto& s = std::get<StartJob>(result_.decisions[i]);
+    MarkTrained(jobs_.at(s.id), s.ranks);
   }
+  unmarked_starts_.clear();
 }
 
 void CyclePlanner::RefreshFree() {
@@ -96,7 +105,8 @@ bool CyclePlanner::Start(JobRecord& job, placement::Outcome& o, bool backfilled)
   // starts may use reserved nodes and the view stays exact).
   if (nodes_reserved_) (void)placement::Apply(&reserved_work_, job.request, o);
   StartJob s = StartOf(job, std::move(o.ranks));
-  if (colocate_) MarkTrained(job, s.ranks);
+  if (colocate_ && overlay_ready_) MarkTrained(job, s.ranks);
+  if (colocate_ && !overlay_ready_) unmarked_starts_.push_back(result_.decisions.size());
   result_.decisions.emplace_back(std::in_place_type<StartJob>, std::move(s));
   ++result_.stats.started;
   if (backfilled) ++result_.stats.backfilled;
@@ -133,6 +143,7 @@ bool CyclePlanner::RejectIfNeverFits(JobId id) {
 }
 
 bool CyclePlanner::StartOverlaid(JobRecord& job) {
+  PrepareOverlay();
   auto ranks =
       PlaceOverlay(topology_, work_, job, overlay_work_, trained_, options_.colocation_fits);
   if (!ranks) return false;
@@ -396,18 +407,16 @@ void CyclePlanner::UpgradeSpreadJobs() {
     const double est = r.EstimatedDurationS();
     const double remaining = est > 0 ? est * (1 - ProgressNow(r, est, view_.now_s)) : 0;
     if (est <= 0 || remaining * (r.run_slowdown - 1) < options_.upgrade_min_saving_s) continue;
-    model::ClusterState trial = work_;
-    if (!placement::Release(&trial, r.request, placement::PlacedOutcome(r.placement))) continue;
-    if (!CompactMayExist(trial, r.request)) continue;
-    ++tries;
-    const placement::Strategy* use = StrategyFor(r, policies_.placement.get());
-    ++result_.stats.placement_calls;
-    placement::Outcome po = use->Place(trial, r.request);
-    if (!po.placed() || consolidation_.TooSlowToStart(r, po.ranks)) continue;
-    const double saved = remaining * (r.run_slowdown - consolidation_.RunSlowdown(r, po.ranks));
-    if (saved < options_.upgrade_min_saving_s) continue;
-    if (!placement::Apply(&trial, r.request, po)) continue;
-    work_ = std::move(trial);
+    // Tried in place (no copy of the state per job): the job's own GPUs count as free while it
+    // is tried, and it takes them back unless it moves.
+    const placement::Outcome held = placement::PlacedOutcome(r.placement);
+    if (!placement::Release(&work_, r.request, held)) continue;
+    double saved = 0;
+    placement::Outcome po = TryCompact(r, remaining, &tries, &saved);
+    if (!po.placed() || !placement::Apply(&work_, r.request, po)) {
+      (void)placement::Apply(&work_, r.request, held);  // exactly as it was
+      continue;
+    }
     const int slower_pct = static_cast<int>(std::lround((r.run_slowdown - 1) * 100));
     std::string reason = "a compact placement is free: predicted to run " +
                          std::to_string(slower_pct) + "% slower where it is, the move saves " +
@@ -417,6 +426,19 @@ void CyclePlanner::UpgradeSpreadJobs() {
         MigrateJob{.id = id, .ranks = std::move(po.ranks), .reason = std::move(reason)});
     ++result_.stats.upgraded;
   }
+}
+
+placement::Outcome CyclePlanner::TryCompact(const JobRecord& r, double remaining, int* tries,
+                                            double* saved) {
+  if (!CompactMayExist(work_, r.request)) return {};
+  ++*tries;
+  const placement::Strategy* use = StrategyFor(r, policies_.placement.get());
+  ++result_.stats.placement_calls;
+  placement::Outcome po = use->Place(work_, r.request);
+  if (!po.placed() || consolidation_.TooSlowToStart(r, po.ranks)) return {};
+  *saved = remaining * (r.run_slowdown - consolidation_.RunSlowdown(r, po.ranks));
+  if (*saved < options_.upgrade_min_saving_s) return {};
+  return po;
 }
 
 void CyclePlanner::AddReshapes() {

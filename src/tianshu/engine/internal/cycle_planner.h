@@ -82,6 +82,9 @@ class CyclePlanner {
   // Jobs that fit on one node take the small-job strategy, the others `otherwise`.
   const placement::Strategy* StrategyFor(const JobRecord& j,
                                          const placement::Strategy* otherwise) const;
+  // A compact placement for running `r` (its GPUs released in the working state) that saves
+  // enough of its `remaining` run, counting each search in `tries`; unplaced if none.
+  placement::Outcome TryCompact(const JobRecord& r, double remaining, int* tries, double* saved);
   // Whether this cycle already decided something for `id`.
   bool Decided(JobId id) const;
   void RefreshFree();
@@ -123,7 +126,12 @@ class CyclePlanner {
   int64_t free_whole_ = 0;
   int64_t free_milli_ = 0;
   // Co-location: GPUs held whole by training (running or started in this cycle), and the
-  // overlay budget as this cycle changes it.
+  // overlay budget as this cycle changes it; built when the first service is tried
+  // (PrepareOverlay), most cycles try none. Until then starts are listed by their decision.
+  void PrepareOverlay();
+  const std::vector<int>* overlay_in_ = nullptr;
+  bool overlay_ready_ = false;
+  std::vector<size_t> unmarked_starts_;
   std::vector<char> trained_;
   std::vector<int> overlay_work_;
 };

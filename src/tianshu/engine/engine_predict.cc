@@ -1,0 +1,106 @@
+// What the engine predicts from its records between cycles: when a cycle could next decide
+// differently with no new event (NextWakeup), and the learned runtimes of jobs that give none
+// (RefreshLearnedEstimates), each redone only for what changed.
+#include <algorithm>
+
+#include "tianshu/engine/engine.h"
+#include "tianshu/engine/internal/consolidation.h"
+#include "tianshu/engine/policy.h"
+
+namespace tianshu::engine {
+
+std::optional<double> Engine::NextWakeup(double now_s) const {
+  // The times below come from the records alone: while no record changed, the earliest one
+  // still ahead stays the answer (a simulator asks after every event).
+  if (!wake_.valid || (wake_.at && *wake_.at <= now_s)) {
+    wake_ = {.valid = true, .at = RecordWakeup(now_s)};
+    wake_.elastic_running = false;
+    for (JobId id : ElasticOn() ? running_ : std::span<const JobId>{}) {
+      if (jobs_.at(id).spec.elastic.enabled) {
+        wake_.elastic_running = true;
+        break;
+      }
+    }
+  }
+  std::optional<double> best = wake_.at;
+  // Elastic jobs may grow into idle capacity every scaling interval, with nothing pending.
+  const double interval = static_cast<double>(options_.config.scaling_interval_s);
+  if (wake_.elastic_running && interval > 0 && (!best || now_s + interval < *best)) {
+    best = now_s + interval;
+  }
+  return best;
+}
+
+std::optional<double> Engine::RecordWakeup(double now_s) const {
+  std::optional<double> best;
+  auto take = [&](double t) {
+    if (t > now_s && (!best || t < *best)) best = t;
+  };
+  if (!pending_.Empty()) {
+    for (JobId id : running_) {
+      if (auto t = policies_->order->NextChange(jobs_.at(id), now_s)) take(*t);
+    }
+    // A job held for a compact placement takes what fits once its wait ends.
+    const internal::Consolidation consolidation(*topology_, options_);
+    for (JobId id : consolidation.WaitsOn() ? pending_.Ids() : std::span<const JobId>{}) {
+      const JobRecord& j = jobs_.at(id);
+      if (!consolidation.HeldWithoutSearch(j)) continue;  // placed spread when it may be
+      if (auto t = consolidation.CompactWaitEnd(j)) take(*t);
+    }
+  }
+  return best;
+}
+
+void Engine::MarkEstimateStale(const JobRecord& r) {
+  if (r.spec.duration_s > 0) return;
+  stale_jobs_.push_back(r.id);
+  LearnList& list = learn_by_size_[r.Gpus()];
+  list.ids.push_back(r.id);
+  // A long-lived ledger hands the same jobs in again and again: keep the list near its live size.
+  if (list.ids.size() >= 2 * list.live + 64) DropStale(r.Gpus(), list, /*refresh=*/false);
+}
+
+void Engine::DropStale(int gpus, LearnList& list, bool refresh) {
+  std::sort(list.ids.begin(), list.ids.end());
+  list.ids.erase(std::unique(list.ids.begin(), list.ids.end()), list.ids.end());
+  std::erase_if(list.ids, [&](JobId id) {
+    auto j = jobs_.find(id);
+    if (j == jobs_.end() || IsTerminal(j->second.state) || j->second.Gpus() != gpus) return true;
+    JobRecord& r = j->second;
+    if (refresh) r.learned_estimate_s = runtimes_.Predict(r.spec, r.Gpus());
+    return false;
+  });
+  list.live = list.ids.size();
+}
+
+// Backfill, SRTF and the consolidation wait need a runtime for jobs that gave none: the
+// learned one is refreshed from the completions seen so far.
+void Engine::RefreshLearnedEstimates() {
+  // Only what the history's growth, or a job's arrival or change of size, can have changed.
+  if (!options_.learn_runtimes || runtimes_.Size() == 0) return;
+  auto refresh = [&](JobRecord& r) {
+    if (r.spec.duration_s <= 0) r.learned_estimate_s = runtimes_.Predict(r.spec, r.Gpus());
+  };
+  if (all_estimates_stale_) {
+    for (const std::span<const JobId> ids : {pending_.Ids(), std::span<const JobId>(running_)}) {
+      for (JobId id : ids) refresh(jobs_.at(id));
+    }
+  } else {
+    // Every pending or running job without a duration is listed under its GPU count.
+    std::sort(stale_sizes_.begin(), stale_sizes_.end());
+    stale_sizes_.erase(std::unique(stale_sizes_.begin(), stale_sizes_.end()), stale_sizes_.end());
+    for (int gpus : stale_sizes_) {
+      auto it = learn_by_size_.find(gpus);
+      if (it != learn_by_size_.end()) DropStale(gpus, it->second, /*refresh=*/true);
+    }
+    for (JobId id : stale_jobs_) {
+      auto j = jobs_.find(id);
+      if (j != jobs_.end() && !IsTerminal(j->second.state)) refresh(j->second);
+    }
+  }
+  all_estimates_stale_ = false;
+  stale_sizes_.clear();
+  stale_jobs_.clear();
+}
+
+}  // namespace tianshu::engine
