@@ -128,7 +128,7 @@ TEST_F(FollowerView, AServerRefusesThePodBindings) {
   o.config = std::get<model::EngineConfig>(v.document->value);
   auto cp = server::ControlPlane::Open(std::move(*store), std::move(o), 1'000'000);
   ASSERT_FALSE(cp);
-  EXPECT_NE(cp.error().message.find("engine.yaml:3: scheduler.binding: pod-gang"),
+  EXPECT_NE(cp.error().message.find("engine.yaml:3:12: scheduler.binding: pod-gang"),
             std::string::npos)
       << cp.error().message;
   EXPECT_NE(Open(false, nullptr), nullptr);  // the default binds whole jobs

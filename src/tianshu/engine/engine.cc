@@ -166,7 +166,8 @@ void Engine::Accrue(JobRecord& job, double now_s) {
 }
 
 void Engine::AddPending(const JobRecord& job) {
-  pending_.Add(job.id, job.submit_s, job.spec.priority);
+  pending_.Add(job.id, job.submit_s, job.spec.priority,
+               job.request.ranks > 0 && job.request.gpu_milli >= model::kMilliPerGpu);
 }
 
 void Engine::Requeue(JobRecord& job, double progress, double now_s) {
@@ -239,10 +240,10 @@ Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
     r.submit_s = now_s;
     r.pending_since_s = now_s;
     r.accrued_to_s = now_s;
-    MarkEstimateStale(r);
     // "Can never fit" is judged once, on the idle, healthy cluster.
     if (auto never = placement::NeverFits(idle_, r.request)) never_fits_[e->id] = never->reason;
     jobs_.emplace(e->id, std::move(r));
+    MarkEstimateStale(jobs_.at(e->id));  // once it is a record (the list's upkeep reads them)
     submission_slot_[e->id] = order_of_submission_.size();
     order_of_submission_.push_back(e->id);
     AddPending(jobs_.at(e->id));
@@ -334,7 +335,7 @@ Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
           r.Gpus() * r.request.gpu_milli / static_cast<double>(model::kMilliPerGpu);
       if (held_gpus > 0) {
         runtimes_.Add(r.spec, r.Gpus(), r.attained_gpu_s / held_gpus);
-        stale_sizes_.push_back(r.Gpus());
+        if (options_.learn_runtimes) stale_sizes_.push_back(r.Gpus());
       }
       Vacate(r);
       RemoveFrom(running_, r.id);
@@ -518,7 +519,8 @@ CycleResult Engine::Cycle(double now_s) {
                                                        .jobs = &jobs_,
                                                        .never_fits = &never_fits_,
                                                        .overlay = &overlay_,
-                                                       .elastic_on = ElasticOn()},
+                                                       .elastic_on = ElasticOn(),
+                                                       .all_whole_gpus = pending_.AllWholeGpus()},
                                  queue.size());
   planner.Admit(queue);
   planner.UpgradeSpreadJobs();

@@ -52,12 +52,13 @@ std::optional<double> Engine::RecordWakeup(double now_s) const {
 }
 
 void Engine::MarkEstimateStale(const JobRecord& r) {
-  if (r.spec.duration_s > 0) return;
+  if (r.spec.duration_s > 0 || !options_.learn_runtimes) return;
   stale_jobs_.push_back(r.id);
   LearnList& list = learn_by_size_[r.Gpus()];
+  // A long-lived ledger hands the same jobs in again and again: keep the list near its live
+  // size (before adding `r`, which the upkeep keeps only if it is a live record already).
+  if (list.ids.size() + 1 >= 2 * list.live + 64) DropStale(r.Gpus(), list, /*refresh=*/false);
   list.ids.push_back(r.id);
-  // A long-lived ledger hands the same jobs in again and again: keep the list near its live size.
-  if (list.ids.size() >= 2 * list.live + 64) DropStale(r.Gpus(), list, /*refresh=*/false);
 }
 
 void Engine::DropStale(int gpus, LearnList& list, bool refresh) {
@@ -67,7 +68,9 @@ void Engine::DropStale(int gpus, LearnList& list, bool refresh) {
     auto j = jobs_.find(id);
     if (j == jobs_.end() || IsTerminal(j->second.state) || j->second.Gpus() != gpus) return true;
     JobRecord& r = j->second;
-    if (refresh) r.learned_estimate_s = runtimes_.Predict(r.spec, r.Gpus());
+    if (refresh && r.spec.duration_s <= 0) {
+      r.learned_estimate_s = runtimes_.Predict(r.spec, r.Gpus());
+    }
     return false;
   });
   list.live = list.ids.size();
@@ -77,7 +80,13 @@ void Engine::DropStale(int gpus, LearnList& list, bool refresh) {
 // learned one is refreshed from the completions seen so far.
 void Engine::RefreshLearnedEstimates() {
   // Only what the history's growth, or a job's arrival or change of size, can have changed.
-  if (!options_.learn_runtimes || runtimes_.Size() == 0) return;
+  if (!options_.learn_runtimes) return;
+  if (runtimes_.Size() == 0) {  // nothing to predict from: all of them once there is
+    all_estimates_stale_ = true;
+    stale_sizes_.clear();
+    stale_jobs_.clear();
+    return;
+  }
   auto refresh = [&](JobRecord& r) {
     if (r.spec.duration_s <= 0) r.learned_estimate_s = runtimes_.Predict(r.spec, r.Gpus());
   };

@@ -4,7 +4,7 @@
 
 namespace tianshu::engine {
 
-void PendingQueue::Add(JobId id, double submit_s, int priority) {
+void PendingQueue::Add(JobId id, double submit_s, int priority, bool whole_gpus) {
   auto before = [&](size_t i) {
     const double other_s = entries_[i].submit_s;
     return other_s < submit_s || (other_s == submit_s && ids_[i] < id);
@@ -25,8 +25,9 @@ void PendingQueue::Add(JobId id, double submit_s, int priority) {
   }
   ids_.insert(ids_.begin() + static_cast<std::ptrdiff_t>(at), id);
   entries_.insert(entries_.begin() + static_cast<std::ptrdiff_t>(at),
-                  Entry{.submit_s = submit_s, .priority = priority});
+                  Entry{.submit_s = submit_s, .priority = priority, .whole_gpus = whole_gpus});
   ++priorities_[priority];
+  if (!whole_gpus) ++not_whole_;
 }
 
 void PendingQueue::Remove(JobId id) {
@@ -34,6 +35,7 @@ void PendingQueue::Remove(JobId id) {
   if (it == ids_.end()) return;
   const auto i = it - ids_.begin();
   const int priority = entries_[static_cast<size_t>(i)].priority;
+  if (!entries_[static_cast<size_t>(i)].whole_gpus) --not_whole_;
   ids_.erase(it);
   entries_.erase(entries_.begin() + i);
   auto p = priorities_.find(priority);

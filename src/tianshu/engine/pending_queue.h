@@ -18,8 +18,8 @@ using JobId = int64_t;
 class PendingQueue {
  public:
   // Inserts job `id`, submitted at `submit_s`, at its place in submission order. The caller
-  // queues an id at most once.
-  void Add(JobId id, double submit_s, int priority);
+  // queues an id at most once. `whole_gpus`: the job asks for at least one whole GPU per rank.
+  void Add(JobId id, double submit_s, int priority, bool whole_gpus = true);
   // Removes `id` if queued (idempotent).
   void Remove(JobId id);
 
@@ -27,15 +27,19 @@ class PendingQueue {
   bool Empty() const { return ids_.empty(); }
   // Every queued job has the same priority (then submission order is priority order).
   bool UniformPriority() const { return priorities_.size() <= 1; }
+  // Every queued job asks for whole GPUs (none for a share of one, or for none).
+  bool AllWholeGpus() const { return not_whole_ == 0; }
 
  private:
   struct Entry {
     double submit_s = 0;
     int priority = 0;
+    bool whole_gpus = true;
   };
   std::vector<JobId> ids_;         // submission order (submit time, then id), always
   std::vector<Entry> entries_;     // entries_[i] is what ids_[i] was queued with
   std::map<int, int> priorities_;  // priority -> queued jobs with it
+  int not_whole_ = 0;              // queued jobs that do not ask for whole GPUs
 };
 
 }  // namespace tianshu::engine

@@ -49,7 +49,8 @@ class OrderPolicy {
   virtual std::string_view Name() const = 0;
   virtual void Order(const CycleView& view, std::vector<JobId>* queue) const = 0;
   // When a running job's standing changes by itself (a 2D-LAS threshold), the next such time
-  // after `now_s`; the same time for any `now_s` before it while the job's record is unchanged.
+  // after `now_s`; while the job's record is unchanged, the same time for any `now_s` before it
+  // (but within the threshold's rounding slack, 1e-6 GPU-seconds of service).
   virtual std::optional<double> NextChange(const JobRecord& running, double now_s) const {
     (void)running;
     (void)now_s;

@@ -65,6 +65,7 @@ class ClusterState {
   void SetHostCapacity(int node, int64_t cpu_milli, int64_t memory_bytes);
   int64_t CpuCapacity(int node) const { return cpu_cap_[node]; }
   int64_t MemoryCapacity(int node) const { return mem_cap_[node]; }
+  int64_t StorageCapacity(int node) const { return storage_cap_[node]; }
 
   // Totals over the cluster.
   int64_t TotalGpuMilli() const { return static_cast<int64_t>(gpu_free_.size()) * kMilliPerGpu; }

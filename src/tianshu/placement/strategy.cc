@@ -216,7 +216,7 @@ Status Change(ClusterState* state, const PlacementRequest& r, const Outcome& o, 
     int64_t mem = state->MemoryFreeBytes(n) - sign * k * r.memory_bytes_per_rank;
     int64_t sto = state->StorageFreeBps(n) - sign * r.storage_bps_per_node;
     if (cpu < 0 || mem < 0 || sto < 0 || cpu > state->CpuCapacity(n) ||
-        mem > state->MemoryCapacity(n)) {
+        mem > state->MemoryCapacity(n) || sto > state->StorageCapacity(n)) {
       return Fail("'", r.name, "': node ", state->topology().nodes[n].name,
                   " lacks the CPU, memory or storage asked for");
     }

@@ -70,8 +70,9 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Open(std::unique_ptr<Store> 
   if (engine_options->binding != engine::Binding::kJob) {
     std::string where;
     if (auto at = options.config.plugin_at.find("scheduler.binding");
-        at != options.config.plugin_at.end()) {
-      where = at->second.file + ":" + std::to_string(at->second.line) + ": ";
+        at != options.config.plugin_at.end() && !at->second.file.empty()) {
+      where = at->second.file + ":" + std::to_string(at->second.line) + ":" +
+              std::to_string(at->second.column) + ": ";
     }
     return Fail(where, "scheduler.binding: ", options.config.binding,
                 " binds a job's pods one at a time, which only `tianshu simulate` models; "

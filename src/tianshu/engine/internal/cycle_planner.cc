@@ -42,6 +42,7 @@ CyclePlanner::CyclePlanner(const CycleInputs& in, size_t queue_size)
       elastic_on_(in.elastic_on),
       can_preempt_(in.policies->preemption && in.policies->preemption->Name() != "none"),
       colocate_(in.view->options->config.colocation != "none"),
+      all_whole_gpus_(in.all_whole_gpus),
       strategy_(in.policies->placement.get()),
       work_(*in.view->state) {
   result_.stats.pending_seen = static_cast<int>(queue_size);
@@ -116,7 +117,7 @@ bool CyclePlanner::Start(JobRecord& job, placement::Outcome& o, bool backfilled)
 
 void CyclePlanner::Admit(std::span<const JobId> queue) {
   for (JobId id : queue) {
-    if (ScanLimitReached()) break;
+    if (ScanLimitReached() || NothingMoreCanBind()) break;
     JobRecord& job = jobs_.at(id);
     if (RejectIfNeverFits(id)) continue;
     if (colocate_ && job.spec.kind == model::JobKind::kInference && StartOverlaid(job)) continue;
@@ -130,6 +131,15 @@ bool CyclePlanner::ScanLimitReached() {
     return true;
   }
   return blocked_ && options_.max_queue_scan > 0 && ++scanned_behind_ > options_.max_queue_scan;
+}
+
+bool CyclePlanner::NothingMoreCanBind() const {
+  // Pods of whole GPUs with no whole GPU free: each job behind would find no node for a pod
+  // and be passed over (AdmitPods), and capacity only shrinks in a cycle. What could still
+  // happen is a never-fits rejection or an overlaid service; with neither, the walk is done
+  // (a full cluster under a long queue is most of a baseline's cycles).
+  return options_.binding != Binding::kJob && free_whole_ == 0 && all_whole_gpus_ &&
+         never_fits_.empty() && !colocate_;
 }
 
 bool CyclePlanner::RejectIfNeverFits(JobId id) {

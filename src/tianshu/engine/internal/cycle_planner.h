@@ -29,6 +29,7 @@ struct CycleInputs {
   std::unordered_map<JobId, std::string>* never_fits = nullptr;
   const std::vector<int>* overlay = nullptr;  // per GPU: milli of co-located inference
   bool elastic_on = false;                    // an elastic policy other than "none"
+  bool all_whole_gpus = false;                // every pending job asks for whole GPUs
 };
 
 class CyclePlanner {
@@ -52,6 +53,8 @@ class CyclePlanner {
 
   // Whether the per-cycle start limit or the scan limit behind a blocked head ends the walk.
   bool ScanLimitReached();
+  // Binding by pods: whether no job left in the queue can bind or be rejected this cycle.
+  bool NothingMoreCanBind() const;
   // Rejects `job` if it was judged never to fit; true when it did.
   bool RejectIfNeverFits(JobId id);
   // An inference service first tries to overlay training's GPUs (no free share needed).
@@ -99,6 +102,7 @@ class CyclePlanner {
   const bool elastic_on_;
   const bool can_preempt_;
   const bool colocate_;
+  const bool all_whole_gpus_;
 
   CycleResult result_;
   const placement::Strategy* strategy_;  // for the queue's jobs (by the queue's length)
