@@ -283,6 +283,22 @@ TEST(Engine, AttainedServiceSetByTheCallerOrdersLas) {
 // A job that gives no duration gets the mean run time of the last two completed jobs like it
 // (same queue, model and size; else the same size), and backfill uses it: the learned short
 // job fills the hole in front of a blocked head, the learned long one does not.
+// Submits jobs that give no duration at time 0, runs them all, and finishes each at its
+// time (in the order given): a history of learned runtimes.
+struct Ran {
+  JobId id;
+  int gpus;
+  double end_s;
+};
+void RunWithoutDurations(Engine& e, const std::vector<Ran>& runs) {
+  for (const Ran& r : runs) ASSERT_TRUE(e.Apply(SubmitJob{r.id, Job(r.gpus, 0)}, 0));
+  (void)e.Cycle(0);
+  for (const Ran& r : runs) {
+    ASSERT_EQ(e.Find(r.id)->state, JobState::kRunning);
+    ASSERT_TRUE(e.Apply(JobFinished{r.id, true, ""}, r.end_s));
+  }
+}
+
 TEST(Engine, LearnedRuntimesStandInForMissingDurations) {
   RuntimeHistory h;
   model::JobSpec s = Job(8, 0);
@@ -303,15 +319,7 @@ TEST(Engine, LearnedRuntimesStandInForMissingDurations) {
     auto e = Engine::Create(topo, o);
     ASSERT_TRUE(e);
     // Two 8-GPU jobs that ran 100 s, two 4-GPU jobs that ran 5000 s: nothing given.
-    ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(8, 0)}, 0));
-    ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(8, 0)}, 0));
-    ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(4, 0)}, 0));
-    ASSERT_TRUE((*e)->Apply(SubmitJob{4, Job(4, 0)}, 0));
-    (void)(*e)->Cycle(0);
-    ASSERT_TRUE((*e)->Apply(JobFinished{1, true, ""}, 100));
-    ASSERT_TRUE((*e)->Apply(JobFinished{2, true, ""}, 100));
-    ASSERT_TRUE((*e)->Apply(JobFinished{3, true, ""}, 5000));
-    ASSERT_TRUE((*e)->Apply(JobFinished{4, true, ""}, 5000));
+    RunWithoutDurations(**e, {{1, 8, 100}, {2, 8, 100}, {3, 4, 5000}, {4, 4, 5000}});
     EXPECT_EQ((*e)->Runtimes().Size(), 4u);
     // A 24-GPU job holds GPUs until 6000 (given); the head needs all 40 and waits for it.
     ASSERT_TRUE((*e)->Apply(SubmitJob{5, Job(24, 1000)}, 5000));
@@ -337,11 +345,7 @@ TEST(Engine, ACompletionRepredictsTheJobsOfItsSize) {
   o.learn_runtimes = true;
   auto e = Engine::Create(topo, o);
   ASSERT_TRUE(e);
-  ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(8, 0)}, 0));
-  ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(4, 0)}, 0));
-  (void)(*e)->Cycle(0);
-  ASSERT_TRUE((*e)->Apply(JobFinished{1, true, ""}, 100));
-  ASSERT_TRUE((*e)->Apply(JobFinished{2, true, ""}, 5000));
+  RunWithoutDurations(**e, {{1, 8, 100}, {2, 4, 5000}});
   // 40 GPUs held until long after, 8 by a job that gives no duration; two jobs wait.
   ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(40, 100000)}, 5000));
   ASSERT_TRUE((*e)->Apply(SubmitJob{6, Job(8, 0)}, 5000));

@@ -59,17 +59,11 @@ std::optional<model::Diagnostic> FindPluginNameProblem(const model::EngineConfig
                    BackfillPolicyNames()}}) {
     if (std::find(known.begin(), known.end(), name) != known.end()) continue;
     const std::string near = NearestWord(name, known);
-    model::Diagnostic d{
-        .path = path,
-        .message = "unknown " + std::string(what) + " '" + name + "'" +
-                   (near.empty() ? std::string() : " (did you mean '" + near + "'?)") +
-                   "; registered: " + Join(known, ", ")};
-    if (auto at = config.plugin_at.find(path); at != config.plugin_at.end()) {
-      d.file = at->second.file;
-      d.line = at->second.line;
-      d.column = at->second.column;
-    }
-    return d;
+    return model::DiagnosticAt(
+        config, path,
+        "unknown " + std::string(what) + " '" + name + "'" +
+            (near.empty() ? std::string() : " (did you mean '" + near + "'?)") +
+            "; registered: " + Join(known, ", "));
   }
   // plugins: entries name registered plugins, whose own checks read their options.
   std::set<std::string> known;
@@ -83,7 +77,7 @@ std::optional<model::Diagnostic> FindPluginNameProblem(const model::EngineConfig
 
 Result<EngineOptions> OptionsFromConfig(const model::EngineConfig& config) {
   if (auto d = FindPluginNameProblem(config)) {
-    return Fail(d->file.empty() ? d->path + ": " + d->message : d->ToString());
+    return Fail(d->ToString());
   }
   EngineOptions o;
   o.config = config;

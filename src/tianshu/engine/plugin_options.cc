@@ -13,15 +13,6 @@ namespace tianshu::engine {
 
 namespace {
 
-model::Diagnostic At(const model::EngineConfig::SourcePos& at, std::string path,
-                     std::string message) {
-  return {.file = at.file,
-          .line = at.line,
-          .column = at.column,
-          .path = std::move(path),
-          .message = std::move(message)};
-}
-
 // A value as the message shows it: at most 40 characters, control characters as '?'.
 std::string Shown(const std::string& v) {
   std::string s = v.size() > 40 ? v.substr(0, 37) + "..." : v;
@@ -63,7 +54,8 @@ const model::EngineConfig::PluginOption* PluginOptionReader::Find(const std::str
 
 void PluginOptionReader::Problem(const std::string& key, const model::EngineConfig::PluginOption& o,
                                  std::string message) {
-  if (!problem_) problem_ = At(o.at, "plugins." + plugin_ + "." + key, std::move(message));
+  if (!problem_)
+    problem_ = model::DiagnosticAt(o.at, "plugins." + plugin_ + "." + key, std::move(message));
 }
 
 void PluginOptionReader::Double(const std::string& key, double* out, double min, double max) {
@@ -144,10 +136,11 @@ std::optional<model::Diagnostic> PluginOptionReader::Finish() const {
   for (const auto& [key, o] : *options_) {
     if (read_.contains(key)) continue;
     const std::string near = NearestWord(key, known);
-    return At(o.at, "plugins." + plugin_ + "." + key,
-              "unknown option of " + plugin_ +
-                  (near.empty() ? std::string() : " (did you mean '" + near + "'?)") +
-                  (known.empty() ? "; it takes none" : "; known: " + Join(known, ", ")));
+    return model::DiagnosticAt(
+        o.at, "plugins." + plugin_ + "." + key,
+        "unknown option of " + plugin_ +
+            (near.empty() ? std::string() : " (did you mean '" + near + "'?)") +
+            (known.empty() ? "; it takes none" : "; known: " + Join(known, ", ")));
   }
   return std::nullopt;
 }
@@ -174,15 +167,13 @@ std::optional<model::Diagnostic> FindPluginOptionsProblem(const model::EngineCon
       if (auto d = check(config)) return d;
       continue;
     }
-    const std::string path = "plugins." + plugin;
-    model::EngineConfig::SourcePos at;
-    if (auto it = config.plugin_at.find(path); it != config.plugin_at.end()) at = it->second;
     if (std::find(known.begin(), known.end(), plugin) == known.end()) {
       const std::string near = NearestWord(plugin, known);
-      return At(at, path,
-                "unknown plugin '" + plugin + "'" +
-                    (near.empty() ? std::string() : " (did you mean '" + near + "'?)") +
-                    "; registered: " + Join(known, ", "));
+      return model::DiagnosticAt(
+          config, "plugins." + plugin,
+          "unknown plugin '" + plugin + "'" +
+              (near.empty() ? std::string() : " (did you mean '" + near + "'?)") +
+              "; registered: " + Join(known, ", "));
     }
     // A known plugin that registered no check takes no options.
     if (auto d = PluginOptionReader(plugin, config).Finish()) return d;

@@ -71,6 +71,20 @@ Result<std::string> ReadDocumentFile(const std::string& path) {
   return text;
 }
 
+Diagnostic DiagnosticAt(const EngineConfig::SourcePos& at, std::string path, std::string message) {
+  return {.file = at.file,
+          .line = at.line,
+          .column = at.column,
+          .path = std::move(path),
+          .message = std::move(message)};
+}
+
+Diagnostic DiagnosticAt(const EngineConfig& config, std::string path, std::string message) {
+  auto at = config.plugin_at.find(path);
+  return DiagnosticAt(at == config.plugin_at.end() ? EngineConfig::SourcePos{} : at->second,
+                      std::move(path), std::move(message));
+}
+
 std::string Diagnostic::ToString() const {
   std::string s = file;
   if (line > 0) {
@@ -79,7 +93,7 @@ std::string Diagnostic::ToString() const {
     s += ':';
     s += std::to_string(column);
   }
-  s += ": ";
+  if (!s.empty()) s += ": ";  // a value set in code has no place
   if (!path.empty()) {
     s += path;
     s += ": ";

@@ -27,9 +27,14 @@ struct Diagnostic {
   std::string path;     // field path, "scheduler.resource_weight.compute", "node_groups[1].count"
   std::string message;  // what was expected
 
-  // "file:line:column: path: message"
+  // "file:line:column: path: message"; "path: message" without a file.
   std::string ToString() const;
 };
+
+// A problem with the engine config's value at `path`, placed where the file set it (plugin
+// names and scheduler.binding keep their place in EngineConfig::plugin_at), or unplaced.
+Diagnostic DiagnosticAt(const EngineConfig::SourcePos& at, std::string path, std::string message);
+Diagnostic DiagnosticAt(const EngineConfig& config, std::string path, std::string message);
 
 enum class DocumentKind {
   kEngineConfig,  // cluster:/scheduler:/task_scheduler: keys

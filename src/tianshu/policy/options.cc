@@ -78,9 +78,7 @@ std::optional<model::Diagnostic> ReadMigration(const model::EngineConfig& c,
   return r.Finish();
 }
 
-Status AsStatus(const model::Diagnostic& d) {
-  return Fail(d.file.empty() ? d.path + ": " + d.message : d.ToString());
-}
+Status AsStatus(const model::Diagnostic& d) { return Fail(d.ToString()); }
 
 }  // namespace
 

@@ -68,15 +68,12 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::Open(std::unique_ptr<Store> 
   auto engine_options = engine::OptionsFromConfig(options.config);
   if (!engine_options) return std::unexpected(engine_options.error());
   if (engine_options->binding != engine::Binding::kJob) {
-    std::string where;
-    if (auto at = options.config.plugin_at.find("scheduler.binding");
-        at != options.config.plugin_at.end() && !at->second.file.empty()) {
-      where = at->second.file + ":" + std::to_string(at->second.line) + ":" +
-              std::to_string(at->second.column) + ": ";
-    }
-    return Fail(where, "scheduler.binding: ", options.config.binding,
-                " binds a job's pods one at a time, which only `tianshu simulate` models; "
-                "`tianshu serve` binds whole jobs (binding: job)");
+    return Fail(model::DiagnosticAt(options.config, "scheduler.binding",
+                                    options.config.binding +
+                                        " binds a job's pods one at a time, which only `tianshu "
+                                        "simulate` models; `tianshu serve` binds whole jobs "
+                                        "(binding: job)")
+                    .ToString());
   }
   if (!options.placement.empty()) engine_options->placement = options.placement;
   if (auto v = engine_options->Validate(); !v) return std::unexpected(v.error());

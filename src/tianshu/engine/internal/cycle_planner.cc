@@ -106,8 +106,11 @@ bool CyclePlanner::Start(JobRecord& job, placement::Outcome& o, bool backfilled)
   // starts may use reserved nodes and the view stays exact).
   if (nodes_reserved_) (void)placement::Apply(&reserved_work_, job.request, o);
   StartJob s = StartOf(job, std::move(o.ranks));
-  if (colocate_ && overlay_ready_) MarkTrained(job, s.ranks);
-  if (colocate_ && !overlay_ready_) unmarked_starts_.push_back(result_.decisions.size());
+  if (colocate_ && overlay_ready_) {
+    MarkTrained(job, s.ranks);
+  } else if (colocate_) {
+    unmarked_starts_.push_back(result_.decisions.size());  // marked if a service is tried
+  }
   result_.decisions.emplace_back(std::in_place_type<StartJob>, std::move(s));
   ++result_.stats.started;
   if (backfilled) ++result_.stats.backfilled;

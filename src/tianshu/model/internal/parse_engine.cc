@@ -170,10 +170,9 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
     r.PluginName(s, p, "small_job_algorithm", &c.small_job_algorithm, &c.plugin_at);
     r.PluginName(s, p, "long_queue_algorithm", &c.long_queue_algorithm, &c.plugin_at);
     r.Int(s, p, "long_queue_length", &c.long_queue_length, 0, 1'000'000);
-    // A pod binding's place is kept: `tianshu serve` refuses it, naming the line.
-    if (r.Choice(s, p, "binding", {"job", "pod-each", "pod-gang"}, &c.binding) &&
-        c.binding != "job") {
-      r.PluginName(s, p, "binding", &c.binding, &c.plugin_at);
+    // Its place is kept: `tianshu serve` refuses the pod bindings, naming the line.
+    if (r.Choice(s, p, "binding", {"job", "pod-each", "pod-gang"}, &c.binding)) {
+      r.Remember(s, p, "binding", &c.plugin_at);
     }
     r.Bool(s, p, "migration", &c.migration);
     r.Choice(s, p, "colocation", {"none", "time-slice", "priority"}, &c.colocation);

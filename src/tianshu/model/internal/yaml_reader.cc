@@ -341,9 +341,16 @@ bool YamlReader::PluginName(const YAML::Node& map, const std::string& path, cons
     return false;
   }
   *out = l;
-  const YAML::Mark m = n.Mark();
-  (*where)[p] = {.file = file_, .line = m.line + 1, .column = m.column + 1};
+  Remember(map, path, key, where);
   return true;
+}
+
+void YamlReader::Remember(const YAML::Node& map, const std::string& path, const std::string& key,
+                          std::map<std::string, EngineConfig::SourcePos>* where) const {
+  const YAML::Node n = Get(map, key);
+  if (!n.IsDefined()) return;
+  const YAML::Mark m = n.Mark();
+  (*where)[Child(path, key)] = {.file = file_, .line = m.line + 1, .column = m.column + 1};
 }
 
 bool YamlReader::Size(const YAML::Node& map, const std::string& path, const std::string& key,

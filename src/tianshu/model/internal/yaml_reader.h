@@ -59,6 +59,9 @@ class YamlReader {
   // model/'s to know. (*where)[path] gets its place, for the later check's message.
   bool PluginName(const YAML::Node& map, const std::string& path, const std::string& key,
                   std::string* out, std::map<std::string, EngineConfig::SourcePos>* where);
+  // Keeps in (*where)[path.key] where `key` of `map` is (for a check made after parsing).
+  void Remember(const YAML::Node& map, const std::string& path, const std::string& key,
+                std::map<std::string, EngineConfig::SourcePos>* where) const;
   // `plugins:`: a map of plugin names to maps of scalar options (at most 64 of each, values up
   // to 1,024 characters), kept as text with their places in c->plugins; each plugin's entry's
   // place goes in c->plugin_at["plugins.NAME"].
