@@ -354,6 +354,9 @@ struct CycleStats {
   int started = 0;
   int backfilled = 0;
   int preempted = 0;
+  // scheduler.preemption_cost_model: waiting jobs (once per cycle each) that it spared every
+  // victim the preemption policy offered
+  int preemptions_declined = 0;
   int rejected = 0;
   int held_for_compact = 0;  // placed, but waiting for a compact placement
   int colocated = 0;         // inference services started on training's GPUs

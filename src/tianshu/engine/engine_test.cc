@@ -81,6 +81,79 @@ TEST(Engine, LasPreemptsJobsWithMoreService) {
   EXPECT_EQ((*e)->Find(2)->state, JobState::kRunning);
 }
 
+// The preemption cost model (scheduler.preemption_cost_model), on the tianshu preset (which does
+// not turn it on by itself). Jobs 1 and 2 hold all 16 GPUs from t=0 and have passed the first
+// 2D-LAS limit; job 3, arriving at t=4000, outranks both, and 2D-LAS offers the higher id first.
+// Job 4 (16 GPUs, no run time) waits behind it. The cost model evicts a job only when it has more
+// left than the newcomer's run plus the 60 s restart, and, while another job waits, spares the job
+// ending last (the eviction would delay the drain). It keeps 2D-LAS's choice where a run time is
+// unknown, for a victim of a lower class, and when it is off.
+TEST(Engine, TheCostModelEvictsOnlyJobsWhoseEvictionPays) {
+  auto topo = Tree(2);  // 16 GPUs
+  struct Case {
+    const char* what;
+    double newcomer_s;  // 0: no run time given
+    double job1_s = 100000;
+    double job2_s = 20000;  // 0: no run time given
+    int newcomer_priority = 0;
+    bool cost_model = true;
+    bool other_waits = true;
+    std::set<JobId> evicted = {};
+  };
+  for (const Case& c : {
+           Case{.what = "a short newcomer", .newcomer_s = 100, .evicted = {2}},
+           Case{.what = "15,000 s", .newcomer_s = 15000, .evicted = {2}},
+           Case{.what = "15,950 s: within the restart of job 2's 16,000 s", .newcomer_s = 15950},
+           Case{.what = "16,000 s", .newcomer_s = 16000},
+           Case{.what = "the drain",
+           .newcomer_s = 100,
+           .job1_s = 20000,
+           .job2_s = 100000,
+           .evicted = {1}},
+           Case{.what = "nobody else waiting: the drain rule is moot",
+           .newcomer_s = 100,
+           .job1_s = 20000,
+           .job2_s = 100000,
+           .other_waits = false,
+           .evicted = {2}},
+           Case{.what = "no run time for job 1: the drain unknown",
+           .newcomer_s = 100,
+           .job1_s = 0,
+           .job2_s = 100000,
+           .evicted = {2}},
+           Case{.what = "no run time for the newcomer", .newcomer_s = 0, .evicted = {2}},
+           Case{.what = "no run time for job 2", .newcomer_s = 100, .job2_s = 0, .evicted = {2}},
+           Case{.what = "a lower class",
+           .newcomer_s = 50000,
+           .newcomer_priority = 1,
+           .evicted = {2}},
+           Case{.what = "the model off", .newcomer_s = 50000, .cost_model = false, .evicted = {2}},
+       }) {
+    EngineOptions o = *PresetOptions("tianshu");
+    EXPECT_FALSE(o.config.preemption_cost_model);
+    o.config.preemption_cost_model = c.cost_model;
+    auto e = Engine::Create(topo, o);
+    ASSERT_TRUE(e) << e.error().message;
+    ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(8, c.job1_s)}, 0));
+    ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(8, c.job2_s)}, 0));
+    ASSERT_EQ(Starts((*e)->Cycle(0)), 2);
+    ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(8, c.newcomer_s, c.newcomer_priority)}, 4000));
+    if (c.other_waits) {
+      ASSERT_TRUE((*e)->Apply(SubmitJob{4, Job(16, 0)}, 4000));
+    }
+    CycleResult r = (*e)->Cycle(4000);
+    EXPECT_EQ(r.stats.preempted, static_cast<int>(c.evicted.size())) << c.what;
+    EXPECT_EQ(r.stats.preemptions_declined, c.evicted.empty() ? 1 : 0) << c.what;
+    for (JobId id : {1, 2}) {
+      EXPECT_EQ((*e)->Find(id)->state,
+                c.evicted.contains(id) ? JobState::kPending : JobState::kRunning)
+          << c.what << ", job " << id;
+    }
+    EXPECT_EQ((*e)->Find(3)->state, c.evicted.empty() ? JobState::kPending : JobState::kRunning)
+        << c.what;
+  }
+}
+
 // 2D-LAS is FIFO inside a queue by the time a job entered it: a job demoted into a queue goes to
 // its back. Where restarts are free (the tiresias preset), at that instant the job waiting there
 // that entered earlier takes its GPUs (as the Tiresias simulator's dlas-gpu does); once it runs

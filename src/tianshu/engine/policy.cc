@@ -183,6 +183,40 @@ class TimeBackfill final : public BackfillPolicy {
   }
 };
 
+}  // namespace
+
+void KeepVictimsThatPay(const CycleView& v, const JobRecord& c, double restart_s,
+                        std::span<const JobId> gone, std::vector<JobId>* victims) {
+  const double run_s = RemainingEstimateS(c);
+  if (run_s < 0) return;
+  const double restart = std::max(0.0, restart_s);
+  // When a running job is expected to end, as backfill expects it (kNever without an
+  // estimate); a job past that is taken to end now.
+  auto end_of = [&](const JobRecord& j) {
+    const double left = RemainingEstimateS(j);
+    return left < 0 ? kNever : std::max(j.start_s + left, v.now_s);
+  };
+  // While other jobs wait too, the job expected to end last is spared: the cluster drains when
+  // it ends, and evicted it would wait behind them all, moving the drain by more than the
+  // candidate's run. None while some running job has no estimate (the drain is unknown then).
+  std::pair<double, JobId> last{-1, -1};
+  for (JobId id : v.pending.size() > 1 ? v.running : std::span<const JobId>{}) {
+    if (std::find(gone.begin(), gone.end(), id) != gone.end()) continue;
+    last = std::max(last, std::pair{end_of(v.Job(id)), id});
+  }
+  if (last.first >= kNever) last.second = -1;
+  std::erase_if(*victims, [&](JobId id) {
+    const JobRecord& r = v.Job(id);
+    if (r.spec.priority < c.spec.priority) return false;
+    if (id == last.second) return true;
+    // A job past its estimate has nothing the model can weigh: the policy's rule.
+    const double end = end_of(r);
+    return end < kNever && end > v.now_s && end - v.now_s <= run_s + restart;
+  });
+}
+
+namespace {
+
 class NoPreemption final : public PreemptionPolicy {
  public:
   std::string_view Name() const override { return "none"; }

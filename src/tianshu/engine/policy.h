@@ -163,6 +163,22 @@ std::string BoundPreemption(std::string_view order);
 std::optional<std::string> BoundElasticScaling();  // nullopt: nothing bound
 std::optional<std::string> BoundMigration();
 
+// scheduler.preemption_cost_model: drops from `victims` (what the preemption policy offers
+// `candidate`) the running jobs whose eviction is predicted not to pay, by the runtime
+// estimates (a running job is expected to end as backfill expects it: its start plus
+// RemainingEstimateS; a job past that is taken to end now):
+//  - a job with no more left than the candidate's run plus `restart_s`: the swap lowers the sum
+//    of completion times only when the victim has more left (the exchange argument behind SRPT);
+//  - while other jobs wait too, the job expected to end last (on a tie, the highest id), if
+//    every running job has an estimate: the cluster drains when it ends, and evicted it would
+//    wait behind the waiting jobs of less service, moving the drain by more than the
+//    candidate's run.
+// Jobs in `gone` (evicted earlier in the cycle) are not running. Victims of a lower priority
+// class stay (a class is a promise, not a trade), and so does every victim when the candidate's
+// run time is unknown, and each victim without an estimate or past it: the policy's rule stands.
+void KeepVictimsThatPay(const CycleView& view, const JobRecord& candidate, double restart_s,
+                        std::span<const JobId> gone, std::vector<JobId>* victims);
+
 // The 2D-LAS queue of an attained service (0 = highest priority).
 int LasQueue(double attained_gpu_s, const LasOptions& options);
 

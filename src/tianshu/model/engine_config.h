@@ -7,7 +7,8 @@
 //   scheduler.order: priority | fifo | las | srtf | fair-share; scheduler.backfill: time | greedy
 //   | none; scheduler.migration: false; scheduler.colocation: none | time-slice | priority;
 //   scheduler.compact_wait: 12h; scheduler.las_thresholds: [3600, 36000];
-//   scheduler.restart_overhead: 60s; scheduler.binding: job | pod-each | pod-gang;
+//   scheduler.restart_overhead: 60s; scheduler.preemption_cost_model: false;
+//   scheduler.binding: job | pod-each | pod-gang;
 //   scheduler.small_job_algorithm: topology; scheduler.long_queue_algorithm: auto;
 //   scheduler.long_queue_length: 64; queues: [{name, parent, weight, quota, borrow}]
 //   NETWORK_BUFFER_SIZE, ALLREDUCE_ALGO, CHECKPOINT_MODE, SCHEDULER_BACKEND (also from env).
@@ -138,6 +139,13 @@ struct EngineConfig {
   // rendezvous, checkpoint load. `tianshu simulate` charges it to every resumed start (a live
   // restart takes what it takes); the elastic and defrag policies weigh their own restart_s.
   int64_t restart_overhead_s = 60;
+  // scheduler.preemption_cost_model: of the victims the preemption policy offers a waiting job
+  // inside its priority class, evict only those whose eviction is predicted, by the runtime
+  // estimates, to pay: more run left than the newcomer's run plus restart_overhead, and, while
+  // others wait too, not the job ending last (it sets the drain) (engine::KeepVictimsThatPay).
+  // Without the estimates it decides on, the policy's rule stands. No preset sets it
+  // (docs/simulate.md: it shortens the average JCT and can cost throughput).
+  bool preemption_cost_model = false;
   std::vector<QueueConfig> queues;  // queues: [] (then every job runs in "default")
   NetworkConfig network;
   // Tuning knobs, also read from environment variables of the same names.

@@ -123,6 +123,7 @@ TEST(EngineConfig, DefaultsAndKeys) {
   EXPECT_EQ(d.order, "las");
   EXPECT_EQ(d.backfill, "time");
   EXPECT_FALSE(d.migration);
+  EXPECT_FALSE(d.preemption_cost_model);
   EXPECT_EQ(d.compact_wait_s, 12 * 3600);
   EXPECT_EQ(d.colocation, "none");
   EXPECT_EQ(d.gang_timeout_s, 600);
@@ -130,7 +131,7 @@ TEST(EngineConfig, DefaultsAndKeys) {
   auto policies =
       ValidateText("p.yaml",
                    "scheduler: {order: SRTF, backfill: none, migration: true, "
-                   "compact_wait: 2h, colocation: priority, "
+                   "preemption_cost_model: true, compact_wait: 2h, colocation: priority, "
                    "gang_timeout: 90s}\n"
                    "queues:\n"
                    "  - {name: org, quota: 32}\n"
@@ -140,6 +141,7 @@ TEST(EngineConfig, DefaultsAndKeys) {
   EXPECT_EQ(pc.order, "srtf");
   EXPECT_EQ(pc.backfill, "none");
   EXPECT_TRUE(pc.migration);
+  EXPECT_TRUE(pc.preemption_cost_model);
   EXPECT_EQ(pc.compact_wait_s, 7200);
   EXPECT_EQ(pc.colocation, "priority");
   EXPECT_EQ(pc.gang_timeout_s, 90);

@@ -327,7 +327,15 @@ bool CyclePlanner::PreemptFor(JobRecord& job, const placement::Strategy* use, bo
     return jobs_.at(v).colocated ||
            std::find(evicted_.begin(), evicted_.end(), v) != evicted_.end();
   });
-  if (victims.empty()) return false;
+  const size_t offered = victims.size();
+  if (options_.config.preemption_cost_model) {
+    KeepVictimsThatPay(view_, job, static_cast<double>(options_.config.restart_overhead_s),
+                       evicted_, &victims);
+  }
+  if (victims.empty()) {
+    if (offered > 0) ++result_.stats.preemptions_declined;  // the cost model spared them all
+    return false;
+  }
   // Take victims until the count fits, then simulate the eviction and place.
   model::ClusterState trial = work_;
   std::vector<JobId> taken;

@@ -157,12 +157,27 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
   YAML::Node s = r.Get(root, "scheduler");
   if (s.IsDefined() && r.ExpectMap(s, "scheduler")) {
     const std::string p = "scheduler";
-    r.CheckKeys(
-        s, p,
-        {"algorithm", "topology_aware", "max_retries", "preemption", "checkpoint_interval",
-         "allreduce_threshold", "order", "backfill", "migration", "compact_wait", "colocation",
-         "gang_timeout", "las_thresholds", "restart_overhead", "no_retry_exit_codes", "binding",
-         "small_job_algorithm", "long_queue_algorithm", "long_queue_length"});
+    r.CheckKeys(s, p,
+                {"algorithm",
+                 "topology_aware",
+                 "max_retries",
+                 "preemption",
+                 "checkpoint_interval",
+                 "allreduce_threshold",
+                 "order",
+                 "backfill",
+                 "migration",
+                 "compact_wait",
+                 "colocation",
+                 "gang_timeout",
+                 "las_thresholds",
+                 "restart_overhead",
+                 "preemption_cost_model",
+                 "no_retry_exit_codes",
+                 "binding",
+                 "small_job_algorithm",
+                 "long_queue_algorithm",
+                 "long_queue_length"});
     // Plugin names: checked against the registries by engine::OptionsFromConfig.
     r.PluginName(s, p, "algorithm", &c.algorithm, &c.plugin_at);
     r.PluginName(s, p, "order", &c.order, &c.plugin_at);
@@ -175,6 +190,7 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
       r.Remember(s, p, "binding", &c.plugin_at);
     }
     r.Bool(s, p, "migration", &c.migration);
+    r.Bool(s, p, "preemption_cost_model", &c.preemption_cost_model);
     r.Choice(s, p, "colocation", {"none", "time-slice", "priority"}, &c.colocation);
     if (r.Seconds(s, p, "gang_timeout", &c.gang_timeout_s) && c.gang_timeout_s < 0) {
       r.Error(r.Get(s, "gang_timeout"), "scheduler.gang_timeout", "cannot be negative");
