@@ -79,15 +79,16 @@ TEST_P(StoreTest, WritesAreDurableAndLoadReadsThemBack) {
 }
 
 // The revision a follower checks before it answers a read: etcd's grows with every committed
-// write (seen from another client of the same store too) and stays put without one; SQLite's
-// is 0 (it cannot tell, and has no followers).
+// write (seen from another client of the same store too) and never goes back; SQLite's is 0 (it
+// cannot tell, and has no followers). The tests' etcd is shared by tests running in parallel,
+// whose writes move the revision too: so no check here that it stays put without a write.
 TEST_P(StoreTest, RevisionMovesWithEveryWriteOnEtcd) {
   auto writer = Open();
   auto reader = Open();
   ASSERT_TRUE(writer && reader);
   auto before = (*reader)->Revision();
   ASSERT_TRUE(before) << before.error().message;
-  EXPECT_EQ(*(*reader)->Revision(), *before);
+  EXPECT_GE(*(*reader)->Revision(), *before);
   Change c{.jobs = {{"j-000001", 1, "pending", "{}"}}};
   ASSERT_TRUE((*writer)->Write({&c}));
   auto after = (*reader)->Revision();
@@ -99,7 +100,7 @@ TEST_P(StoreTest, RevisionMovesWithEveryWriteOnEtcd) {
   }
   EXPECT_GT(*before, 0);
   EXPECT_GT(*after, *before);
-  EXPECT_EQ(*(*writer)->Revision(), *after);
+  EXPECT_GE(*(*writer)->Revision(), *after);
 }
 
 // Progress rows: a later row of the same job and key replaces the earlier; a reset deletes every
