@@ -152,8 +152,7 @@ class TimeBackfill final : public BackfillPolicy {
     std::vector<std::pair<double, int64_t>> ends;
     for (JobId id : v.running) {
       const JobRecord& j = v.Job(id);
-      const double left = RemainingEstimateS(j);
-      ends.emplace_back(left >= 0 ? j.start_s + left : kNever, j.Gpus());
+      ends.emplace_back(ExpectedEndS(j), j.Gpus());
     }
     // Earliest end first; a heap, since the walk usually stops long before the last end.
     std::make_heap(ends.begin(), ends.end(), std::greater<>());
@@ -190,12 +189,8 @@ void KeepVictimsThatPay(const CycleView& v, const JobRecord& c, double restart_s
   const double run_s = RemainingEstimateS(c);
   if (run_s < 0) return;
   const double restart = std::max(0.0, restart_s);
-  // When a running job is expected to end, as backfill expects it (kNever without an
-  // estimate); a job past that is taken to end now.
-  auto end_of = [&](const JobRecord& j) {
-    const double left = RemainingEstimateS(j);
-    return left < 0 ? kNever : std::max(j.start_s + left, v.now_s);
-  };
+  // A job past its expected end is taken to end now.
+  auto end_of = [&](const JobRecord& j) { return std::max(ExpectedEndS(j), v.now_s); };
   // While other jobs wait too, the job expected to end last is spared: the cluster drains when
   // it ends, and evicted it would wait behind them all, moving the drain by more than the
   // candidate's run. None while some running job has no estimate (the drain is unknown then).

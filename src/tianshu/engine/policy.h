@@ -67,6 +67,13 @@ inline double RemainingEstimateS(const JobRecord& j) {
   return est > 0 ? est * std::max(0.0, 1.0 - j.progress) : -1;
 }
 
+// When a running job is expected to end (its start plus its run left), kNever without an
+// estimate: what backfill's shadow time and the cost model weigh.
+inline double ExpectedEndS(const JobRecord& j) {
+  const double left = RemainingEstimateS(j);
+  return left >= 0 ? j.start_s + left : kNever;
+}
+
 // What a backfill policy reserves for the blocked head of the queue.
 struct Reservation {
   JobId head = -1;

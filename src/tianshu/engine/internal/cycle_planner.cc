@@ -396,8 +396,8 @@ void CyclePlanner::ReserveNodes(const JobRecord& head) {
   for (JobId id : view_.running) {
     const JobRecord& r = jobs_.at(id);
     if (std::find(evicted_.begin(), evicted_.end(), id) != evicted_.end()) continue;
-    const double left = RemainingEstimateS(r);
-    if (left < 0 || r.start_s + left > reservation_.shadow_s) continue;
+    const double end = ExpectedEndS(r);
+    if (end >= kNever || end > reservation_.shadow_s) continue;
     (void)placement::Release(&then, r.request, placement::PlacedOutcome(r.placement));
   }
   const placement::Strategy* use =
