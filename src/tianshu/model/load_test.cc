@@ -154,6 +154,14 @@ TEST(EngineConfig, DefaultsAndKeys) {
                             "kind: engine\nqueues: [{name: a, parent: b}, {name: b, parent: a}]\n");
   ASSERT_FALSE(cycle.diagnostics.empty());
   EXPECT_NE(cycle.diagnostics[0].message.find("cycle"), std::string::npos);
+  // Not a boolean: the file, line and field are named, and no document is taken.
+  auto maybe = ValidateText("m.yaml", "scheduler:\n  preemption_cost_model: maybe\n");
+  EXPECT_FALSE(maybe.document);
+  ASSERT_FALSE(maybe.diagnostics.empty());
+  EXPECT_EQ(maybe.diagnostics[0].file, "m.yaml");
+  EXPECT_EQ(maybe.diagnostics[0].line, 2);
+  EXPECT_EQ(maybe.diagnostics[0].path, "scheduler.preemption_cost_model");
+  EXPECT_NE(maybe.diagnostics[0].message.find("maybe"), std::string::npos);
   auto sized = ValidateText("s.yaml",
                             "scheduler: {allreduce_threshold: 512KiB, "
                             "checkpoint_interval: 30m}\n");
