@@ -152,17 +152,32 @@ void Engine::Accrue(JobRecord& job, double now_s) {
     // A change of standing on the way (a 2D-LAS threshold passed) is dated when it happened;
     // a crossing a rounding error past `now_s` (the wake-up computed for it) counts as now.
     const double slack = 1e-9 * std::max(1.0, std::abs(now_s));
-    for (int step = 0; step < 64 && policies_; ++step) {
+    // While the change kept for it is more than a second ahead, the policy would name that
+    // change again (to within rounding, far below a second): nothing to step over.
+    bool crossed = false;
+    for (int step = 0; step < 64 && policies_ && job.next_change_s <= now_s + 1; ++step) {
       auto t = policies_->order->NextChange(job, job.accrued_to_s);
       if (!t || *t > now_s + slack) break;
       const double at = std::clamp(*t, job.accrued_to_s, now_s);
       job.attained_gpu_s += (at - job.accrued_to_s) * rate;
       job.accrued_to_s = at;
       job.standing_since_s = at;
+      crossed = true;
     }
     job.attained_gpu_s += (now_s - job.accrued_to_s) * rate;
+    job.accrued_to_s = now_s;
+    if (crossed) TrackChange(job, now_s);
   }
   job.accrued_to_s = std::max(job.accrued_to_s, now_s);
+}
+
+void Engine::TrackChange(JobRecord& r, double now_s) {
+  r.next_change_s = std::numeric_limits<double>::infinity();
+  if (r.state != JobState::kRunning || !policies_) return;
+  if (auto t = policies_->order->NextChange(r, now_s)) r.next_change_s = *t;
+  if (r.next_change_s == std::numeric_limits<double>::infinity()) return;
+  change_heap_.emplace_back(r.next_change_s, r.id);
+  std::push_heap(change_heap_.begin(), change_heap_.end(), std::greater<>());
 }
 
 void Engine::AddPending(const JobRecord& job) {
@@ -370,6 +385,7 @@ void Engine::MarkRunning(JobRecord& r, const std::vector<placement::RankSlot>& r
   r.spread_too_slow = false;
   r.run_slowdown = RunSlowdown(r, ranks);
   if (r.first_start_s < 0) r.first_start_s = now_s;
+  TrackChange(r, now_s);
 }
 
 Status Engine::Withdraw(JobId id) {
@@ -457,6 +473,7 @@ void Engine::Commit(const Decision& d, double now_s) {
     (void)st;
     r.placement = s->ranks;
     ++r.resizes;
+    TrackChange(r, now_s);  // its service now grows at another rate
     return;
   }
   if (const auto* s = std::get_if<MigrateJob>(&d)) {
@@ -501,6 +518,16 @@ CycleResult Engine::Cycle(double now_s) {
   last_cycle_s_ = now_s;
   // Service is charged up to now first: 2D-LAS orders by it and stops account it.
   for (JobId id : running_) Accrue(jobs_.at(id), now_s);
+  if (change_heap_.size() > 2 * running_.size() + 64) {
+    change_heap_.clear();
+    for (JobId id : running_) {
+      const JobRecord& r = jobs_.at(id);
+      if (r.next_change_s < std::numeric_limits<double>::infinity()) {
+        change_heap_.emplace_back(r.next_change_s, id);
+      }
+    }
+    std::make_heap(change_heap_.begin(), change_heap_.end(), std::greater<>());
+  }
   // Nothing waits and nothing reshapes: no decision is possible.
   if (pending_.Empty() && !Reshapes()) return CycleResult{};
   RefreshLearnedEstimates();

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "tianshu/base/status.h"
+#include "tianshu/engine/id_table.h"
 #include "tianshu/engine/pending_queue.h"
 #include "tianshu/engine/runtime_history.h"
 #include "tianshu/model/cluster_state.h"
@@ -50,9 +52,9 @@ inline bool IsTerminal(JobState s) { return s >= JobState::kCompleted; }
 // Everything the engine knows about one job. Owned by the Engine; callers read it by const
 // reference (valid until the next mutating call).
 struct JobRecord {
+  // (The fields each cycle reads of every pending and running job come first, the spec and
+  // the request after them, so that a walk over the jobs touches few cache lines.)
   JobId id = 0;
-  model::JobSpec spec;
-  placement::PlacementRequest request;  // derived from spec at submission
   JobState state = JobState::kPending;
   double submit_s = 0;                         // when it was submitted
   double first_start_s = -1;                   // first time it started (-1: never)
@@ -68,6 +70,11 @@ struct JobRecord {
   // demotion), dated when it happened; -1: never. 2D-LAS is FIFO inside a queue by the time a
   // job entered it: its submission, or this.
   double standing_since_s = -1;
+  // While it runs, when its order policy last said its standing changes next (NextChange, asked
+  // when it started, crossed a threshold or changed rate; infinity: never). Until then the
+  // policy gives the same time to within rounding: the engine keeps it so that a wake-up and an
+  // accrual need not ask every running job each cycle.
+  double next_change_s = std::numeric_limits<double>::infinity();
   double progress = 0;             // fraction of the work done, as last reported (0..1)
   double checkpoint_progress = 0;  // fraction saved by the last checkpoint (resume point)
   int preemptions = 0;
@@ -84,6 +91,8 @@ struct JobRecord {
   // An inference service overlaid on GPUs that training holds (scheduler.colocation): its
   // shares are counted against the overlay budget of those GPUs, not their free share.
   bool colocated = false;
+  model::JobSpec spec;
+  placement::PlacementRequest request;  // derived from spec at submission
   // With Binding::kPodEach: the pods of this pending job bound so far, holding their GPUs while
   // it waits for the rest; it starts when the last is bound.
   std::vector<placement::RankSlot> bound;
@@ -98,6 +107,7 @@ struct JobRecord {
     return spec.duration_s > 0 ? spec.duration_s : learned_estimate_s;
   }
 };
+using JobTable = IdTable<JobRecord>;  // the engine's records by id
 
 // ---- Events in. Each carries what happened; the time is passed to Engine::Apply. ----
 
@@ -465,6 +475,9 @@ class Engine {
   // Gives back what the pods bound to a pending job hold (all of them, or those on `node`).
   void Unbind(JobRecord& r, int node = -1);
   void Accrue(JobRecord& job, double now_s);
+  // Asks the order policy for running `r`'s next change of standing after `now_s` and keeps it
+  // (JobRecord::next_change_s, change_heap_).
+  void TrackChange(JobRecord& r, double now_s);
   // Applying decisions: the one place that mutates placements and capacity.
   void Commit(const Decision& d, double now_s);
   void MarkRunning(JobRecord& r, const std::vector<placement::RankSlot>& ranks, double now_s);
@@ -484,7 +497,7 @@ class Engine {
   model::ClusterState state_;
   std::vector<int> overlay_;  // per GPU: milli of co-located inference
   model::ClusterState idle_;  // the empty, healthy cluster (for "can never fit")
-  std::unordered_map<JobId, JobRecord> jobs_;
+  JobTable jobs_;
   // Ids in submission order; a withdrawn job's entry stays until compaction (kNoJob marks it),
   // so that a withdrawal costs O(1): submission_slot_ says where each job's entry is.
   std::vector<JobId> order_of_submission_;
@@ -520,6 +533,10 @@ class Engine {
     bool elastic_running = false;
   };
   mutable WakeCache wake_;
+  // (next_change_s, id) of running jobs, earliest first, as TrackChange kept them; an entry no
+  // longer its job's (stopped, or asked again since) is dropped when met, and the heap is
+  // rebuilt from the running jobs once it holds twice as many entries (plus 64).
+  mutable std::vector<std::pair<double, JobId>> change_heap_;
 };
 
 }  // namespace tianshu::engine

@@ -37,8 +37,30 @@ std::optional<double> Engine::RecordWakeup(double now_s) const {
     if (t > now_s && (!best || t < *best)) best = t;
   };
   if (!pending_.Empty()) {
-    for (JobId id : running_) {
-      if (auto t = policies_->order->NextChange(jobs_.at(id), now_s)) take(*t);
+    // The running jobs' next changes as kept (Engine::TrackChange), earliest first: one more
+    // than a second ahead is the answer, to within rounding, for it and every later one; a job
+    // whose change is nearer, or passed since its last accrual, is asked again now.
+    std::vector<std::pair<double, JobId>> asked;
+    auto& heap = change_heap_;
+    while (!heap.empty()) {
+      const auto [t, id] = heap.front();
+      auto it = jobs_.find(id);
+      std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+      heap.pop_back();
+      if (it == jobs_.end() || it->second.state != JobState::kRunning ||
+          it->second.next_change_s != t) {
+        continue;  // stopped, or asked again since
+      }
+      asked.emplace_back(t, id);
+      if (t > now_s + 1) {
+        take(t);
+        break;
+      }
+      if (auto fresh = policies_->order->NextChange(it->second, now_s)) take(*fresh);
+    }
+    for (const auto& entry : asked) {
+      heap.push_back(entry);
+      std::push_heap(heap.begin(), heap.end(), std::greater<>());
     }
     // A job held for a compact placement takes what fits once its wait ends.
     const internal::Consolidation consolidation(*topology_, options_);

@@ -54,6 +54,7 @@ Status Engine::SetAttainedService(JobId id, double gpu_s) {
   if (it == jobs_.end()) return Fail("attained service: no job ", std::to_string(id));
   if (!(gpu_s >= 0)) return Fail("attained service: job ", std::to_string(id), ": negative");
   it->second.attained_gpu_s = gpu_s;
+  TrackChange(it->second, it->second.accrued_to_s);  // where it runs, its next change moved
   return Ok();
 }
 

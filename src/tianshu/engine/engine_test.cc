@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <stdexcept>
 
 #include "tianshu/engine/policy.h"
 #include "tianshu/model/load.h"
@@ -351,6 +353,74 @@ TEST(Engine, AttainedServiceSetByTheCallerOrdersLas) {
   EXPECT_FALSE((*e)->SetAttainedService(7, 1));
   ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(1)}, 0));
   EXPECT_FALSE((*e)->SetAttainedService(1, -1));
+}
+
+// The wake-up for a 2D-LAS threshold is the earliest crossing of the jobs still running, kept
+// per job (Engine::TrackChange) rather than asked of every job: a stopped job's crossing is
+// dropped, service set by the caller moves it, and an accrual that passes it dates the change
+// at the crossing. The preset's first threshold is 3,250 GPU-s.
+TEST(Engine, LasWakeupIsTheEarliestCrossingOfTheJobsStillRunning) {
+  auto topo = Tree(4);  // 32 GPUs
+  auto e = Engine::Create(topo, *PresetOptions("tiresias"));
+  ASSERT_TRUE(e);
+  ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(8, 1e6)}, 0));
+  ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(4, 1e6)}, 0));
+  ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(2, 1e6)}, 0));
+  // Waits (a lower class never evicts), so that a wake-up matters.
+  ASSERT_TRUE((*e)->Apply(SubmitJob{4, Job(32, 1e6, /*priority=*/-1)}, 0));
+  ASSERT_EQ(Starts((*e)->Cycle(0)), 3);
+  auto wake = (*e)->NextWakeup(0);
+  ASSERT_TRUE(wake);
+  EXPECT_NEAR(*wake, 3250.0 / 8, 1e-6);  // job 1, 8 GPUs
+  ASSERT_TRUE((*e)->Apply(JobFinished{1, true, ""}, 1));
+  wake = (*e)->NextWakeup(1);
+  ASSERT_TRUE(wake);
+  EXPECT_NEAR(*wake, 3250.0 / 4, 1e-6);  // job 2: job 1's crossing went with it
+  // Restored service: 40 GPU-s short of the threshold at its last accrual (time 0).
+  ASSERT_TRUE((*e)->SetAttainedService(2, 3250 - 40));
+  wake = (*e)->NextWakeup(1);
+  ASSERT_TRUE(wake);
+  EXPECT_NEAR(*wake, 10, 1e-6);
+  // An accrual well past job 3's first crossing (1,625 s) dates its demotion there; job 2
+  // passed both thresholds since its last accrual (10 s and 997.5 s): its standing dates from
+  // the second. The next wake-up is job 3's second threshold (7,200 GPU-s at 2 GPUs).
+  (void)(*e)->Cycle(2000);
+  EXPECT_NEAR((*e)->Find(3)->standing_since_s, 3250.0 / 2, 1e-6);
+  EXPECT_NEAR((*e)->Find(2)->standing_since_s, 10 + (7200.0 - 3250) / 4, 1e-6);
+  wake = (*e)->NextWakeup(2000);
+  ASSERT_TRUE(wake);
+  EXPECT_NEAR(*wake, 3250.0 / 2 + (7200.0 - 3250) / 2, 1e-6);
+}
+
+// The job table: records found by id whether ids are small (a flat index) or not (hashed),
+// at addresses that stay put while others come and go.
+TEST(IdTable, FindsEveryRecordAtAStableAddress) {
+  IdTable<int> t;
+  std::vector<const int*> at;
+  const std::vector<int64_t> ids = {0, 1, 5, 4095, 4096, 1000000000, -3, 77};
+  for (int64_t id : ids) {
+    auto [e, inserted] = t.emplace(id, static_cast<int>(id % 1000));
+    ASSERT_TRUE(inserted) << id;
+    at.push_back(&e->second);
+  }
+  for (int i = 0; i < 20000; ++i) (void)t.emplace(100 + i, i);  // the flat index grows
+  EXPECT_EQ(t.size(), ids.size() + 20000 - 2);                  // 4095 and 4096 were there already
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_NE(t.find(ids[i]), t.end()) << ids[i];
+    EXPECT_EQ(&t.at(ids[i]), at[i]) << ids[i];
+    EXPECT_EQ(t.at(ids[i]), static_cast<int>(ids[i] % 1000));
+  }
+  EXPECT_FALSE(t.emplace(5, 99).second);
+  EXPECT_EQ(t.at(5), 5);
+  t.erase(t.find(5));
+  t.erase(t.find(1000000000));
+  EXPECT_EQ(t.find(5), t.end());
+  EXPECT_EQ(t.count(1000000000), 0U);
+  EXPECT_THROW((void)t.at(5), std::out_of_range);
+  EXPECT_EQ(t.count(4096), 1U);
+  ASSERT_TRUE(t.emplace(5, 6).second);
+  EXPECT_EQ(t.at(5), 6);
+  EXPECT_EQ(t.size(), ids.size() + 20000 - 3);
 }
 
 // A job that gives no duration gets the mean run time of the last two completed jobs like it

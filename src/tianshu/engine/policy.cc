@@ -87,12 +87,40 @@ class LasOrder final : public OrderPolicy {
     };
     std::vector<Key> keys;
     keys.reserve(q->size());
+    // The few (class, queue) groups, in the order met: each key is dealt to its group's bucket
+    // in queue order, and each bucket sorted only where it is not already (a queue comes in
+    // submission order, which is mostly each bucket's order). The same order as one sort of the
+    // keys, which are unique by id, in linear time when the buckets are sorted.
+    std::vector<std::pair<int, int>> groups;
+    std::vector<size_t> group_of;
+    group_of.reserve(q->size());
     for (JobId id : *q) {
       const JobRecord& r = v.Job(id);
-      keys.push_back({-r.spec.priority, LasQueue(r.attained_gpu_s, o_), LasQueueEntry(r), r.id});
+      // (One priority class: the spec is not read.)
+      const int neg_priority = v.uniform_priority ? 0 : -r.spec.priority;
+      keys.push_back({neg_priority, LasQueue(r.attained_gpu_s, o_), LasQueueEntry(r), r.id});
+      const std::pair<int, int> g{keys.back().neg_priority, keys.back().queue};
+      auto it = std::find(groups.begin(), groups.end(), g);
+      group_of.push_back(static_cast<size_t>(it - groups.begin()));
+      if (it == groups.end()) groups.push_back(g);
     }
-    if (!std::is_sorted(keys.begin(), keys.end())) std::sort(keys.begin(), keys.end());
-    for (size_t i = 0; i < keys.size(); ++i) (*q)[i] = keys[i].id;
+    std::vector<size_t> rank(groups.size());  // each group's place in the sorted order
+    for (size_t i = 0; i < groups.size(); ++i) {
+      rank[i] = static_cast<size_t>(std::count_if(groups.begin(), groups.end(),
+                                                  [&](const auto& g) { return g < groups[i]; }));
+    }
+    std::vector<size_t> first(groups.size() + 1, 0);  // where each bucket starts, by rank
+    for (size_t g : group_of) ++first[rank[g] + 1];
+    for (size_t i = 1; i < first.size(); ++i) first[i] += first[i - 1];
+    std::vector<Key> sorted(keys.size());
+    std::vector<size_t> next(first.begin(), first.end() - 1);
+    for (size_t i = 0; i < keys.size(); ++i) sorted[next[rank[group_of[i]]]++] = keys[i];
+    for (size_t b = 0; b + 1 < first.size(); ++b) {
+      auto from = sorted.begin() + static_cast<std::ptrdiff_t>(first[b]);
+      auto to = sorted.begin() + static_cast<std::ptrdiff_t>(first[b + 1]);
+      if (!std::is_sorted(from, to)) std::sort(from, to);
+    }
+    for (size_t i = 0; i < sorted.size(); ++i) (*q)[i] = sorted[i].id;
   }
   std::optional<double> NextChange(const JobRecord& r, double now_s) const override {
     double rate = r.Gpus() * r.request.gpu_milli / 1000.0;

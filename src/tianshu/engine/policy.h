@@ -15,7 +15,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "tianshu/base/status.h"
@@ -31,7 +30,7 @@ struct CycleView {
   // new to this one.
   double previous_cycle_s = 0;
   const model::ClusterState* state = nullptr;  // the snapshot
-  const std::unordered_map<JobId, JobRecord>* jobs = nullptr;
+  const JobTable* jobs = nullptr;
   std::span<const JobId> pending;  // in submission order (submit time, then id)
   std::span<const JobId> running;
   const EngineOptions* options = nullptr;

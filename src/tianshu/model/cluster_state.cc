@@ -92,6 +92,9 @@ void ClusterState::RefreshNode(int node) {
   const int dw = whole - node_whole_[node];
   const int du = usable - node_usable_[node];
   const int64_t dm = milli - node_milli_[node];
+  // What the level below gives each switch on the way up, before and after.
+  int below_was = node_whole_[node];
+  int below_is = whole;
   node_whole_[node] = whole;
   node_usable_[node] = usable;
   node_milli_[node] = milli;
@@ -99,11 +102,17 @@ void ClusterState::RefreshNode(int node) {
     sw_whole_[sw] += dw;
     sw_usable_[sw] += du;
     sw_milli_[sw] += dm;
-    const Switch& s = t.switches[sw];
-    int best = 0;
-    for (int n : s.nodes) best = std::max(best, node_whole_[n]);
-    for (int c : s.children) best = std::max(best, sw_max_node_whole_[c]);
+    const int was = sw_max_node_whole_[sw];
+    int best = std::max(was, below_is);
+    if (below_is < was && below_was == was) {  // the largest may have shrunk: look again
+      const Switch& s = t.switches[sw];
+      best = 0;
+      for (int n : s.nodes) best = std::max(best, node_whole_[n]);
+      for (int c : s.children) best = std::max(best, sw_max_node_whole_[c]);
+    }
     sw_max_node_whole_[sw] = best;
+    below_was = was;
+    below_is = best;
   }
 }
 

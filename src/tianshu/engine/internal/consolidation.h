@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "tianshu/engine/engine.h"
@@ -20,8 +21,11 @@ bool Compact(const model::Topology& t, const std::vector<placement::RankSlot>& r
              int64_t need_milli);
 
 // Whether a compact placement of whole-GPU `r` could exist in `s` (a quick necessary check, so
-// that a job waiting for one costs no placement search while none can exist).
-bool CompactMayExist(const model::ClusterState& s, const placement::PlacementRequest& r);
+// that a job waiting for one costs no placement search while none can exist). The GPUs of
+// `held` count as free too: false then means none could exist once they are released either
+// (a running job's own GPUs, checked before it is taken off them).
+bool CompactMayExist(const model::ClusterState& s, const placement::PlacementRequest& r,
+                     std::span<const placement::RankSlot> held = {});
 
 // Progress of a running job at `now_s`: the last known progress plus the run since its start
 // at the speed of its placement (as a fraction of its runtime estimate `est` > 0).

@@ -428,6 +428,9 @@ void CyclePlanner::UpgradeSpreadJobs() {
     const double est = r.EstimatedDurationS();
     const double remaining = est > 0 ? est * (1 - ProgressNow(r, est, view_.now_s)) : 0;
     if (est <= 0 || remaining * (r.run_slowdown - 1) < options_.upgrade_min_saving_s) continue;
+    // Where no compact placement could exist even on its own GPUs, nothing is tried (and the
+    // state is not touched).
+    if (!CompactMayExist(work_, r.request, r.placement)) continue;
     // Tried in place (no copy of the state per job): the job's own GPUs count as free while it
     // is tried, and it takes them back unless it moves.
     const placement::Outcome held = placement::PlacedOutcome(r.placement);

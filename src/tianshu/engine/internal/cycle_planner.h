@@ -24,7 +24,7 @@ struct CycleInputs {
   const CycleView* view = nullptr;  // the snapshot, the job table, the options, the time
   const Policies* policies = nullptr;
   const model::Topology* topology = nullptr;
-  std::unordered_map<JobId, JobRecord>* jobs = nullptr;  // spread_too_slow is noted on them
+  JobTable* jobs = nullptr;  // spread_too_slow is noted on them
   // Jobs judged never to fit at submission: rejected (and taken out) when the queue reaches them.
   std::unordered_map<JobId, std::string>* never_fits = nullptr;
   const std::vector<int>* overlay = nullptr;  // per GPU: milli of co-located inference
@@ -96,7 +96,7 @@ class CyclePlanner {
   const Policies& policies_;
   const EngineOptions& options_;
   const model::Topology& topology_;
-  std::unordered_map<JobId, JobRecord>& jobs_;
+  JobTable& jobs_;
   std::unordered_map<JobId, std::string>& never_fits_;
   const Consolidation consolidation_;
   const bool elastic_on_;
