@@ -152,10 +152,10 @@ void Engine::Accrue(JobRecord& job, double now_s) {
     // A change of standing on the way (a 2D-LAS threshold passed) is dated when it happened;
     // a crossing a rounding error past `now_s` (the wake-up computed for it) counts as now.
     const double slack = 1e-9 * std::max(1.0, std::abs(now_s));
-    // While the change kept for it is more than a second ahead, the policy would name that
-    // change again (to within rounding, far below a second): nothing to step over.
+    // While the change kept for it is more than a second past the slack, the policy would name
+    // that change again (to within rounding, far below a second): nothing to step over.
     bool crossed = false;
-    for (int step = 0; step < 64 && policies_ && job.next_change_s <= now_s + 1; ++step) {
+    for (int step = 0; step < 64 && policies_ && job.next_change_s <= now_s + slack + 1; ++step) {
       auto t = policies_->order->NextChange(job, job.accrued_to_s);
       if (!t || *t > now_s + slack) break;
       const double at = std::clamp(*t, job.accrued_to_s, now_s);
@@ -178,6 +178,18 @@ void Engine::TrackChange(JobRecord& r, double now_s) {
   if (r.next_change_s == std::numeric_limits<double>::infinity()) return;
   change_heap_.emplace_back(r.next_change_s, r.id);
   std::push_heap(change_heap_.begin(), change_heap_.end(), std::greater<>());
+  // Entries of stopped jobs and older answers are dropped when met; where they pile up (many
+  // answers between wake-ups), the heap is rebuilt from the running jobs.
+  if (change_heap_.size() > 2 * running_.size() + 64) {
+    change_heap_.clear();
+    for (JobId id : running_) {
+      const JobRecord& j = jobs_.at(id);
+      if (j.next_change_s < std::numeric_limits<double>::infinity()) {
+        change_heap_.emplace_back(j.next_change_s, id);
+      }
+    }
+    std::make_heap(change_heap_.begin(), change_heap_.end(), std::greater<>());
+  }
 }
 
 void Engine::AddPending(const JobRecord& job) {
@@ -518,16 +530,6 @@ CycleResult Engine::Cycle(double now_s) {
   last_cycle_s_ = now_s;
   // Service is charged up to now first: 2D-LAS orders by it and stops account it.
   for (JobId id : running_) Accrue(jobs_.at(id), now_s);
-  if (change_heap_.size() > 2 * running_.size() + 64) {
-    change_heap_.clear();
-    for (JobId id : running_) {
-      const JobRecord& r = jobs_.at(id);
-      if (r.next_change_s < std::numeric_limits<double>::infinity()) {
-        change_heap_.emplace_back(r.next_change_s, id);
-      }
-    }
-    std::make_heap(change_heap_.begin(), change_heap_.end(), std::greater<>());
-  }
   // Nothing waits and nothing reshapes: no decision is possible.
   if (pending_.Empty() && !Reshapes()) return CycleResult{};
   RefreshLearnedEstimates();

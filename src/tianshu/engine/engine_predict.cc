@@ -2,6 +2,7 @@
 // differently with no new event (NextWakeup), and the learned runtimes of jobs that give none
 // (RefreshLearnedEstimates), each redone only for what changed.
 #include <algorithm>
+#include <cmath>
 
 #include "tianshu/engine/engine.h"
 #include "tianshu/engine/internal/consolidation.h"
@@ -37,13 +38,17 @@ std::optional<double> Engine::RecordWakeup(double now_s) const {
     if (t > now_s && (!best || t < *best)) best = t;
   };
   if (!pending_.Empty()) {
-    // The running jobs' next changes as kept (Engine::TrackChange), earliest first: one more
-    // than a second ahead is the answer, to within rounding, for it and every later one; a job
-    // whose change is nearer, or passed since its last accrual, is asked again now.
+    // The running jobs' next changes as kept (Engine::TrackChange), earliest first. A kept
+    // time differs from what the policy says now by rounding only, unless the change is near
+    // or passed since the job's last accrual: the policy is asked again, now, for those and for
+    // every job kept within a millionth of the first one more than a second ahead; the jobs
+    // kept later cannot come first. The same answer as asking every running job.
     std::vector<std::pair<double, JobId>> asked;
     auto& heap = change_heap_;
+    std::optional<double> far;  // the first kept time more than a second ahead
     while (!heap.empty()) {
       const auto [t, id] = heap.front();
+      if (far && t > *far + 1e-6 * std::max(1.0, std::abs(*far))) break;
       auto it = jobs_.find(id);
       std::pop_heap(heap.begin(), heap.end(), std::greater<>());
       heap.pop_back();
@@ -52,10 +57,7 @@ std::optional<double> Engine::RecordWakeup(double now_s) const {
         continue;  // stopped, or asked again since
       }
       asked.emplace_back(t, id);
-      if (t > now_s + 1) {
-        take(t);
-        break;
-      }
+      if (!far && t > now_s + 1) far = t;
       if (auto fresh = policies_->order->NextChange(it->second, now_s)) take(*fresh);
     }
     for (const auto& entry : asked) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <set>
 #include <stdexcept>
+#include <utility>
 
 #include "tianshu/engine/policy.h"
 #include "tianshu/model/load.h"
@@ -360,36 +361,46 @@ TEST(Engine, AttainedServiceSetByTheCallerOrdersLas) {
 // dropped, service set by the caller moves it, and an accrual that passes it dates the change
 // at the crossing. The preset's first threshold is 3,250 GPU-s.
 TEST(Engine, LasWakeupIsTheEarliestCrossingOfTheJobsStillRunning) {
-  auto topo = Tree(4);  // 32 GPUs
-  auto e = Engine::Create(topo, *PresetOptions("tiresias"));
-  ASSERT_TRUE(e);
-  ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(8, 1e6)}, 0));
-  ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(4, 1e6)}, 0));
-  ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(2, 1e6)}, 0));
-  // Waits (a lower class never evicts), so that a wake-up matters.
-  ASSERT_TRUE((*e)->Apply(SubmitJob{4, Job(32, 1e6, /*priority=*/-1)}, 0));
-  ASSERT_EQ(Starts((*e)->Cycle(0)), 3);
-  auto wake = (*e)->NextWakeup(0);
-  ASSERT_TRUE(wake);
-  EXPECT_NEAR(*wake, 3250.0 / 8, 1e-6);  // job 1, 8 GPUs
-  ASSERT_TRUE((*e)->Apply(JobFinished{1, true, ""}, 1));
-  wake = (*e)->NextWakeup(1);
-  ASSERT_TRUE(wake);
-  EXPECT_NEAR(*wake, 3250.0 / 4, 1e-6);  // job 2: job 1's crossing went with it
-  // Restored service: 40 GPU-s short of the threshold at its last accrual (time 0).
-  ASSERT_TRUE((*e)->SetAttainedService(2, 3250 - 40));
-  wake = (*e)->NextWakeup(1);
-  ASSERT_TRUE(wake);
-  EXPECT_NEAR(*wake, 10, 1e-6);
-  // An accrual well past job 3's first crossing (1,625 s) dates its demotion there; job 2
-  // passed both thresholds since its last accrual (10 s and 997.5 s): its standing dates from
-  // the second. The next wake-up is job 3's second threshold (7,200 GPU-s at 2 GPUs).
-  (void)(*e)->Cycle(2000);
-  EXPECT_NEAR((*e)->Find(3)->standing_since_s, 3250.0 / 2, 1e-6);
-  EXPECT_NEAR((*e)->Find(2)->standing_since_s, 10 + (7200.0 - 3250) / 4, 1e-6);
-  wake = (*e)->NextWakeup(2000);
-  ASSERT_TRUE(wake);
-  EXPECT_NEAR(*wake, 3250.0 / 2 + (7200.0 - 3250) / 2, 1e-6);
+  // From 0 as in the simulator, and from an epoch time as in the server, where the slack that
+  // counts a crossing a rounding error away as passed (1e-9 of the time) is 1.7 s.
+  for (double base : {0.0, 1.7e9}) {
+    SCOPED_TRACE(base);
+    auto topo = Tree(4);  // 32 GPUs
+    auto e = Engine::Create(topo, *PresetOptions("tiresias"));
+    ASSERT_TRUE(e);
+    ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(8, 1e6)}, base));
+    ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(4, 1e6)}, base));
+    ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(2, 1e6)}, base));
+    // Waits (a lower class never evicts), so that a wake-up matters.
+    ASSERT_TRUE((*e)->Apply(SubmitJob{4, Job(32, 1e6, /*priority=*/-1)}, base));
+    ASSERT_EQ(Starts((*e)->Cycle(base)), 3);
+    auto wake = (*e)->NextWakeup(base);
+    ASSERT_TRUE(wake);
+    EXPECT_DOUBLE_EQ(*wake, base + 3250.0 / 8);  // job 1, 8 GPUs
+    ASSERT_TRUE((*e)->Apply(JobFinished{1, true, ""}, base + 1));
+    wake = (*e)->NextWakeup(base + 1);
+    ASSERT_TRUE(wake);
+    EXPECT_DOUBLE_EQ(*wake, base + 3250.0 / 4);  // job 2: job 1's crossing went with it
+    // Restored service: 40 GPU-s short of the threshold at its last accrual.
+    ASSERT_TRUE((*e)->SetAttainedService(2, 3250 - 40));
+    wake = (*e)->NextWakeup(base + 1);
+    ASSERT_TRUE(wake);
+    EXPECT_DOUBLE_EQ(*wake, base + 10);
+    // 1.5 s before job 3's first crossing (1,625 s): passed within the slack from an epoch
+    // time (its standing dates from now), not from 0. Job 2 passed both its thresholds (10 s
+    // and 997.5 s): its standing dates from the second.
+    (void)(*e)->Cycle(base + 1623.5);
+    EXPECT_DOUBLE_EQ((*e)->Find(3)->standing_since_s, base > 0 ? base + 1623.5 : -1);
+    EXPECT_NEAR((*e)->Find(2)->standing_since_s, base + 10 + (7200.0 - 3250) / 4, 1e-5);
+    // Its service reaches the threshold only at 1,625 s: the standing dates from there (from
+    // an epoch time, again).
+    (void)(*e)->Cycle(base + 2000);
+    EXPECT_NEAR((*e)->Find(3)->standing_since_s, base + 3250.0 / 2, 1e-5);
+    // Next: job 3's second threshold (7,200 GPU-s at 2 GPUs), at 3,600 s either way.
+    wake = (*e)->NextWakeup(base + 2000);
+    ASSERT_TRUE(wake);
+    EXPECT_NEAR(*wake, base + 3250.0 / 2 + (7200.0 - 3250) / 2, 1e-5);
+  }
 }
 
 // The job table: records found by id whether ids are small (a flat index) or not (hashed),
@@ -421,6 +432,34 @@ TEST(IdTable, FindsEveryRecordAtAStableAddress) {
   ASSERT_TRUE(t.emplace(5, 6).second);
   EXPECT_EQ(t.at(5), 6);
   EXPECT_EQ(t.size(), ids.size() + 20000 - 3);
+  // A negative id, and a large one inserted before the flat index reached it: both hashed.
+  IdTable<int> u;
+  ASSERT_TRUE(u.emplace(-3, 1).second);
+  ASSERT_TRUE(u.emplace(9000, 2).second);  // beyond 4,096 slots with one record
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(u.emplace(i, i).second);  // the index grows past it
+  ASSERT_NE(u.find(9000), u.end());
+  EXPECT_EQ(u.at(9000), 2);
+  u.erase(u.find(9000));
+  u.erase(u.find(-3));
+  EXPECT_EQ(u.count(9000) + u.count(-3), 0U);
+  ASSERT_TRUE(u.emplace(9000, 3).second);
+  EXPECT_EQ(std::as_const(u).at(9000), 3);
+  EXPECT_EQ(u.size(), 2001U);
+}
+
+// A placement handed in (a restore from the server's records) whose GPU is on another node
+// than the slot says is refused, and nothing is taken.
+TEST(Engine, ARestoreNamingAGpuOfAnotherNodeIsRefused) {
+  auto topo = Tree(2);  // 16 GPUs
+  auto e = Engine::Create(topo, *PresetOptions("tiresias"));
+  ASSERT_TRUE(e);
+  ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(2, 100)}, 0));
+  auto st = (*e)->Restore(1, {{.node = 0, .gpu = 0}, {.node = 0, .gpu = 9}}, 0);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().message.find("GPU 9 is not on node"), std::string::npos)
+      << st.error().message;
+  EXPECT_EQ((*e)->Find(1)->state, JobState::kPending);
+  EXPECT_EQ((*e)->State().SwitchFreeWholeGpus(topo.Root()), 16);
 }
 
 // A job that gives no duration gets the mean run time of the last two completed jobs like it

@@ -198,6 +198,11 @@ Status Change(ClusterState* state, const PlacementRequest& r, const Outcome& o, 
     if (s.node < 0 || s.node >= state->topology().NumNodes()) {
       return Fail("'", r.name, "': no node ", std::to_string(s.node));
     }
+    const int first = state->topology().nodes[s.node].first_gpu;
+    if (s.gpu >= 0 && (s.gpu < first || s.gpu >= first + state->topology().GpusOn(s.node))) {
+      return Fail("'", r.name, "': GPU ", std::to_string(s.gpu), " is not on node ",
+                  state->topology().nodes[s.node].name);
+    }
     if (s.gpu >= 0) gpu_milli.emplace_back(s.gpu, r.gpu_milli);
     node_ranks.emplace_back(s.node, 1);
   }
