@@ -52,8 +52,8 @@ inline bool IsTerminal(JobState s) { return s >= JobState::kCompleted; }
 // Everything the engine knows about one job. Owned by the Engine; callers read it by const
 // reference (valid until the next mutating call).
 struct JobRecord {
-  // (The fields each cycle reads of every pending and running job come first, the spec and
-  // the request after them, so that a walk over the jobs touches few cache lines.)
+  // (The fields each cycle reads of every pending and running job come first, then the request
+  // (its size) and the spec, so that a walk over the jobs touches few cache lines.)
   JobId id = 0;
   JobState state = JobState::kPending;
   double submit_s = 0;                         // when it was submitted
@@ -91,8 +91,8 @@ struct JobRecord {
   // An inference service overlaid on GPUs that training holds (scheduler.colocation): its
   // shares are counted against the overlay budget of those GPUs, not their free share.
   bool colocated = false;
-  model::JobSpec spec;
   placement::PlacementRequest request;  // derived from spec at submission
+  model::JobSpec spec;
   // With Binding::kPodEach: the pods of this pending job bound so far, holding their GPUs while
   // it waits for the rest; it starts when the last is bound.
   std::vector<placement::RankSlot> bound;

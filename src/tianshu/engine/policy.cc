@@ -5,9 +5,11 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <ranges>
 #include <set>
 
 #include "tianshu/base/strings.h"
+#include "tianshu/engine/internal/sort_keys.h"
 
 namespace tianshu::engine {
 
@@ -85,42 +87,28 @@ class LasOrder final : public OrderPolicy {
       auto operator<=>(const Key&) const =
           default;  // NOLINT(modernize-use-nullptr): clang-tidy 14 misreads it
     };
-    std::vector<Key> keys;
-    keys.reserve(q->size());
-    // The few (class, queue) groups, in the order met: each key is dealt to its group's bucket
-    // in queue order, and each bucket sorted only where it is not already (a queue comes in
-    // submission order, which is mostly each bucket's order). The same order as one sort of the
-    // keys, which are unique by id, in linear time when the buckets are sorted.
-    std::vector<std::pair<int, int>> groups;
-    std::vector<size_t> group_of;
-    group_of.reserve(q->size());
+    // The queue comes in submission order (submit time, then id). A job that never changed
+    // standing entered its 2D-LAS queue when it was submitted: those are in order inside their
+    // (class, queue) group already and are only dealt to it. The others (demoted, requeued)
+    // are sorted apart and merged in: one sort's order, in linear time plus that of the few.
+    std::vector<Key> fresh;
+    std::vector<Key> moved;
+    fresh.reserve(q->size());
     for (JobId id : *q) {
       const JobRecord& r = v.Job(id);
       // (One priority class: the spec is not read.)
       const int neg_priority = v.uniform_priority ? 0 : -r.spec.priority;
-      keys.push_back({neg_priority, LasQueue(r.attained_gpu_s, o_), LasQueueEntry(r), r.id});
-      const std::pair<int, int> g{keys.back().neg_priority, keys.back().queue};
-      auto it = std::find(groups.begin(), groups.end(), g);
-      group_of.push_back(static_cast<size_t>(it - groups.begin()));
-      if (it == groups.end()) groups.push_back(g);
+      const Key k{neg_priority, LasQueue(r.attained_gpu_s, o_), LasQueueEntry(r), r.id};
+      (k.submit == r.submit_s ? fresh : moved).push_back(k);
     }
-    std::vector<size_t> rank(groups.size());  // each group's place in the sorted order
-    for (size_t i = 0; i < groups.size(); ++i) {
-      rank[i] = static_cast<size_t>(std::count_if(groups.begin(), groups.end(),
-                                                  [&](const auto& g) { return g < groups[i]; }));
-    }
-    std::vector<size_t> first(groups.size() + 1, 0);  // where each bucket starts, by rank
-    for (size_t g : group_of) ++first[rank[g] + 1];
-    for (size_t i = 1; i < first.size(); ++i) first[i] += first[i - 1];
-    std::vector<Key> sorted(keys.size());
-    std::vector<size_t> next(first.begin(), first.end() - 1);
-    for (size_t i = 0; i < keys.size(); ++i) sorted[next[rank[group_of[i]]]++] = keys[i];
-    for (size_t b = 0; b + 1 < first.size(); ++b) {
-      auto from = sorted.begin() + static_cast<std::ptrdiff_t>(first[b]);
-      auto to = sorted.begin() + static_cast<std::ptrdiff_t>(first[b + 1]);
-      if (!std::is_sorted(from, to)) std::sort(from, to);
-    }
-    for (size_t i = 0; i < sorted.size(); ++i) (*q)[i] = sorted[i].id;
+    (void)internal::DealByGroup(&fresh, [](const Key& k) {
+      return std::pair{k.neg_priority, k.queue};
+    });
+    if (!std::is_sorted(fresh.begin(), fresh.end())) std::sort(fresh.begin(), fresh.end());
+    std::sort(moved.begin(), moved.end());
+    std::vector<Key> all(q->size());
+    std::merge(fresh.begin(), fresh.end(), moved.begin(), moved.end(), all.begin());
+    for (size_t i = 0; i < all.size(); ++i) (*q)[i] = all[i].id;
   }
   std::optional<double> NextChange(const JobRecord& r, double now_s) const override {
     double rate = r.Gpus() * r.request.gpu_milli / 1000.0;
@@ -291,7 +279,9 @@ class LasPreemption final : public PreemptionPolicy {
       auto operator<=>(const Cand&) const = default;
     };
     std::vector<Cand> cand;
-    for (JobId id : v.running) {
+    // Latest started first: the running jobs come in start order, so the walk goes backwards
+    // and each queue's candidates are nearly sorted already.
+    for (JobId id : std::views::reverse(v.running)) {
       const JobRecord& r = v.Job(id);
       if (r.spec.priority > c.spec.priority) continue;
       // A lower priority class is always a victim; inside the class, a later 2D-LAS queue, or
@@ -303,7 +293,11 @@ class LasPreemption final : public PreemptionPolicy {
                                LasQueueEntry(r) > LasQueueEntry(c);
       if (q > qc || (q == qc && demoted_now)) cand.push_back({q, r.start_s, id});
     }
-    std::sort(cand.begin(), cand.end(), std::greater<>());
+    const std::vector<size_t> at =
+        internal::DealByGroup(&cand, [](const Cand& k) { return -k.queue; });
+    for (size_t b = 0; b + 1 < at.size(); ++b) {
+      internal::SortMostlySorted(cand, at[b], at[b + 1], std::greater<>());
+    }
     std::vector<JobId> out;
     out.reserve(cand.size());
     for (const Cand& k : cand) out.push_back(k.id);

@@ -1,0 +1,70 @@
+// Sorting the keys of a cycle's queues in close to linear time where they come mostly in order
+// already (the pending queue in submission order, the running jobs in start order): dealing
+// keys into their few groups keeping the order met, and an insertion sort that gives up for
+// std::sort when the keys are far from sorted. Each gives exactly what one std::sort of unique
+// keys gives. Private to engine/.
+//   std::vector<size_t> at = internal::DealByGroup(&keys, [](const Key& k) { return k.queue; });
+//   for (size_t b = 0; b + 1 < at.size(); ++b) internal::SortMostlySorted(keys, at[b], at[b + 1]);
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <functional>
+#include <iterator>
+#include <utility>
+#include <vector>
+
+namespace tianshu::engine::internal {
+
+// Reorders `keys` stably by group(key) (few distinct groups, ordered by <) and returns where
+// each group starts, then keys->size(): group b is [at[b], at[b + 1]).
+template <typename T, typename GroupFn>
+std::vector<size_t> DealByGroup(std::vector<T>* keys, GroupFn group) {
+  using G = decltype(group(keys->front()));
+  std::vector<G> groups;  // in the order met
+  std::vector<size_t> group_of;
+  group_of.reserve(keys->size());
+  for (const T& k : *keys) {
+    const G g = group(k);
+    auto it = std::find(groups.begin(), groups.end(), g);
+    group_of.push_back(static_cast<size_t>(it - groups.begin()));
+    if (it == groups.end()) groups.push_back(g);
+  }
+  std::vector<size_t> rank(groups.size());  // each group's place in the sorted order
+  for (size_t i = 0; i < groups.size(); ++i) {
+    rank[i] = static_cast<size_t>(
+        std::count_if(groups.begin(), groups.end(), [&](const G& g) { return g < groups[i]; }));
+  }
+  std::vector<size_t> at(groups.size() + 1, 0);
+  for (size_t g : group_of) ++at[rank[g] + 1];
+  for (size_t i = 1; i < at.size(); ++i) at[i] += at[i - 1];
+  std::vector<T> dealt(keys->size());
+  std::vector<size_t> next(at.begin(), at.end() - 1);
+  for (size_t i = 0; i < keys->size(); ++i) dealt[next[rank[group_of[i]]]++] = (*keys)[i];
+  *keys = std::move(dealt);
+  return at;
+}
+
+// Sorts keys[from, to) by `less`: an insertion sort while it moves keys fewer than eight times
+// their number (a few out of place, runs of ties), std::sort beyond.
+template <typename T, typename Less = std::less<>>
+void SortMostlySorted(std::vector<T>& keys, size_t from, size_t to, Less less = {}) {
+  size_t budget = 8 * (to - from) + 64;
+  for (size_t i = from + 1; i < to; ++i) {
+    T x = std::move(keys[i]);
+    size_t j = i;
+    for (; j > from && less(x, keys[j - 1]); --j) {
+      if (budget-- == 0) {
+        keys[j] = std::move(x);  // a permutation again: sort it whole
+        const auto base = keys.begin();
+        std::sort(base + static_cast<std::ptrdiff_t>(from), base + static_cast<std::ptrdiff_t>(to),
+                  less);
+        return;
+      }
+      keys[j] = std::move(keys[j - 1]);
+    }
+    keys[j] = std::move(x);
+  }
+}
+
+}  // namespace tianshu::engine::internal
