@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 #include <set>
 #include <stdexcept>
 #include <utility>
 
+#include "tianshu/engine/internal/sort_keys.h"
 #include "tianshu/engine/policy.h"
 #include "tianshu/model/load.h"
 
@@ -400,6 +402,34 @@ TEST(Engine, LasWakeupIsTheEarliestCrossingOfTheJobsStillRunning) {
     wake = (*e)->NextWakeup(base + 2000);
     ASSERT_TRUE(wake);
     EXPECT_NEAR(*wake, base + 3250.0 / 2 + (7200.0 - 3250) / 2, 1e-5);
+  }
+}
+
+// The cycle's sorting helpers give one std::sort's order: keys dealt to their groups keep the
+// order met; an insertion sort that gives up past its budget still sorts.
+TEST(SortKeys, DealAndMostlySortedGiveOneSortsOrder) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 50; ++round) {
+    std::vector<std::pair<int, int>> keys;  // (group, value), unique
+    const int n = 1 + round * 13;
+    for (int i = 0; i < n; ++i) keys.emplace_back(static_cast<int>(rng() % 4), i);
+    // Mostly in order inside each group, with a few (more each round) swapped far.
+    for (int s = 0; s < round; ++s) {
+      std::swap(keys[rng() % keys.size()].second, keys[rng() % keys.size()].second);
+    }
+    std::vector<std::pair<int, int>> want = keys;
+    std::sort(want.begin(), want.end());
+    const std::vector<size_t> at =
+        internal::DealByGroup(&keys, [](const auto& k) { return k.first; });
+    ASSERT_EQ(at.back(), keys.size());
+    for (size_t b = 0; b + 1 < at.size(); ++b) {
+      for (size_t i = at[b]; i < at[b + 1]; ++i) EXPECT_EQ(keys[i].first, keys[at[b]].first);
+      internal::SortMostlySorted(keys, at[b], at[b + 1]);
+    }
+    EXPECT_EQ(keys, want) << "round " << round;
+    std::reverse(keys.begin(), keys.end());  // the worst case: every key far from its place
+    internal::SortMostlySorted(keys, 0, keys.size(), std::less<>());
+    EXPECT_EQ(keys, want) << "reversed, round " << round;
   }
 }
 
