@@ -26,34 +26,33 @@ bool CompactMayExist(const model::ClusterState& s, const placement::PlacementReq
                      std::span<const placement::RankSlot> held) {
   if (r.gpu_milli < model::kMilliPerGpu) return true;
   const model::Topology& t = s.topology();
+  // Whole GPUs `held` has on each node it uses (few nodes: a list).
+  std::vector<std::pair<int, int>> held_on;
+  for (const placement::RankSlot& slot : held) {
+    if (slot.gpu < 0) continue;
+    auto it = std::find_if(held_on.begin(), held_on.end(),
+                           [&](const auto& e) { return e.first == slot.node; });
+    if (it == held_on.end()) {
+      held_on.emplace_back(slot.node, 1);
+    } else {
+      ++it->second;
+    }
+  }
   // Whole GPUs free on a node, with `held` counted free: at least what releasing it would give
   // (the check is monotone in what is free, so an upper bound keeps "false" exact).
   auto free_on = [&](int n) {
     int free = s.FreeWholeGpus(n);
-    for (const placement::RankSlot& slot : held) free += slot.node == n && slot.gpu >= 0;
+    for (const auto& [node, gpus] : held_on) free += node == n ? gpus : 0;
     return free;
   };
   int max_node = s.SwitchMaxNodeWholeGpus(t.Root());
-  for (const placement::RankSlot& slot : held) max_node = std::max(max_node, free_on(slot.node));
+  for (const auto& [node, gpus] : held_on) max_node = std::max(max_node, free_on(node));
   if (r.ranks <= max_node) return true;
   int per_node = 0;
   for (const auto& type : t.types) per_node = std::max(per_node, type.gpus_per_node);
   if (per_node <= 0 || r.ranks <= per_node) return false;
   const int full = r.ranks / per_node;
   const int rest = r.ranks % per_node;
-  // Whole GPUs `held` has under each leaf (few leaves: a list).
-  std::vector<std::pair<int, int>> held_by_leaf;
-  for (const placement::RankSlot& slot : held) {
-    if (slot.gpu < 0) continue;
-    const int leaf = t.nodes[slot.node].leaf;
-    auto it = std::find_if(held_by_leaf.begin(), held_by_leaf.end(),
-                           [&](const auto& e) { return e.first == leaf; });
-    if (it == held_by_leaf.end()) {
-      held_by_leaf.emplace_back(leaf, 1);
-    } else {
-      ++it->second;
-    }
-  }
   for (size_t i = 0; i < t.switches.size(); ++i) {
     const auto& sw = t.switches[i];
     if (sw.nodes.empty()) continue;
@@ -61,13 +60,14 @@ bool CompactMayExist(const model::ClusterState& s, const placement::PlacementReq
     // The nodes below need `r.ranks` whole GPUs free among them: a leaf with fewer is passed
     // over without looking at its nodes.
     int leaf_free = s.SwitchFreeWholeGpus(static_cast<int>(i));
-    for (const auto& [leaf, gpus] : held_by_leaf)
-      leaf_free += leaf == static_cast<int>(i) ? gpus : 0;
+    for (const auto& [node, gpus] : held_on) {
+      leaf_free += t.nodes[node].leaf == static_cast<int>(i) ? gpus : 0;
+    }
     if (leaf_free < r.ranks) continue;
     int whole = 0;
     int partial = 0;
     for (int n : sw.nodes) {
-      const int free = held.empty() ? s.FreeWholeGpus(n) : free_on(n);
+      const int free = free_on(n);
       if (free >= t.GpusOn(n) && t.GpusOn(n) == per_node) {
         ++whole;
       } else if (rest > 0 && free >= rest) {

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <functional>
-#include <iterator>
 #include <utility>
 #include <vector>
 
