@@ -10,9 +10,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
+# A new tree uses Ninja (it compiles a library's files while the ones it links are still
+# building); a tree configured before keeps its generator.
 if [ ! -f build/CMakeCache.txt ]; then
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO='-O2 -g1 -DNDEBUG' -DCMAKE_UNITY_BUILD=ON >/dev/null
 fi
-cmake --build build -j "$jobs" 2>&1 | grep -vE '^\[ *[0-9]+%\]|^Consolidate|^Scanning|^Built target' || true
+cmake --build build -j "$jobs" 2>&1 | grep -vE '^\[ *[0-9]+(%|/[0-9]+)\]|^Consolidate|^Scanning|^Built target' || true
 test -x build/tools/tianshu/tianshu

@@ -38,6 +38,11 @@ ok "agent unit: no device policy, cgroup delegated"
 bin="$root/usr/bin/tianshu"
 share="$root/usr/share/tianshu"
 [ -x "$bin" ] || fail "no usr/bin/tianshu in the package"
+# The binary names no build path: it finds its data beside it (/usr/share/tianshu), never in the
+# tree it was built from.
+src_root=$(cd "$(dirname "$0")/.." && pwd)
+if grep -qF "$src_root" "$bin"; then fail "usr/bin/tianshu holds the build path $src_root"; fi
+ok "extracted binary: holds no build path"
 run() { (cd "$root" && env -u TIANSHU_DATA "$@"); }
 sim=$(run "$bin" simulate --trace philly --config tianshu --max-jobs 2000 --no-progress --output json) ||
   fail "extracted tianshu simulate --trace philly"

@@ -27,6 +27,7 @@
 #include "tianshu/agent/process.h"
 #include "tianshu/agent/session.h"
 #include "tianshu/agent/work_watcher.h"
+#include "tianshu/base/data_files.h"
 #include "tianshu/base/log.h"
 #include "tianshu/base/secret_files.h"
 #include "tianshu/base/strings.h"
@@ -99,10 +100,11 @@ Result<std::string> ProbeScript(const std::string& flag) {
         break;
       }
     }
+    // The source tree an out-of-tree build names beside the binary.
+    if (std::string src = RecordedSourceDir(exe.string()); !src.empty()) {
+      candidates.push_back(fs::path(src) / "probes" / kScript);
+    }
   }
-#ifdef TIANSHU_BUILD_SOURCE_DIR
-  candidates.push_back(fs::path(TIANSHU_BUILD_SOURCE_DIR) / "probes" / kScript);
-#endif
   for (const fs::path& c : candidates) {
     if (fs::is_regular_file(c, ec)) return c.lexically_normal().string();
   }

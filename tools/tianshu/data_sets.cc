@@ -15,9 +15,7 @@ Result<std::string> DataDir(const std::string& flag) {
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) hints.executable = exe.string();
-#ifdef TIANSHU_BUILD_SOURCE_DIR
-  hints.source_dir = TIANSHU_BUILD_SOURCE_DIR;
-#endif
+  hints.source_dir = RecordedSourceDir(hints.executable);
   DataDirSearch s = FindDataDir(hints);
   if (s.dir.empty()) return Fail(s.Missing());
   return s.dir;

@@ -169,4 +169,16 @@ DataDirSearch FindDataDir(const DataDirHints& hints) {
   return s;
 }
 
+std::string RecordedSourceDir(const std::string& executable) {
+  if (executable.empty()) return std::string();
+  const fs::path file = fs::path(executable).parent_path() / "tianshu.source-dir";
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec) || fs::file_size(file, ec) > 4096 || ec) return std::string();
+  std::ifstream in(file);
+  std::string line;
+  std::getline(in, line);
+  if (line.empty() || line[0] != '/' || line.find('\0') != std::string::npos) return std::string();
+  return line;
+}
+
 }  // namespace tianshu

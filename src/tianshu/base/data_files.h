@@ -35,7 +35,8 @@ struct DataDirHints {
   std::string env;         // TIANSHU_DATA; when set (and no flag), the only candidate
   std::string executable;  // the running binary (/proc/self/exe): <prefix>/share/tianshu/data
                            // beside it, then data/ in a source tree above it
-  std::string source_dir;  // the source tree recorded at build time ("" when unknown)
+  std::string source_dir;  // the source tree a build tree names beside its binary
+                           // (RecordedSourceDir; "" when none)
 };
 
 struct DataDirSearch {
@@ -50,5 +51,11 @@ struct DataDirSearch {
 // environment value is the only candidate when given: a folder without the data is an error
 // naming it and where it came from, never silently replaced by a default.
 DataDirSearch FindDataDir(const DataDirHints& hints);
+
+// The source tree a build tree names in `tianshu.source-dir` beside the binary `executable`
+// (CMake writes it where TIANSHU_FIND_SOURCE_DATA is on; the package installs no such file, so
+// the installed binary records no build path): its first line where that is an absolute path,
+// else "".
+std::string RecordedSourceDir(const std::string& executable);
 
 }  // namespace tianshu

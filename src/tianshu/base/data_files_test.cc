@@ -192,5 +192,27 @@ TEST_F(DataFilesTest, DataDirPrecedence) {
   EXPECT_NE(none.Missing().find("TIANSHU_DATA"), std::string::npos);
 }
 
+// A build tree names its source tree in tianshu.source-dir beside the binary; a binary without
+// that file (an installed one), or with a file that does not name an absolute path, has none.
+TEST_F(DataFilesTest, RecordedSourceDirIsReadFromBesideTheBinary) {
+  fs::create_directories(dir_ / "build/bin");
+  fs::create_directories(dir_ / "src/data");
+  WritePlain("src/data/README.md", "data");
+  EXPECT_EQ(RecordedSourceDir(Path("build/bin/tianshu")), "");
+  EXPECT_EQ(RecordedSourceDir(""), "");
+  WritePlain("build/bin/tianshu.source-dir", Path("src") + "\n");
+  EXPECT_EQ(RecordedSourceDir(Path("build/bin/tianshu")), Path("src"));
+  std::string hinted = RecordedSourceDir(Path("build/bin/tianshu"));
+  EXPECT_EQ(FindDataDir({.executable = Path("build/bin/tianshu"), .source_dir = hinted}).dir,
+            Path("src/data"));
+  WritePlain("build/bin/tianshu.source-dir", "relative/src\n");
+  EXPECT_EQ(RecordedSourceDir(Path("build/bin/tianshu")), "");
+  WritePlain("build/bin/tianshu.source-dir", "/" + std::string(5000, 'x'));
+  EXPECT_EQ(RecordedSourceDir(Path("build/bin/tianshu")), "");
+  fs::remove(dir_ / "build/bin/tianshu.source-dir");
+  fs::create_directories(dir_ / "build/bin/tianshu.source-dir");
+  EXPECT_EQ(RecordedSourceDir(Path("build/bin/tianshu")), "");
+}
+
 }  // namespace
 }  // namespace tianshu
