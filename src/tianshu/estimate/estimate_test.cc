@@ -1,11 +1,15 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
+#include <random>
+#include <unordered_map>
 #include <vector>
 
 #include "tianshu/estimate/flops.h"
 #include "tianshu/estimate/iteration.h"
 #include "tianshu/estimate/memory.h"
+#include "tianshu/estimate/perf.h"
 #include "tianshu/estimate/plan.h"
 #include "tianshu/estimate/search.h"
 
@@ -367,6 +371,96 @@ TEST(Estimate, MixtureOfExpertsUsesExpertParallelAllToAll) {
   }
   EXPECT_TRUE(a2a);
   EXPECT_GT(r->best.time.ep_comm, 0);
+}
+
+// Max-min fair sharing of one link by progressive filling: the smallest demand is met first,
+// the others split what is left equally.
+TEST(ContentionSolver, OneLinkIsSharedMaxMinFair) {
+  std::vector<ContentionSolver::Flow> flows = {{.job = 0, .demand = {{0, 2}}},
+                                               {.job = 1, .demand = {{0, 6}}},
+                                               {.job = 2, .demand = {{0, 8}}}};
+  std::vector<double> cap = {10};
+  std::vector<double> x = ContentionSolver::Solve(flows, cap);
+  ASSERT_EQ(x.size(), 3u);
+  EXPECT_DOUBLE_EQ(x[0], 1.0);      // 2 of 2
+  EXPECT_DOUBLE_EQ(x[1], 4.0 / 6);  // 4 of 6
+  EXPECT_DOUBLE_EQ(x[2], 4.0 / 8);  // 4 of 8
+  cap = {20};                       // enough for all
+  EXPECT_EQ(ContentionSolver::Solve(flows, cap), std::vector<double>(3, 1.0));
+}
+
+// The straightforward form of the solver (each rate's demand looked up among the link's users),
+// kept here as the reference the solver must match to the bit.
+std::vector<double> ReferenceSolve(const std::vector<ContentionSolver::Flow>& flows,
+                                   const std::vector<double>& capacity, int passes) {
+  std::vector<double> x(flows.size(), 1.0);
+  std::unordered_map<int, std::vector<std::pair<int, double>>> on_link;
+  for (size_t i = 0; i < flows.size(); ++i) {
+    for (const auto& [link, d] : flows[i].demand) {
+      if (d > 0) on_link[link].emplace_back(static_cast<int>(i), d);
+    }
+  }
+  std::vector<int> links;
+  for (const auto& [l, v] : on_link) links.push_back(l);
+  std::sort(links.begin(), links.end());
+  for (int pass = 0; pass < passes; ++pass) {
+    std::vector<double> next(flows.size(), 1.0);
+    bool any = false;
+    for (int link : links) {
+      const auto& users = on_link[link];
+      double cap = link < static_cast<int>(capacity.size()) ? capacity[link] : 0;
+      if (cap <= 0) continue;
+      std::vector<std::pair<double, int>> want;
+      double total = 0;
+      for (const auto& [i, d] : users) {
+        want.emplace_back(d * x[i], i);
+        total += d * x[i];
+      }
+      if (total <= cap) continue;
+      any = true;
+      std::sort(want.begin(), want.end());
+      double left = cap;
+      for (size_t k = 0; k < want.size(); ++k) {
+        double got = std::min(want[k].first, left / static_cast<double>(want.size() - k));
+        left -= got;
+        double demand = 0;
+        for (const auto& [j, d] : users) {
+          if (j == want[k].second) demand = d;
+        }
+        next[want[k].second] = std::min(next[want[k].second], demand > 0 ? got / demand : 1.0);
+      }
+    }
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::min(x[i], next[i]);
+    if (!any) break;
+  }
+  for (double& v : x) v = std::clamp(v, 1e-6, 1.0);
+  return x;
+}
+
+// Random flows over a few links (some naming a link twice, some with zero demand, some links
+// without capacity): the solver gives the reference's answer exactly.
+TEST(ContentionSolver, MatchesTheStraightforwardFillingOnRandomFlows) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> link_of(0, 5);
+  std::uniform_real_distribution<double> demand(0, 10);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<double> cap(6);
+    for (double& c : cap) c = rng() % 5 == 0 ? 0 : demand(rng) * 3;
+    std::vector<ContentionSolver::Flow> flows(1 + rng() % 40);
+    for (size_t i = 0; i < flows.size(); ++i) {
+      flows[i].job = static_cast<int>(i);
+      const int links = 1 + static_cast<int>(rng() % 3);
+      for (int k = 0; k < links; ++k) {
+        // Equal demands make ties, where the order between flows decides.
+        double d = rng() % 4 == 0 ? 0 : (rng() % 3 == 0 ? 4.0 : demand(rng));
+        flows[i].demand.emplace_back(link_of(rng), d);
+      }
+    }
+    for (int passes : {1, 3}) {
+      EXPECT_EQ(ContentionSolver::Solve(flows, cap, passes), ReferenceSolve(flows, cap, passes))
+          << "round " << round << ", " << passes << " passes";
+    }
+  }
 }
 
 }  // namespace

@@ -77,7 +77,25 @@ std::vector<double> ContentionSolver::Solve(std::span<const Flow> flows,
   links.reserve(on_link.size());
   for (const auto& [l, v] : on_link) links.push_back(l);
   std::sort(links.begin(), links.end());  // deterministic
-  std::vector<std::pair<double, int>> want;
+  // A flow's demand on a link is the last one it names there (a flow naming a link twice is
+  // scaled by that one); a flow's entries on a link are adjacent, since flows are added in order.
+  std::unordered_map<int, std::vector<double>> last_demand;
+  for (int link : links) {
+    const auto& users = on_link[link];
+    std::vector<double>& last = last_demand[link];
+    last.resize(users.size());
+    for (size_t k = users.size(); k-- > 0;) {
+      last[k] = k + 1 < users.size() && users[k + 1].first == users[k].first ? last[k + 1]
+                                                                             : users[k].second;
+    }
+  }
+  struct Want {
+    double rate;
+    int flow;
+    double demand;
+    bool operator<(const Want& o) const { return rate != o.rate ? rate < o.rate : flow < o.flow; }
+  };
+  std::vector<Want> want;
   for (int pass = 0; pass < passes; ++pass) {
     std::vector<double> next(flows.size(), 1.0);
     bool any = false;
@@ -87,8 +105,10 @@ std::vector<double> ContentionSolver::Solve(std::span<const Flow> flows,
       if (cap <= 0) continue;
       want.clear();
       double total = 0;
-      for (const auto& [i, d] : users) {
-        want.emplace_back(d * x[i], i);
+      const std::vector<double>& last = last_demand[link];
+      for (size_t k = 0; k < users.size(); ++k) {
+        const auto& [i, d] = users[k];
+        want.push_back({d * x[i], i, last[k]});
         total += d * x[i];
       }
       if (total <= cap) continue;
@@ -99,14 +119,10 @@ std::vector<double> ContentionSolver::Solve(std::span<const Flow> flows,
       size_t n = want.size();
       for (size_t k = 0; k < n; ++k) {
         double share = left / static_cast<double>(n - k);
-        double got = std::min(want[k].first, share);
+        double got = std::min(want[k].rate, share);
         left -= got;
-        int i = want[k].second;
-        double demand = 0;
-        for (const auto& [j, d] : users) {
-          if (j == i) demand = d;
-        }
-        next[i] = std::min(next[i], demand > 0 ? got / demand : 1.0);
+        const int i = want[k].flow;
+        next[i] = std::min(next[i], want[k].demand > 0 ? got / want[k].demand : 1.0);
       }
     }
     for (size_t i = 0; i < x.size(); ++i) x[i] = std::min(x[i], next[i]);

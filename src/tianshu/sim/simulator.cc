@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
-#include <set>
 
 #include "tianshu/estimate/perf.h"
 #include "tianshu/estimate/plan.h"
@@ -68,6 +67,9 @@ class Sim {
   void RepriceNvmeNeighbours(int j, double t);
   void Leave(int j, double t);
   void Resolve(double t);
+  // A running job with uplink traffic joins (or leaves) the contention solved by Resolve.
+  void JoinNetwork(int j);
+  void LeaveNetwork(int j);
   void StartJob(const engine::StartJob& s, double t);
   void StopJob(int j, double t, bool keep_progress);
   // Checkpoint, leave, restart on `ranks` (a migration, or a resize when the count changes).
@@ -86,7 +88,10 @@ class Sim {
   std::vector<JobRun> runs_;
   internal::EventQueue events_;
   internal::NodeSharing nodes_;  // NVMe shares
-  std::set<int> networked_;      // running jobs with uplink traffic (contention)
+  // Running jobs with uplink traffic (contention), by id, and each one's demand on the uplinks
+  // (fixed while it runs: its perf is evaluated when it starts).
+  std::vector<int> networked_;
+  std::vector<ContentionSolver::Flow> flows_;
   internal::UsageMeter meter_;
   internal::ServicePrices prices_;
   internal::FailureClock failures_;
@@ -152,25 +157,35 @@ void Sim::RepriceNvmeNeighbours(int j, double t) {
 void Sim::Resolve(double t) {
   if (!contention_dirty_) return;
   contention_dirty_ = false;
-  std::vector<ContentionSolver::Flow> flows;
-  std::vector<int> ids;
-  for (int j : networked_) {
-    ContentionSolver::Flow f;
-    f.job = j;
-    for (const auto& [sw, bytes] : runs_[j].perf.uplink_bytes) {
-      f.demand.emplace_back(sw, runs_[j].perf.DemandBytesPerSec(bytes));
-    }
-    flows.push_back(std::move(f));
-    ids.push_back(j);
-  }
-  std::vector<double> x = ContentionSolver::Solve(flows, pm_.UplinkCapacity());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    JobRun& r = runs_[ids[i]];
+  std::vector<double> x = ContentionSolver::Solve(flows_, pm_.UplinkCapacity());
+  for (size_t i = 0; i < networked_.size(); ++i) {
+    JobRun& r = runs_[networked_[i]];
     if (std::abs(r.x - x[i]) > 1e-9) {
       r.x = x[i];
-      Reprice(ids[i], t);
+      Reprice(networked_[i], t);
     }
   }
+}
+
+void Sim::JoinNetwork(int j) {
+  ContentionSolver::Flow f;
+  f.job = j;
+  for (const auto& [sw, bytes] : runs_[j].perf.uplink_bytes) {
+    f.demand.emplace_back(sw, runs_[j].perf.DemandBytesPerSec(bytes));
+  }
+  contention_dirty_ = true;
+  auto at = std::lower_bound(networked_.begin(), networked_.end(), j);
+  if (at != networked_.end() && *at == j) return;
+  flows_.insert(flows_.begin() + (at - networked_.begin()), std::move(f));
+  networked_.insert(at, j);
+}
+
+void Sim::LeaveNetwork(int j) {
+  auto at = std::lower_bound(networked_.begin(), networked_.end(), j);
+  if (at == networked_.end() || *at != j) return;
+  flows_.erase(flows_.begin() + (at - networked_.begin()));
+  networked_.erase(at);
+  contention_dirty_ = true;
 }
 
 void Sim::StartJob(const engine::StartJob& s, double t) {
@@ -206,10 +221,7 @@ void Sim::StartJob(const engine::StartJob& s, double t) {
   Reprice(j, t);
   // Jobs sharing its nodes now share their NVMe with one more.
   RepriceNvmeNeighbours(j, t);
-  if (r.networked()) {
-    networked_.insert(j);
-    contention_dirty_ = true;
-  }
+  if (r.networked()) JoinNetwork(j);
   gpus_.Join(j, t);
   NoteHeat(t);
 }
@@ -257,7 +269,7 @@ void Sim::Leave(int j, double t) {
   ++r.version;
   nodes_.Leave(j, r.nodes);
   RepriceNvmeNeighbours(j, t);
-  if (networked_.erase(j)) contention_dirty_ = true;
+  LeaveNetwork(j);
 }
 void Sim::Move(int j, const std::vector<placement::RankSlot>& ranks, double t) {
   JobRun& r = runs_[j];
