@@ -41,7 +41,7 @@ else
     -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 >/dev/null
 fi
 cmake --build "$tree" -j "$jobs" --target tianshu tianshu_package_docs 2>&1 |
-  grep -vE '^\[ *[0-9]+(%|/[0-9]+)\]|^Consolidate|^Scanning|^Built target|^make' || true
+  grep -vE '^\[ *[0-9]+(%|/[0-9]+)\]|^Consolidate|^Scanning|^Built target|^make|^ninja: no work' || true
 rm -f dist/tianshu_*.deb
 # CPack installs what the rules name (the binary, not the tianshu.source-dir beside it) and
 # strips it: the package holds no build path either way.

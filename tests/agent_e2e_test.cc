@@ -195,7 +195,13 @@ class Cluster : public ::testing::Test {
       return ::testing::AssertionFailure() << "attempt 2 did not resume:\n" << log2;
     }
     const std::string step = m[1];
-    if (std::stoi(step) <= 10 || log1.find("checkpoint step " + step + " (") == std::string::npos) {
+    // Attempt 1 logged the checkpoint, or saved it (written whole, then renamed) and was stopped
+    // before its log line: attempt 2 loaded attempt 1's file of that step.
+    const bool loaded_attempt_1s = std::regex_search(
+        log2, std::regex(R"(resumed from step )" + step + R"( \([^,]*/attempt-1/step-0*)" + step +
+                         R"(\.pt, world)"));
+    if (std::stoi(step) <= 10 ||
+        (log1.find("checkpoint step " + step + " (") == std::string::npos && !loaded_attempt_1s)) {
       return ::testing::AssertionFailure()
              << "attempt 2 resumed from step " << step
              << ", not from a checkpoint attempt 1 saved after step 10:\n"
