@@ -66,33 +66,33 @@ std::vector<double> ContentionSolver::Solve(std::span<const Flow> flows,
                                             std::span<const double> capacity, int passes) {
   std::vector<double> x(flows.size(), 1.0);
   if (flows.empty()) return x;
-  // link -> (flow index, demand)
-  std::unordered_map<int, std::vector<std::pair<int, double>>> on_link;
+  // link -> its users: (flow index, demand, the demand the flow is scaled by there). A flow
+  // naming a link twice is scaled by the last demand it names; its entries on the link are
+  // adjacent, since flows are added in order.
+  struct User {
+    int flow;
+    double demand;
+    double scale_by;
+  };
+  std::unordered_map<int, std::vector<User>> on_link;
   for (size_t i = 0; i < flows.size(); ++i) {
     for (const auto& [link, d] : flows[i].demand) {
-      if (d > 0) on_link[link].emplace_back(static_cast<int>(i), d);
+      if (d > 0) on_link[link].push_back({static_cast<int>(i), d, d});
     }
   }
   std::vector<int> links;
   links.reserve(on_link.size());
-  for (const auto& [l, v] : on_link) links.push_back(l);
-  std::sort(links.begin(), links.end());  // deterministic
-  // A flow's demand on a link is the last one it names there (a flow naming a link twice is
-  // scaled by that one); a flow's entries on a link are adjacent, since flows are added in order.
-  std::unordered_map<int, std::vector<double>> last_demand;
-  for (int link : links) {
-    const auto& users = on_link[link];
-    std::vector<double>& last = last_demand[link];
-    last.resize(users.size());
-    for (size_t k = users.size(); k-- > 0;) {
-      last[k] = k + 1 < users.size() && users[k + 1].first == users[k].first ? last[k + 1]
-                                                                             : users[k].second;
+  for (auto& [l, users] : on_link) {
+    links.push_back(l);
+    for (size_t k = users.size() - 1; k-- > 0;) {
+      if (users[k + 1].flow == users[k].flow) users[k].scale_by = users[k + 1].scale_by;
     }
   }
+  std::sort(links.begin(), links.end());  // deterministic
   struct Want {
     double rate;
     int flow;
-    double demand;
+    double scale_by;
     bool operator<(const Want& o) const { return rate != o.rate ? rate < o.rate : flow < o.flow; }
   };
   std::vector<Want> want;
@@ -105,11 +105,9 @@ std::vector<double> ContentionSolver::Solve(std::span<const Flow> flows,
       if (cap <= 0) continue;
       want.clear();
       double total = 0;
-      const std::vector<double>& last = last_demand[link];
-      for (size_t k = 0; k < users.size(); ++k) {
-        const auto& [i, d] = users[k];
-        want.push_back({d * x[i], i, last[k]});
-        total += d * x[i];
+      for (const User& u : users) {
+        want.push_back({u.demand * x[u.flow], u.flow, u.scale_by});
+        total += u.demand * x[u.flow];
       }
       if (total <= cap) continue;
       any = true;
@@ -122,7 +120,7 @@ std::vector<double> ContentionSolver::Solve(std::span<const Flow> flows,
         double got = std::min(want[k].rate, share);
         left -= got;
         const int i = want[k].flow;
-        next[i] = std::min(next[i], want[k].demand > 0 ? got / want[k].demand : 1.0);
+        next[i] = std::min(next[i], want[k].scale_by > 0 ? got / want[k].scale_by : 1.0);
       }
     }
     for (size_t i = 0; i < x.size(); ++i) x[i] = std::min(x[i], next[i]);

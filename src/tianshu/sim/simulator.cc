@@ -168,14 +168,14 @@ void Sim::Resolve(double t) {
 }
 
 void Sim::JoinNetwork(int j) {
+  contention_dirty_ = true;
+  auto at = std::lower_bound(networked_.begin(), networked_.end(), j);
+  if (at != networked_.end() && *at == j) return;
   ContentionSolver::Flow f;
   f.job = j;
   for (const auto& [sw, bytes] : runs_[j].perf.uplink_bytes) {
     f.demand.emplace_back(sw, runs_[j].perf.DemandBytesPerSec(bytes));
   }
-  contention_dirty_ = true;
-  auto at = std::lower_bound(networked_.begin(), networked_.end(), j);
-  if (at != networked_.end() && *at == j) return;
   flows_.insert(flows_.begin() + (at - networked_.begin()), std::move(f));
   networked_.insert(at, j);
 }
