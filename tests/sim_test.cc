@@ -6,11 +6,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <queue>
+#include <random>
 
 #include "tianshu/engine/engine.h"
 #include "tianshu/estimate/perf.h"
 #include "tianshu/estimate/serving.h"
 #include "tianshu/model/load.h"
+#include "tianshu/sim/internal/event_queue.h"
 #include "tianshu/sim/report.h"
 #include "tianshu/sim/simulator.h"
 #include "tianshu/sim/trace.h"
@@ -545,6 +548,83 @@ TEST(SimPolicies, InferenceKeepsItsObjectiveNextToTraining) {
     EXPECT_GE(r.jobs[1].slo_attainment, 0.99) << mode;  // alone on its GPU
     EXPECT_LT(p.jobs[0].jct_s, r.jobs[0].jct_s) << mode;
     EXPECT_DOUBLE_EQ(r.metrics.colocated_training_gpu_h, 0) << mode;
+  }
+}
+
+// The event queue with superseded events moved aside (Compact) gives the run the same instants
+// and the same live events in the same order as one heap of them all, where a job's completion
+// is pushed again at each change of speed and the old one is ignored when met.
+TEST(EventQueue, CompactionKeepsEveryInstantAndTheOrderOfLiveEvents) {
+  using internal::Ev;
+  using internal::EvKind;
+  for (int seed = 1; seed <= 20; ++seed) {
+    std::mt19937 rng(seed);
+    std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> all;  // the reference
+    int64_t seq = 0;
+    internal::EventQueue q(/*first_compaction=*/8);
+    std::vector<int64_t> version(50, 0);
+    auto push = [&](double t, EvKind k, int job, int64_t v) {
+      all.push(Ev{t, k, seq++, job, v});
+      q.Push(t, k, job, v);
+    };
+    double now = 0;
+    std::vector<std::pair<double, int>> want;  // (instant, job or -1 superseded), as met
+    std::vector<std::pair<double, int>> got;
+    for (int step = 0; step < 3000; ++step) {
+      // Reprice a job (its old completion superseded), fail a node, or wake up; few distinct
+      // times, so that ties of time and kind are common.
+      const int job = static_cast<int>(rng() % version.size());
+      const double t = now + static_cast<double>(rng() % 20);
+      switch (rng() % 4) {
+        case 0:
+        case 1:
+          push(t, EvKind::kCompletion, job, ++version[job]);
+          break;
+        case 2:
+          push(t, rng() % 2 ? EvKind::kResume : EvKind::kNodeFail, job, version[job]);
+          break;
+        default:
+          push(t, EvKind::kWakeup, -1, 0);
+      }
+      if (rng() % 24 != 0) continue;
+      // A loop iteration: up to the next instant.
+      auto stale = [&](const Ev& e) {
+        return e.kind <= EvKind::kResume && e.version != version[e.job];
+      };
+      q.Compact(stale);
+      ASSERT_FALSE(q.Empty());
+      ASSERT_EQ(q.NextTime(), all.top().t) << "seed " << seed;
+      ASSERT_EQ(q.NextIsFailureOrLater(), all.top().kind >= EvKind::kNodeFail) << "seed " << seed;
+      now = q.NextTime();
+      while (!all.empty() && all.top().t <= now) {
+        const Ev e = all.top();
+        all.pop();
+        want.emplace_back(e.t, stale(e) ? -1 : static_cast<int>(e.seq));
+      }
+      std::vector<std::pair<double, int>> superseded;
+      while (!q.Empty() && q.NextTime() <= now) {
+        if (q.PopSupersededUpTo(now)) {
+          got.emplace_back(now, -1);
+          continue;
+        }
+        const Ev e = q.Pop();
+        got.emplace_back(e.t, stale(e) ? -1 : static_cast<int>(e.seq));
+      }
+    }
+    // The live events in the same order; superseded ones counted at the same instants (their
+    // place among the live ones of an instant does not matter: nothing handles them).
+    auto live = [](const std::vector<std::pair<double, int>>& v) {
+      std::vector<std::pair<double, int>> out;
+      for (const auto& e : v) {
+        if (e.second >= 0) out.push_back(e);
+      }
+      return out;
+    };
+    EXPECT_EQ(live(got), live(want)) << "seed " << seed;
+    std::map<double, int> want_at, got_at;
+    for (const auto& e : want) want_at[e.first] += e.second < 0;
+    for (const auto& e : got) got_at[e.first] += e.second < 0;
+    EXPECT_EQ(got_at, want_at) << "seed " << seed;
   }
 }
 

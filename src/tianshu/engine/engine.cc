@@ -53,12 +53,15 @@ namespace {
 // Marks a withdrawn job's place in order_of_submission_ (no job has this id).
 constexpr JobId kNoJob = std::numeric_limits<JobId>::min();
 
-void RemoveFrom(std::vector<JobId>& v, JobId id) {
-  auto it = std::find(v.begin(), v.end(), id);
-  if (it != v.end()) v.erase(it);
-}
-
 }  // namespace
+
+void Engine::LeaveRunning(const JobRecord& r) {
+  auto it = std::find(running_.begin(), running_.end(), r.id);
+  if (it == running_.end()) return;
+  running_.erase(it);
+  auto c = running_classes_.find(r.spec.priority);
+  if (--c->second == 0) running_classes_.erase(c);
+}
 
 Engine::Engine(const model::Topology& topology, const EngineOptions& options)
     : topology_(&topology),
@@ -365,7 +368,7 @@ Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
         if (options_.learn_runtimes) stale_sizes_.push_back(r.Gpus());
       }
       Vacate(r);
-      RemoveFrom(running_, r.id);
+      LeaveRunning(r);
       r.placement.clear();
       r.state = JobState::kCompleted;
       r.progress = 1;
@@ -390,6 +393,7 @@ void Engine::MarkRunning(JobRecord& r, const std::vector<placement::RankSlot>& r
                          double now_s) {
   pending_.Remove(r.id);
   running_.push_back(r.id);
+  ++running_classes_[r.spec.priority];
   r.state = JobState::kRunning;
   r.placement = ranks;
   r.start_s = now_s;
@@ -407,7 +411,7 @@ Status Engine::Withdraw(JobId id) {
   JobRecord& r = it->second;
   if (r.state == JobState::kRunning) {
     Vacate(r);
-    RemoveFrom(running_, id);
+    LeaveRunning(r);
   } else if (r.state == JobState::kPending) {
     pending_.Remove(id);
     Unbind(r);
@@ -441,7 +445,7 @@ void Engine::Commit(const Decision& d, double now_s) {
     JobRecord& r = jobs_.at(s->id);
     if (r.state != JobState::kRunning) return;
     Vacate(r);
-    RemoveFrom(running_, r.id);
+    LeaveRunning(r);
     if (s->reason == StopReason::kPreempted) ++r.preemptions;
     if (s->requeued) {
       // A checkpoint taken on the way out keeps the progress; otherwise the job resumes from
@@ -539,6 +543,9 @@ CycleResult Engine::Cycle(double now_s) {
                        .jobs = &jobs_,
                        .pending = pending_.Ids(),
                        .running = running_,
+                       .running_priority = running_classes_.size() == 1
+                                               ? std::optional(running_classes_.begin()->first)
+                                               : std::nullopt,
                        .options = &options_,
                        .uniform_priority = pending_.UniformPriority()};
   const std::vector<JobId> queue = OrderedQueue(view);
@@ -546,6 +553,7 @@ CycleResult Engine::Cycle(double now_s) {
                                                        .policies = policies_.get(),
                                                        .topology = topology_,
                                                        .jobs = &jobs_,
+                                                       .held_spread = &held_spread_,
                                                        .never_fits = &never_fits_,
                                                        .overlay = &overlay_,
                                                        .elastic_on = ElasticOn(),

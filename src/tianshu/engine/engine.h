@@ -505,6 +505,8 @@ class Engine {
   size_t withdrawn_slots_ = 0;
   PendingQueue pending_;
   std::vector<JobId> running_;                         // start order
+  std::map<int, int> running_classes_;                 // priority -> running jobs of it
+  void LeaveRunning(const JobRecord& r);               // takes r out of both (if there)
   std::unordered_map<JobId, std::string> never_fits_;  // rejected at the next cycle
   int64_t cycles_ = 0;
   // Learned estimates that may be out of date (RefreshLearnedEstimates): a prediction depends
@@ -537,6 +539,9 @@ class Engine {
   // longer its job's (stopped, or asked again since) is dropped when met, and the heap is
   // rebuilt from the running jobs once it holds twice as many entries (plus 64).
   mutable std::vector<std::pair<double, JobId>> change_heap_;
+  // Jobs the planner found too slow spread (JobRecord::spread_too_slow), each added when noted;
+  // entries of jobs since started or gone are dropped when RecordWakeup walks them.
+  mutable std::vector<JobId> held_spread_;
 };
 
 }  // namespace tianshu::engine

@@ -64,9 +64,22 @@ std::optional<double> Engine::RecordWakeup(double now_s) const {
       heap.push_back(entry);
       std::push_heap(heap.begin(), heap.end(), std::greater<>());
     }
-    // A job held for a compact placement takes what fits once its wait ends.
+    // A job held for a compact placement takes what fits once its wait ends. Where spread
+    // placements are priced, only jobs found too slow spread are held (listed in held_spread_
+    // when noted; those since started or gone are dropped here), otherwise every pending job.
     const internal::Consolidation consolidation(*topology_, options_);
-    for (JobId id : consolidation.WaitsOn() ? pending_.Ids() : std::span<const JobId>{}) {
+    if (consolidation.WaitsOn() && options_.placement_slowdown) {
+      std::erase_if(held_spread_, [&](JobId id) {
+        auto it = jobs_.find(id);
+        return it == jobs_.end() || it->second.state != JobState::kPending ||
+               !consolidation.HeldWithoutSearch(it->second);
+      });
+    }
+    const std::span<const JobId> held = !consolidation.WaitsOn() ? std::span<const JobId>{}
+                                        : options_.placement_slowdown
+                                            ? std::span<const JobId>(held_spread_)
+                                            : pending_.Ids();
+    for (JobId id : held) {
       const JobRecord& j = jobs_.at(id);
       if (!consolidation.HeldWithoutSearch(j)) continue;  // placed spread when it may be
       if (auto t = consolidation.CompactWaitEnd(j)) take(*t);

@@ -433,6 +433,93 @@ TEST(SortKeys, DealAndMostlySortedGiveOneSortsOrder) {
   }
 }
 
+// SmallestK keeps the K smallest of a stream, in the order a min-heap of them all pops them,
+// ties included, and says whether it left any value out.
+TEST(SortKeys, SmallestKIsWhatAHeapPopsFirst) {
+  std::mt19937 rng(11);
+  for (int round = 0; round < 200; ++round) {
+    const int n = static_cast<int>(rng() % 40);
+    std::vector<std::pair<double, int64_t>> all;
+    for (int i = 0; i < n; ++i) {  // few distinct values: many ties
+      all.emplace_back(static_cast<double>(rng() % 12), static_cast<int64_t>(rng() % 3));
+    }
+    internal::SmallestK<std::pair<double, int64_t>, 16> first;
+    for (const auto& x : all) first.Offer(x);
+    std::vector<std::pair<double, int64_t>> want = all;
+    std::sort(want.begin(), want.end());
+    want.resize(std::min<size_t>(want.size(), 16));
+    const auto got = first.Values();
+    EXPECT_EQ(std::vector(got.begin(), got.end()), want) << "round " << round;
+    EXPECT_EQ(first.HoldsAll(), n <= 16) << "round " << round;
+  }
+}
+
+// EASY backfill's reservation: the head's shadow time is the end at which enough GPUs are
+// expected free, whether it takes the first few ends or more than SmallestK keeps.
+TEST(Backfill, ShadowTimeIsTheEndThatFreesEnoughGpus) {
+  auto topo = Tree(8);  // 64 GPUs
+  EngineOptions o = *PresetOptions("slurm");
+  auto policy = MakeBackfillPolicy("time", o);
+  ASSERT_TRUE(policy) << policy.error().message;
+  std::mt19937 rng(5);
+  for (int round = 0; round < 40; ++round) {
+    JobTable jobs;
+    std::vector<JobId> running;
+    model::ClusterState working(topo);
+    const int n = 20 + static_cast<int>(rng() % 25);  // 1 or 2 GPUs each, at most 64 in all
+    int64_t used = 0;
+    std::vector<std::pair<double, int64_t>> ends;
+    for (JobId id = 1; id <= n; ++id) {
+      JobRecord r;
+      r.id = id;
+      r.state = JobState::kRunning;
+      r.request.ranks = 1 + static_cast<int>(rng() % 2);
+      if (used + r.request.ranks > 60) break;
+      r.request.gpu_milli = model::kMilliPerGpu;
+      r.start_s = static_cast<double>(rng() % 50);
+      r.spec.duration_s = 100 + static_cast<double>(rng() % 30) * 10;  // ties of ends
+      r.progress = 0.1 * static_cast<double>(rng() % 5);
+      ends.emplace_back(ExpectedEndS(r), r.Gpus());
+      used += r.Gpus();
+      running.push_back(id);
+      jobs.emplace(id, std::move(r));
+    }
+    // The GPUs the running jobs hold: taken on the working state, node by node.
+    int64_t left = used;
+    for (const auto& node : topo.nodes) {
+      for (int g = 0; g < topo.GpusOn(node.id) && left > 0; ++g, --left) {
+        placement::PlacementRequest one;
+        one.ranks = 1;
+        one.gpu_milli = model::kMilliPerGpu;
+        ASSERT_TRUE(placement::Apply(&working, one,
+                                     placement::PlacedOutcome({placement::RankSlot{
+                                         .node = node.id, .gpu = node.first_gpu + g}})));
+      }
+    }
+    const int64_t free = 64 - used;
+    std::sort(ends.begin(), ends.end());
+    JobRecord head;
+    head.id = 1000;
+    head.request.ranks = static_cast<int>(free + 1 + rng() % (used + 8));  // may never fit
+    head.request.gpu_milli = model::kMilliPerGpu;
+    // The reference: every end in order, until enough is free.
+    double shadow = kNever;
+    int64_t at = free;
+    for (const auto& [end, gpus] : ends) {
+      if (at >= head.Gpus()) break;
+      at += gpus;
+      shadow = end;
+    }
+    const CycleView v{
+        .now_s = 60, .state = &working, .jobs = &jobs, .running = running, .options = &o};
+    const Reservation r = (*policy)->Reserve(v, head, working);
+    EXPECT_TRUE(r.active);
+    // (Where the head needs more than will ever be free, the last end.)
+    EXPECT_EQ(r.shadow_s, shadow) << "round " << round << ", " << head.Gpus() << " GPUs";
+    EXPECT_EQ(r.spare_gpus, std::max<int64_t>(0, at - head.Gpus())) << "round " << round;
+  }
+}
+
 // The job table: records found by id whether ids are small (a flat index) or not (hashed),
 // at addresses that stay put while others come and go.
 TEST(IdTable, FindsEveryRecordAtAStableAddress) {

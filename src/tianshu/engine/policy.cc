@@ -164,22 +164,38 @@ class TimeBackfill final : public BackfillPolicy {
     Reservation r;
     r.head = head.id;
     r.active = true;
-    int64_t free = working.SwitchFreeWholeGpus(working.topology().Root());
-    std::vector<std::pair<double, int64_t>> ends;
-    for (JobId id : v.running) {
+    const int64_t free_now = working.SwitchFreeWholeGpus(working.topology().Root());
+    // Running jobs end earliest first (on a tie, the smaller first). The walk usually stops
+    // after a few ends of hundreds (3.3 of 895 on Philly at load 0.9): the first 16 are kept in
+    // one pass, and all of them are ordered only where those do not reach the head's need.
+    using End = std::pair<double, int64_t>;  // expected end, GPUs
+    auto end_of = [&](JobId id) {
       const JobRecord& j = v.Job(id);
-      ends.emplace_back(ExpectedEndS(j), j.Gpus());
-    }
-    // Earliest end first; a heap, since the walk usually stops long before the last end.
-    std::make_heap(ends.begin(), ends.end(), std::greater<>());
+      return End{ExpectedEndS(j), j.Gpus()};
+    };
+    internal::SmallestK<End, 16> first;
+    for (JobId id : v.running) first.Offer(end_of(id));
+    int64_t free = free_now;
     r.shadow_s = kNever;
-    for (auto last = ends.end(); last != ends.begin() && free < head.Gpus(); --last) {
-      std::pop_heap(ends.begin(), last, std::greater<>());
-      free += last[-1].second;
-      r.shadow_s = last[-1].first;
+    for (const End& e : first.Values()) {
+      if (free >= head.Gpus()) break;
+      free += e.second;
+      r.shadow_s = e.first;
+    }
+    if (free < head.Gpus() && !first.HoldsAll()) {
+      std::vector<End> ends;
+      ends.reserve(v.running.size());
+      for (JobId id : v.running) ends.push_back(end_of(id));
+      std::make_heap(ends.begin(), ends.end(), std::greater<>());
+      free = free_now;
+      for (auto last = ends.end(); last != ends.begin() && free < head.Gpus(); --last) {
+        std::pop_heap(ends.begin(), last, std::greater<>());
+        free += last[-1].second;
+        r.shadow_s = last[-1].first;
+      }
     }
     if (free >= head.Gpus()) {
-      if (ends.empty() || r.shadow_s == kNever) r.shadow_s = std::min(r.shadow_s, v.now_s);
+      if (v.running.empty() || r.shadow_s == kNever) r.shadow_s = std::min(r.shadow_s, v.now_s);
       r.spare_gpus = free - head.Gpus();
     } else {
       r.spare_gpus = 0;
@@ -279,14 +295,17 @@ class LasPreemption final : public PreemptionPolicy {
       auto operator<=>(const Cand&) const = default;
     };
     std::vector<Cand> cand;
+    // Where every running job is of the candidate's class, no running job's spec is read.
+    const bool one_class = v.running_priority == c.spec.priority;
     // Latest started first: the running jobs come in start order, so the walk goes backwards
     // and each queue's candidates are nearly sorted already.
     for (JobId id : std::views::reverse(v.running)) {
       const JobRecord& r = v.Job(id);
-      if (r.spec.priority > c.spec.priority) continue;
+      const int priority = one_class ? c.spec.priority : r.spec.priority;
+      if (priority > c.spec.priority) continue;
       // A lower priority class is always a victim; inside the class, a later 2D-LAS queue, or
       // the same queue entered this instant after the candidate.
-      int q = r.spec.priority < c.spec.priority ? kLowerClass : LasQueue(r.attained_gpu_s, o_);
+      int q = priority < c.spec.priority ? kLowerClass : LasQueue(r.attained_gpu_s, o_);
       // Demoted since the previous cycle (the simulator's cycle is at the instant; the
       // server's a tick later).
       const bool demoted_now = o_.demoted_yields && r.standing_since_s > v.previous_cycle_s &&

@@ -33,6 +33,8 @@ struct CycleView {
   const JobTable* jobs = nullptr;
   std::span<const JobId> pending;  // in submission order (submit time, then id)
   std::span<const JobId> running;
+  // The priority class of every running job, where they are all of one.
+  std::optional<int> running_priority;
   const EngineOptions* options = nullptr;
   // Every pending job has the same priority (then submission order is priority order).
   bool uniform_priority = true;

@@ -524,13 +524,16 @@ Result<SimResult> Sim::Run() {
   int next_arrival = 0;
   int last_report = -1;
   while (terminal_ < n) {
-    double t_heap = events_.Empty() ? 1e300 : events_.Top().t;
+    events_.Compact([&](const Ev& ev) {  // a run's version only grows
+      return ev.kind <= EvKind::kResume && ev.version != runs_[ev.job].version;
+    });
+    double t_heap = events_.Empty() ? 1e300 : events_.NextTime();
     double t_arr = next_arrival < n ? w_.jobs[next_arrival].submit_s : 1e300;
     double t = std::min(t_heap, t_arr);
     if (t >= 1e300) break;
     // Only failures (or wakeups) left, nothing pending can ever start: stop.
     if (t_arr >= 1e300 && engine_->Running().empty() && meter_.Allocated() == 0 &&
-        !events_.Empty() && events_.Top().kind >= EvKind::kNodeFail && engine_->Pending().empty()) {
+        events_.NextIsFailureOrLater() && engine_->Pending().empty()) {
       break;
     }
     Advance(t);
@@ -538,9 +541,10 @@ Result<SimResult> Sim::Run() {
     if (auto st = SubmitArrivals(t, &next_arrival, &changed); !st) {
       return std::unexpected(st.error());
     }
-    while (!events_.Empty() && events_.Top().t <= t) {
-      Ev ev = events_.Pop();
+    while (!events_.Empty() && events_.NextTime() <= t) {
       ++handled_;
+      if (events_.PopSupersededUpTo(t)) continue;  // ignored when met, as a stale version is
+      Ev ev = events_.Pop();
       if (auto st = HandleEvent(ev, t, &changed); !st) return std::unexpected(st.error());
     }
     if (changed && (!engine_->Pending().empty() || engine_->Reshapes())) RunCycle(t);

@@ -37,6 +37,7 @@ CyclePlanner::CyclePlanner(const CycleInputs& in, size_t queue_size)
       options_(*in.view->options),
       topology_(*in.topology),
       jobs_(*in.jobs),
+      held_spread_(in.held_spread),
       never_fits_(*in.never_fits),
       consolidation_(*in.topology, *in.view->options),
       elastic_on_(in.elastic_on),
@@ -301,6 +302,7 @@ CyclePlanner::Next CyclePlanner::AdmitOne(JobRecord& job) {
     o.kind = placement::OutcomeKind::kDoesNotFitNow;
   }
   if (o.placed() && compact_wait && consolidation_.TooSlowToStart(job, o.ranks)) {
+    if (!job.spread_too_slow && held_spread_) held_spread_->push_back(job.id);
     job.spread_too_slow = true;
     ++result_.stats.held_for_compact;
     return Next::kContinue;

@@ -24,7 +24,8 @@ struct CycleInputs {
   const CycleView* view = nullptr;  // the snapshot, the job table, the options, the time
   const Policies* policies = nullptr;
   const model::Topology* topology = nullptr;
-  JobTable* jobs = nullptr;  // spread_too_slow is noted on them
+  JobTable* jobs = nullptr;                   // spread_too_slow is noted on them
+  std::vector<JobId>* held_spread = nullptr;  // and each job newly noted so is added here
   // Jobs judged never to fit at submission: rejected (and taken out) when the queue reaches them.
   std::unordered_map<JobId, std::string>* never_fits = nullptr;
   const std::vector<int>* overlay = nullptr;  // per GPU: milli of co-located inference
@@ -97,6 +98,7 @@ class CyclePlanner {
   const EngineOptions& options_;
   const model::Topology& topology_;
   JobTable& jobs_;
+  std::vector<JobId>* held_spread_;  // may be null
   std::unordered_map<JobId, std::string>& never_fits_;
   const Consolidation consolidation_;
   const bool elastic_on_;

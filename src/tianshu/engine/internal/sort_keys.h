@@ -2,14 +2,17 @@
 // already (the pending queue in submission order, the running jobs in start order): dealing
 // keys into their few groups keeping the order met, and an insertion sort that gives up for
 // std::sort when the keys are far from sorted. Each gives exactly what one std::sort of unique
-// keys gives. Private to engine/.
+// keys gives. And the few smallest of many values, in order, in one pass (SmallestK). Private
+// to engine/.
 //   std::vector<size_t> at = internal::DealByGroup(&keys, [](const Key& k) { return k.queue; });
 //   for (size_t b = 0; b + 1 < at.size(); ++b) internal::SortMostlySorted(keys, at[b], at[b + 1]);
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <functional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -65,5 +68,35 @@ void SortMostlySorted(std::vector<T>& keys, size_t from, size_t to, Less less = 
     keys[j] = std::move(x);
   }
 }
+
+// The K smallest of the values offered, ascending, ties kept: the first K a min-heap of them all
+// would pop, without building it. For a walk that usually needs only the first few of many.
+//   SmallestK<std::pair<double, int64_t>, 16> first;  for (...) first.Offer({end, gpus});
+//   for (const auto& e : first.Values()) ...;  if (!first.HoldsAll()) /* walk them all */;
+template <typename T, size_t K>
+class SmallestK {
+ public:
+  void Offer(const T& x) {
+    if (n_ == K) {
+      if (!(x < v_[K - 1])) {  // an equal value is the same value: the one kept stands for it
+        all_ = false;
+        return;
+      }
+      all_ = false;  // the largest kept goes
+    } else {
+      ++n_;
+    }
+    size_t j = n_ - 1;
+    for (; j > 0 && x < v_[j - 1]; --j) v_[j] = v_[j - 1];
+    v_[j] = x;
+  }
+  std::span<const T> Values() const { return {v_.data(), n_}; }
+  bool HoldsAll() const { return all_; }  // nothing offered was left out
+
+ private:
+  std::array<T, K> v_{};
+  size_t n_ = 0;
+  bool all_ = true;
+};
 
 }  // namespace tianshu::engine::internal
