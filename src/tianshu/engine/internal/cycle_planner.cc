@@ -284,7 +284,10 @@ CyclePlanner::Next CyclePlanner::AdmitOne(JobRecord& job) {
   }
   placement::Outcome o;
   const placement::Strategy* use = StrategyFor(job, strategy_);
-  const bool compact_wait = consolidation_.InCompactWait(job, view_.now_s);
+  // Asked only where it is used: a job that fits by count, or one that may preempt (a blocked
+  // queue's job that does not fit goes straight to Block).
+  const bool compact_wait =
+      (count_fits || (can_preempt_ && !blocked_)) && consolidation_.InCompactWait(job, view_.now_s);
   if (count_fits && HoldForCompact(job, compact_wait)) {
     ++result_.stats.held_for_compact;
     return Next::kContinue;
