@@ -341,7 +341,8 @@ TEST(SimPresets, EachBaselineIsAConfigurationFile) {
            whole},
       {"tiresias",
        "scheduler:\n  algorithm: best-fit\n  order: las\n  backfill: greedy\n"
-       "  compact_wait: 0\n  las_thresholds: [3250, 7200]\n  restart_overhead: 0\n" +
+       "  compact_wait: 0\n  las_thresholds: [3250, 7200]\n  restart_overhead: 0\n"
+       "  las_queue_order: preempted-first\n" +
            whole},
   };
   auto topo = Tree(8, 4);

@@ -234,6 +234,8 @@ struct LasOptions {
   // Tiresias' simulator): the two are equals in the order, and trading one for the other costs a
   // restart and buys no priority.
   bool demoted_yields = false;
+  // scheduler.las_queue_order: preempted-first (model::EngineConfig::las_queue_order).
+  bool preempted_first = false;
 };
 
 // How a job's ranks are bound to devices.

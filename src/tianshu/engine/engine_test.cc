@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -200,6 +201,65 @@ TEST(Engine, LasDemotedJobGoesToTheBackOfItsNewQueue) {
 
 // Inside a queue the victim is the job started last (the least work lost), not the one
 // submitted last.
+// scheduler.las_queue_order: inside a 2D-LAS queue, `entered` waits by the time each job entered
+// it and evicts the job that started last; `preempted-first` (Tiresias' simulator) puts a job
+// stopped in its queue ahead of those that have not run there, the last stopped first, and
+// evicts the job that joined the queue's running jobs last (by its start or its demotion).
+TEST(Engine, LasQueueOrderEnteredOrPreemptedFirst) {
+  auto topo = Tree(2);
+  model::ClusterState state(topo);
+  JobTable jobs;
+  auto add = [&](JobId id, double submit, double attained, double standing, double pending,
+                 double start = -1) {
+    JobRecord r;
+    r.id = id;
+    r.state = start >= 0 ? JobState::kRunning : JobState::kPending;
+    r.submit_s = submit;
+    r.attained_gpu_s = attained;
+    r.standing_since_s = standing;
+    r.pending_since_s = pending;
+    r.start_s = start;
+    r.request.ranks = 4;
+    r.request.gpu_milli = model::kMilliPerGpu;
+    jobs.emplace(id, std::move(r));
+  };
+  // Waiting (the peer's queues: 3,250 and 7,200 GPU-seconds).
+  add(1, 0, 8000, 900, 1200);    // entered the last queue at 900, stopped there at 1200
+  add(2, 50, 8000, 1000, 1100);  // entered it at 1000, stopped there at 1100
+  add(3, 10, 8000, 800, 800);    // demoted and stopped at once: has not run there
+  add(4, 20, 0, -1, 20);         // never ran
+  add(5, 30, 100, -1, 500);      // stopped in the first queue at 500
+  // Running in the last queue: 11 started at 100 and entered it at 1000, 12 started at 0 and
+  // entered it at 1800.
+  add(11, 100, 9000, 1000, 100, 100);
+  add(12, 0, 7300, 1800, 0, 0);
+  const std::vector<JobId> pending = {1, 3, 4, 5, 2};  // submission order
+  const std::vector<JobId> running = {12, 11};         // start order
+  for (const auto& [order, want_queue, want_victims] :
+       {std::tuple{"entered", std::vector<JobId>{4, 5, 3, 1, 2}, std::vector<JobId>{11, 12}},
+        std::tuple{"preempted-first", std::vector<JobId>{5, 4, 1, 2, 3},
+                   std::vector<JobId>{12, 11}}}) {
+    EngineOptions o = *PresetOptions("tiresias");
+    EXPECT_EQ(o.config.las_queue_order, "preempted-first");
+    o.config.las_queue_order = order;
+    const CycleView v{.now_s = 5000,
+                      .previous_cycle_s = 5000,
+                      .state = &state,
+                      .jobs = &jobs,
+                      .pending = pending,
+                      .running = running,
+                      .options = &o};
+    auto las = MakeOrderPolicy("las", o);
+    ASSERT_TRUE(las) << las.error().message;
+    std::vector<JobId> queue = pending;
+    (*las)->Order(v, &queue);
+    EXPECT_EQ(queue, want_queue) << order;
+    auto evict = MakePreemptionPolicy("las", o);
+    ASSERT_TRUE(evict) << evict.error().message;
+    EXPECT_EQ((*evict)->Victims(v, jobs.at(4)), want_victims) << order;
+  }
+}
+
 TEST(Engine, LasEvictsTheMostRecentlyStartedInsideAQueue) {
   auto topo = Tree(2);  // 16 GPUs
   auto e = Engine::Create(topo, *PresetOptions("tiresias"));
@@ -454,6 +514,38 @@ TEST(SortKeys, SmallestKIsWhatAHeapPopsFirst) {
   }
 }
 
+// SortedAcrossCalls gives one std::sort's order call after call, while keys come and go, change,
+// or carry an id it cannot index (then it sorts the plain way and starts over).
+TEST(SortKeys, SortedAcrossCallsIsOneSortsOrder) {
+  struct Key {
+    int group;
+    double at;
+    int64_t id;
+    auto operator<=>(const Key&) const = default;
+  };
+  std::mt19937 rng(3);
+  internal::SortedAcrossCalls<Key> order;
+  std::map<int64_t, Key> live;
+  for (int call = 0; call < 300; ++call) {
+    // A few arrive, a few leave, a few change; now and then an id it cannot index.
+    for (int i = 0; i < 6; ++i) {
+      const int64_t id = call % 50 == 49 && i == 0 ? -7 : static_cast<int64_t>(rng() % 400);
+      live[id] = Key{static_cast<int>(rng() % 3), static_cast<double>(rng() % 100), id};
+    }
+    for (int i = 0; i < 4; ++i) {
+      auto gone = live.lower_bound(static_cast<int64_t>(rng() % 400));
+      if (gone != live.end()) live.erase(gone);
+    }
+    std::vector<Key> keys;
+    for (const auto& [id, k] : live) keys.push_back(k);
+    std::shuffle(keys.begin(), keys.end(), rng);
+    std::vector<Key> want = keys;
+    std::sort(want.begin(), want.end());
+    order.Sort(&keys);
+    ASSERT_EQ(keys, want) << "call " << call;
+  }
+}
+
 // EASY backfill's reservation: the head's shadow time is the end at which enough GPUs are
 // expected free, whether it takes the first few ends or more than SmallestK keeps.
 TEST(Backfill, ShadowTimeIsTheEndThatFreesEnoughGpus) {
@@ -462,11 +554,13 @@ TEST(Backfill, ShadowTimeIsTheEndThatFreesEnoughGpus) {
   auto policy = MakeBackfillPolicy("time", o);
   ASSERT_TRUE(policy) << policy.error().message;
   std::mt19937 rng(5);
-  for (int round = 0; round < 40; ++round) {
+  for (int round = 0; round < 60; ++round) {
     JobTable jobs;
     std::vector<JobId> running;
     model::ClusterState working(topo);
-    const int n = 20 + static_cast<int>(rng() % 25);  // 1 or 2 GPUs each, at most 64 in all
+    // 1 or 2 GPUs each, at most 60 in all: fewer than 16 running jobs (all kept in one pass)
+    // in a quarter of the rounds, more in the others.
+    const int n = round % 4 == 0 ? static_cast<int>(rng() % 16) : 20 + static_cast<int>(rng() % 25);
     int64_t used = 0;
     std::vector<std::pair<double, int64_t>> ends;
     for (JobId id = 1; id <= n; ++id) {
@@ -477,7 +571,8 @@ TEST(Backfill, ShadowTimeIsTheEndThatFreesEnoughGpus) {
       if (used + r.request.ranks > 60) break;
       r.request.gpu_milli = model::kMilliPerGpu;
       r.start_s = static_cast<double>(rng() % 50);
-      r.spec.duration_s = 100 + static_cast<double>(rng() % 30) * 10;  // ties of ends
+      // Ties of ends; now and then a job without a run time (expected to end never).
+      r.spec.duration_s = rng() % 16 == 0 ? 0 : 100 + static_cast<double>(rng() % 30) * 10;
       r.progress = 0.1 * static_cast<double>(rng() % 5);
       ends.emplace_back(ExpectedEndS(r), r.Gpus());
       used += r.Gpus();
@@ -500,9 +595,12 @@ TEST(Backfill, ShadowTimeIsTheEndThatFreesEnoughGpus) {
     std::sort(ends.begin(), ends.end());
     JobRecord head;
     head.id = 1000;
-    head.request.ranks = static_cast<int>(free + 1 + rng() % (used + 8));  // may never fit
+    // Mostly more than is free (up to more than will ever be); in a fifth of the rounds, what
+    // is free now.
+    head.request.ranks = round % 5 == 1 ? static_cast<int>(std::max<int64_t>(1, free))
+                                        : static_cast<int>(free + 1 + rng() % (used + 8));
     head.request.gpu_milli = model::kMilliPerGpu;
-    // The reference: every end in order, until enough is free.
+    // The reference: every end in order, until enough is free (now, where it is already).
     double shadow = kNever;
     int64_t at = free;
     for (const auto& [end, gpus] : ends) {
@@ -510,6 +608,7 @@ TEST(Backfill, ShadowTimeIsTheEndThatFreesEnoughGpus) {
       at += gpus;
       shadow = end;
     }
+    if (at >= head.Gpus() && shadow == kNever) shadow = 60;
     const CycleView v{
         .now_s = 60, .state = &working, .jobs = &jobs, .running = running, .options = &o};
     const Reservation r = (*policy)->Reserve(v, head, working);

@@ -34,7 +34,8 @@ namespace {
 LasOptions LasOptionsOf(const EngineOptions& o) {
   const auto& t = o.config.las_thresholds_gpu_s;
   return {.thresholds_gpu_s = {t.begin(), t.end()},
-          .demoted_yields = o.config.restart_overhead_s == 0};
+          .demoted_yields = o.config.restart_overhead_s == 0,
+          .preempted_first = o.config.las_queue_order == "preempted-first"};
 }
 
 // Ties: submission time, then id, so every order is total and deterministic.
@@ -72,21 +73,26 @@ class PriorityOrder final : public OrderPolicy {
 // 2D-LAS: the job's attained GPU-service picks its queue; lower queues first, FIFO inside by
 // the time each job entered its queue, so a demoted job goes to the back of its new queue
 // (Gu et al., Tiresias, NSDI'19 §3.1 "discretized 2D-LAS", and its simulator). Higher priority
-// classes first.
+// classes first. With LasOptions::preempted_first (its simulator's list order: the running jobs
+// of a queue stay ahead of the waiting ones, and those stopped are moved behind them, so a job
+// stopped last is first of the waiting), a job stopped in its queue waits ahead of those that
+// have not run there, the most recently stopped first.
 class LasOrder final : public OrderPolicy {
  public:
   explicit LasOrder(LasOptions o) : o_(std::move(o)) {}
   std::string_view Name() const override { return "las"; }
+  // Sort keys once (class, queue, place in it, id) rather than looking jobs up in every
+  // comparison.
+  struct Key {
+    int neg_priority;
+    int queue;
+    int waited;    // preempted-first: 0 for a job stopped in its queue (it resumes first), else 1
+    double entry;  // when it entered its queue; for a stopped one, minus when it stopped
+    JobId id;
+    auto operator<=>(const Key&) const =
+        default;  // NOLINT(modernize-use-nullptr): clang-tidy 14 misreads it
+  };
   void Order(const CycleView& v, std::vector<JobId>* q) const override {
-    // Sort keys once (queue, submit, id) rather than looking jobs up in every comparison.
-    struct Key {
-      int neg_priority;
-      int queue;
-      double submit;
-      JobId id;
-      auto operator<=>(const Key&) const =
-          default;  // NOLINT(modernize-use-nullptr): clang-tidy 14 misreads it
-    };
     // The queue comes in submission order (submit time, then id). A job that never changed
     // standing entered its 2D-LAS queue when it was submitted: those are in order inside their
     // (class, queue) group already and are only dealt to it. The others (demoted, requeued)
@@ -98,14 +104,19 @@ class LasOrder final : public OrderPolicy {
       const JobRecord& r = v.Job(id);
       // (One priority class: the spec is not read.)
       const int neg_priority = v.uniform_priority ? 0 : -r.spec.priority;
-      const Key k{neg_priority, LasQueue(r.attained_gpu_s, o_), LasQueueEntry(r), r.id};
-      (k.submit == r.submit_s ? fresh : moved).push_back(k);
+      const double entry = LasQueueEntry(r);
+      // (It became pending after it entered its queue: it ran there and was stopped.)
+      const bool resumes = o_.preempted_first && r.pending_since_s > entry;
+      const Key k{neg_priority, LasQueue(r.attained_gpu_s, o_), resumes ? 0 : 1,
+                  resumes ? -r.pending_since_s : entry, r.id};
+      (!resumes && k.entry == r.submit_s ? fresh : moved).push_back(k);
     }
     (void)internal::DealByGroup(&fresh, [](const Key& k) {
       return std::pair{k.neg_priority, k.queue};
     });
     if (!std::is_sorted(fresh.begin(), fresh.end())) std::sort(fresh.begin(), fresh.end());
-    std::sort(moved.begin(), moved.end());
+    // The demoted and the stopped keep their keys while they wait: mostly last cycle's order.
+    moved_order_.Sort(&moved);
     std::vector<Key> all(q->size());
     std::merge(fresh.begin(), fresh.end(), moved.begin(), moved.end(), all.begin());
     for (size_t i = 0; i < all.size(); ++i) (*q)[i] = all[i].id;
@@ -125,6 +136,8 @@ class LasOrder final : public OrderPolicy {
 
  private:
   LasOptions o_;
+  // The keys sorted apart, as the last cycle left them (one engine calls it; not thread-safe).
+  mutable internal::SortedAcrossCalls<Key> moved_order_;
 };
 
 class NoBackfill final : public BackfillPolicy {
@@ -273,12 +286,13 @@ class PriorityPreemption final : public PreemptionPolicy {
 
 // Tiresias: a job of a lower 2D-LAS queue evicts running jobs of higher queues, the highest
 // queue (most service received) first, and inside a queue the most recently started (the least
-// work lost since it started). Where restarts are free (LasOptions::demoted_yields), a job
-// demoted since the previous cycle has gone to the back of its new queue: the jobs waiting there
-// that entered it earlier may take its GPUs now, as Tiresias' simulator lets them (once it runs on
-// in its new queue, only lower queues evict it). Priority classes come first: jobs of a lower class
-// are victims before any other, jobs of a higher class never. A victim always ranks strictly below
-// its evictor, so eviction cannot cycle.
+// work lost since it started; with LasOptions::preempted_first, the one that joined the queue's
+// running jobs last, by its start or its demotion, as Tiresias' simulator walks them). Where
+// restarts are free (LasOptions::demoted_yields), a job demoted since the previous cycle has gone
+// to the back of its new queue: the jobs waiting there that entered it earlier may take its GPUs
+// now, as Tiresias' simulator lets them (once it runs on in its new queue, only lower queues evict
+// it). Priority classes come first: jobs of a lower class are victims before any other, jobs of a
+// higher class never. A victim always ranks strictly below its evictor, so eviction cannot cycle.
 class LasPreemption final : public PreemptionPolicy {
  public:
   static constexpr int kLowerClass = 1 << 20;  // sorts before every 2D-LAS queue
@@ -290,7 +304,7 @@ class LasPreemption final : public PreemptionPolicy {
     // then the most recently started, then the highest id.
     struct Cand {
       int queue;
-      double start_s;
+      double joined_s;
       JobId id;
       auto operator<=>(const Cand&) const = default;
     };
@@ -310,7 +324,9 @@ class LasPreemption final : public PreemptionPolicy {
       // server's a tick later).
       const bool demoted_now = o_.demoted_yields && r.standing_since_s > v.previous_cycle_s &&
                                LasQueueEntry(r) > LasQueueEntry(c);
-      if (q > qc || (q == qc && demoted_now)) cand.push_back({q, r.start_s, id});
+      // preempted-first: when it joined its queue's running jobs (started, or was demoted).
+      const double joined = o_.preempted_first ? std::max(r.start_s, LasQueueEntry(r)) : r.start_s;
+      if (q > qc || (q == qc && demoted_now)) cand.push_back({q, joined, id});
     }
     const std::vector<size_t> at =
         internal::DealByGroup(&cand, [](const Cand& k) { return -k.queue; });

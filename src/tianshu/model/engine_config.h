@@ -119,6 +119,13 @@ struct EngineConfig {
   // to the next queue of the 2D-LAS order and preemption (scheduler.order: las); one queue
   // more than thresholds. Tiresias' own simulator uses [3250, 7200].
   std::vector<int> las_thresholds_gpu_s = {3600, 36000};
+  // scheduler.las_queue_order: the order inside a 2D-LAS queue. entered: by the time a job
+  // entered the queue (its submission, or its demotion), and the running job that started last
+  // is evicted first. preempted-first: as Tiresias' simulator keeps each queue, a job preempted
+  // in its queue waits ahead of those that have not run there, the most recently preempted
+  // first, and the running job that joined the queue's running jobs last (started, or was
+  // demoted into it) is evicted first.
+  std::string las_queue_order = "entered";
   // scheduler.binding: how a job's ranks are bound to GPUs. job: the whole gang in one
   // decision, all or nothing. pod-each: pods (a job's share of one node) bound one at a time
   // as each finds a node, holding their GPUs while the rest wait (the default kube-scheduler,

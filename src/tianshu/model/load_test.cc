@@ -178,12 +178,15 @@ TEST(EngineConfig, LasThresholdsAndRestartOverhead) {
   const auto& d = std::get<EngineConfig>(empty.document->value);
   EXPECT_EQ(d.las_thresholds_gpu_s, (std::vector<int>{3600, 36000}));
   EXPECT_EQ(d.restart_overhead_s, 60);
-  auto peer = ValidateText(
-      "p.yaml", "scheduler: {las_thresholds: [3250, 7200, 18000], restart_overhead: 0}\n");
+  EXPECT_EQ(d.las_queue_order, "entered");
+  auto peer = ValidateText("p.yaml",
+                           "scheduler: {las_thresholds: [3250, 7200, 18000], restart_overhead: 0, "
+                           "las_queue_order: preempted-first}\n");
   ASSERT_TRUE(peer.document) << peer.diagnostics[0].message;
   const auto& p = std::get<EngineConfig>(peer.document->value);
   EXPECT_EQ(p.las_thresholds_gpu_s, (std::vector<int>{3250, 7200, 18000}));
   EXPECT_EQ(p.restart_overhead_s, 0);
+  EXPECT_EQ(p.las_queue_order, "preempted-first");
   auto minutes = ValidateText("m.yaml", "scheduler: {restart_overhead: 2m, las_thresholds: []}\n");
   ASSERT_TRUE(minutes.document) << minutes.diagnostics[0].message;
   EXPECT_EQ(std::get<EngineConfig>(minutes.document->value).restart_overhead_s, 120);
@@ -199,7 +202,8 @@ TEST(EngineConfig, LasThresholdsAndRestartOverhead) {
             "more than the threshold before it"},
         Bad{"scheduler:\n  las_thresholds: [0]\n", "scheduler.las_thresholds[0]", "1.."},
         Bad{"scheduler:\n  las_thresholds: 3600\n", "scheduler.las_thresholds", "expected a list"},
-        Bad{"scheduler:\n  restart_overhead: -5\n", "scheduler.restart_overhead", "negative"}}) {
+        Bad{"scheduler:\n  restart_overhead: -5\n", "scheduler.restart_overhead", "negative"},
+        Bad{"scheduler:\n  las_queue_order: lifo\n", "scheduler.las_queue_order", "entered"}}) {
     auto r = ValidateText("bad.yaml", b.text);
     EXPECT_FALSE(r.document) << b.text;
     ASSERT_FALSE(r.diagnostics.empty()) << b.text;

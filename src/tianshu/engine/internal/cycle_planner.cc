@@ -305,7 +305,10 @@ CyclePlanner::Next CyclePlanner::AdmitOne(JobRecord& job) {
     o.kind = placement::OutcomeKind::kDoesNotFitNow;
   }
   if (o.placed() && compact_wait && consolidation_.TooSlowToStart(job, o.ranks)) {
-    if (!job.spread_too_slow && held_spread_) held_spread_->push_back(job.id);
+    // Listed where the wake-up walks the list (spread placements priced), never only kept.
+    if (!job.spread_too_slow && held_spread_ && options_.placement_slowdown) {
+      held_spread_->push_back(job.id);
+    }
     job.spread_too_slow = true;
     ++result_.stats.held_for_compact;
     return Next::kContinue;

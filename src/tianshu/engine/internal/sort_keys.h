@@ -2,8 +2,9 @@
 // already (the pending queue in submission order, the running jobs in start order): dealing
 // keys into their few groups keeping the order met, and an insertion sort that gives up for
 // std::sort when the keys are far from sorted. Each gives exactly what one std::sort of unique
-// keys gives. And the few smallest of many values, in order, in one pass (SmallestK). Private
-// to engine/.
+// keys gives. And the few smallest of many values, in order, in one pass (SmallestK); and keys
+// that change little from one cycle to the next, sorted from the last cycle's order
+// (SortedAcrossCalls). Private to engine/.
 //   std::vector<size_t> at = internal::DealByGroup(&keys, [](const Key& k) { return k.queue; });
 //   for (size_t b = 0; b + 1 < at.size(); ++b) internal::SortMostlySorted(keys, at[b], at[b + 1]);
 #pragma once
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <utility>
@@ -97,6 +99,58 @@ class SmallestK {
   std::array<T, K> v_{};
   size_t n_ = 0;
   bool all_ = true;
+};
+
+// Sorts unique keys (each with a member `id`) that mostly come back unchanged from one call to
+// the next: the keys met last time and unchanged keep that order, the rest are sorted and merged
+// in. The order of one std::sort, in linear time plus that of the changed few. Ids outside
+// [0, kMaxId) are sorted the plain way.
+//   SortedAcrossCalls<Key> order;  order.Sort(&keys);  // each cycle
+template <typename K>
+class SortedAcrossCalls {
+ public:
+  static constexpr int64_t kMaxId = int64_t{1} << 24;
+  void Sort(std::vector<K>* keys) {
+    ++call_;
+    for (const K& k : *keys) {
+      if (k.id < 0 || k.id >= kMaxId) {
+        std::sort(keys->begin(), keys->end());
+        last_.clear();
+        return;
+      }
+    }
+    for (size_t i = 0; i < keys->size(); ++i) {
+      const auto id = static_cast<size_t>((*keys)[i].id);
+      if (id >= at_.size()) at_.resize(std::max(id + 1, 2 * at_.size()), Slot{});
+      at_[id] = {call_, i};
+    }
+    std::vector<char> kept(keys->size(), 0);
+    std::vector<K> same;  // last time's keys still offered, unchanged: in order
+    same.reserve(last_.size());
+    for (const K& k : last_) {
+      const auto id = static_cast<size_t>(k.id);
+      if (id < at_.size() && at_[id].call == call_ && (*keys)[at_[id].index] == k) {
+        kept[at_[id].index] = 1;
+        same.push_back(k);
+      }
+    }
+    std::vector<K> changed;
+    for (size_t i = 0; i < keys->size(); ++i) {
+      if (!kept[i]) changed.push_back((*keys)[i]);
+    }
+    std::sort(changed.begin(), changed.end());
+    std::merge(same.begin(), same.end(), changed.begin(), changed.end(), keys->begin());
+    last_ = *keys;
+  }
+
+ private:
+  struct Slot {
+    uint64_t call = 0;
+    size_t index = 0;
+  };
+  uint64_t call_ = 0;
+  std::vector<Slot> at_;  // by id: the call that last offered it, and where
+  std::vector<K> last_;   // sorted, as the last call left them
 };
 
 }  // namespace tianshu::engine::internal

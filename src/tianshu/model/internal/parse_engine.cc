@@ -171,6 +171,7 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
                  "colocation",
                  "gang_timeout",
                  "las_thresholds",
+                 "las_queue_order",
                  "restart_overhead",
                  "preemption_cost_model",
                  "no_retry_exit_codes",
@@ -212,6 +213,7 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
         }
       }
     }
+    r.Choice(s, p, "las_queue_order", {"entered", "preempted-first"}, &c.las_queue_order);
     r.Bool(s, p, "topology_aware", &c.topology_aware);
     r.Int(s, p, "max_retries", &c.max_retries, 0, 1000);
     r.IntList(s, p, "no_retry_exit_codes", &c.no_retry_exit_codes, 1, 255);
