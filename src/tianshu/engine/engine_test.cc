@@ -527,9 +527,15 @@ TEST(SortKeys, SortedAcrossCallsIsOneSortsOrder) {
   internal::SortedAcrossCalls<Key> order;
   std::map<int64_t, Key> live;
   for (int call = 0; call < 300; ++call) {
-    // A few arrive, a few leave, a few change; now and then an id it cannot index.
+    // A few arrive, a few leave, a few change; now and then, for one call, an id it cannot
+    // index (it sorts the plain way, then starts over), or a large one (its index grows).
+    live.erase(-7);
+    live.erase(int64_t{1} << 40);
     for (int i = 0; i < 6; ++i) {
-      const int64_t id = call % 50 == 49 && i == 0 ? -7 : static_cast<int64_t>(rng() % 400);
+      int64_t id = static_cast<int64_t>(rng() % 400);
+      if (i == 0 && call % 50 == 49) id = -7;
+      if (i == 0 && call % 50 == 24) id = int64_t{1} << 40;
+      if (i == 1 && call % 10 == 5) id = 100000 + call;
       live[id] = Key{static_cast<int>(rng() % 3), static_cast<double>(rng() % 100), id};
     }
     for (int i = 0; i < 4; ++i) {
@@ -544,6 +550,11 @@ TEST(SortKeys, SortedAcrossCallsIsOneSortsOrder) {
     order.Sort(&keys);
     ASSERT_EQ(keys, want) << "call " << call;
   }
+  // A key offered twice (not how the engine calls it) is sorted, not lost or doubled.
+  std::vector<Key> twice = {{1, 5, 3}, {0, 2, 9}, {1, 5, 3}};
+  order.Sort(&twice);
+  order.Sort(&twice);
+  EXPECT_EQ(twice, (std::vector<Key>{{0, 2, 9}, {1, 5, 3}, {1, 5, 3}}));
 }
 
 // EASY backfill's reservation: the head's shadow time is the end at which enough GPUs are

@@ -104,12 +104,13 @@ class SmallestK {
 // Sorts unique keys (each with a member `id`) that mostly come back unchanged from one call to
 // the next: the keys met last time and unchanged keep that order, the rest are sorted and merged
 // in. The order of one std::sort, in linear time plus that of the changed few. Ids outside
-// [0, kMaxId) are sorted the plain way.
+// [0, kMaxId) are sorted the plain way (the index by id costs 16 bytes per id up to the largest:
+// 32 MiB at most).
 //   SortedAcrossCalls<Key> order;  order.Sort(&keys);  // each cycle
 template <typename K>
 class SortedAcrossCalls {
  public:
-  static constexpr int64_t kMaxId = int64_t{1} << 24;
+  static constexpr int64_t kMaxId = int64_t{1} << 21;
   void Sort(std::vector<K>* keys) {
     ++call_;
     for (const K& k : *keys) {
@@ -121,7 +122,9 @@ class SortedAcrossCalls {
     }
     for (size_t i = 0; i < keys->size(); ++i) {
       const auto id = static_cast<size_t>((*keys)[i].id);
-      if (id >= at_.size()) at_.resize(std::max(id + 1, 2 * at_.size()), Slot{});
+      if (id >= at_.size()) {
+        at_.resize(std::min(static_cast<size_t>(kMaxId), std::max(id + 1, 2 * at_.size())));
+      }
       at_[id] = {call_, i};
     }
     std::vector<char> kept(keys->size(), 0);
@@ -129,7 +132,9 @@ class SortedAcrossCalls {
     same.reserve(last_.size());
     for (const K& k : last_) {
       const auto id = static_cast<size_t>(k.id);
-      if (id < at_.size() && at_[id].call == call_ && (*keys)[at_[id].index] == k) {
+      // (A key offered twice is kept once here; the other copy is sorted with the changed.)
+      if (id < at_.size() && at_[id].call == call_ && !kept[at_[id].index] &&
+          (*keys)[at_[id].index] == k) {
         kept[at_[id].index] = 1;
         same.push_back(k);
       }
