@@ -177,35 +177,34 @@ class TimeBackfill final : public BackfillPolicy {
     Reservation r;
     r.head = head.id;
     r.active = true;
-    const int64_t free_now = working.SwitchFreeWholeGpus(working.topology().Root());
-    // Running jobs end earliest first (on a tie, the smaller first). The walk usually stops
-    // after a few ends of hundreds (3.3 of 895 on Philly at load 0.9): the first 16 are kept in
-    // one pass, and all of them are ordered only where those do not reach the head's need.
+    // Running jobs end earliest first (on a tie, the smaller first), freeing their GPUs until
+    // the head's need is free. The walk usually stops after a few ends of hundreds (3.3 of 895
+    // on Philly at load 0.9): the first 16 are kept in one pass, and all of them are sorted
+    // only where those do not reach the need.
     using End = std::pair<double, int64_t>;  // expected end, GPUs
     auto end_of = [&](JobId id) {
       const JobRecord& j = v.Job(id);
       return End{ExpectedEndS(j), j.Gpus()};
     };
+    int64_t free = 0;
+    auto walk = [&](std::span<const End> ends) {
+      free = working.SwitchFreeWholeGpus(working.topology().Root());
+      r.shadow_s = kNever;
+      for (const End& e : ends) {
+        if (free >= head.Gpus()) break;
+        free += e.second;
+        r.shadow_s = e.first;
+      }
+    };
     internal::SmallestK<End, 16> first;
     for (JobId id : v.running) first.Offer(end_of(id));
-    int64_t free = free_now;
-    r.shadow_s = kNever;
-    for (const End& e : first.Values()) {
-      if (free >= head.Gpus()) break;
-      free += e.second;
-      r.shadow_s = e.first;
-    }
+    walk(first.Values());
     if (free < head.Gpus() && !first.HoldsAll()) {
       std::vector<End> ends;
       ends.reserve(v.running.size());
       for (JobId id : v.running) ends.push_back(end_of(id));
-      std::make_heap(ends.begin(), ends.end(), std::greater<>());
-      free = free_now;
-      for (auto last = ends.end(); last != ends.begin() && free < head.Gpus(); --last) {
-        std::pop_heap(ends.begin(), last, std::greater<>());
-        free += last[-1].second;
-        r.shadow_s = last[-1].first;
-      }
+      std::sort(ends.begin(), ends.end());
+      walk(ends);
     }
     if (free >= head.Gpus()) {
       if (v.running.empty() || r.shadow_s == kNever) r.shadow_s = std::min(r.shadow_s, v.now_s);
@@ -301,7 +300,8 @@ class LasPreemption final : public PreemptionPolicy {
   std::vector<JobId> Victims(const CycleView& v, const JobRecord& c) const override {
     int qc = LasQueue(c.attained_gpu_s, o_);
     // Sorted on keys taken once (not looked up in every comparison): the latest queue first,
-    // then the most recently started, then the highest id.
+    // then the most recently started (preempted-first: joined the queue's running jobs), then the
+    // highest id.
     struct Cand {
       int queue;
       double joined_s;

@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
-#include <queue>
 #include <vector>
 
 namespace tianshu::sim::internal {
