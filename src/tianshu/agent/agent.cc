@@ -24,10 +24,11 @@ Agent::Agent(AgentOptions options, HostInfo host, SystemFiles& fs, CgroupDriver&
       cgroups_(cgroups),
       runner_(runner),
       journal_(fs, options_.workdir + "/journal.jsonl"),
+      journal_first_(runner, [this] { FlushJournal(); }),
       job_context_{.options = options_,
                    .fs = fs_,
                    .cgroups = cgroups_,
-                   .runner = runner_,
+                   .runner = journal_first_,
                    .report = [this](wire::Report r) { Report(std::move(r)); },
                    .journal = [this](const nlohmann::json& record) { JournalOrLog(record); },
                    .lease_held = [this] { return LeaseHeld(); },
@@ -84,8 +85,18 @@ void Agent::AckReports(size_t n) {
 }
 
 void Agent::JournalOrLog(const nlohmann::json& record) {
-  if (Status s = journal_.Append(record); !s) {
-    // The journal is what makes restarts safe; without it the agent still works, and says so.
+  journal_pending_.push_back(record);
+  if (journal_batch_ == 0) FlushJournal();
+}
+
+void Agent::FlushJournal() {
+  if (journal_pending_.empty()) return;
+  const std::vector<nlohmann::json> records = std::move(journal_pending_);
+  journal_pending_.clear();
+  Status s = journal_.AppendAll(records);
+  if (s) return;
+  // The journal is what makes restarts safe; without it the agent still works, and says so.
+  for (const nlohmann::json& record : records) {
     wire::Report r;
     const auto& o = record.contains("order") ? record["order"] : nlohmann::json();
     r.order_id = o.is_string()   ? o.get<std::string>()
@@ -95,6 +106,12 @@ void Agent::JournalOrLog(const nlohmann::json& record) {
     r.message = "journal write failed: " + s.error().message;
     reports_.push_back(std::move(r));
   }
+}
+
+Agent::JournalBatch::JournalBatch(Agent& agent) : agent_(agent) { ++agent_.journal_batch_; }
+
+Agent::JournalBatch::~JournalBatch() {
+  if (--agent_.journal_batch_ == 0) agent_.FlushJournal();
 }
 
 std::vector<Agent::JobRun*> Agent::JobsOf(const std::string& job_id, int attempt) {
@@ -108,6 +125,7 @@ std::vector<Agent::JobRun*> Agent::JobsOf(const std::string& job_id, int attempt
 }
 
 void Agent::Apply(const wire::WorkOrder& order, int64_t now_ns) {
+  const JournalBatch batch(*this);
   if (seen_orders_.count(order.id)) {
     // The server resends until it hears `accepted`: acknowledge again, do nothing again.
     bool queued = std::any_of(reports_.begin(), reports_.end(), [&](const wire::Report& r) {
@@ -169,10 +187,10 @@ void Agent::Launch(const wire::WorkOrder& order, int64_t now_ns, bool replay) {
   }
   if (plan.apply_partitions) {
     for (const std::string& cmd : plan.partition_commands) {
-      auto pid = runner_.Spawn({.argv = {"/bin/sh", "-c", cmd},
-                                .env = options_.base_env,
-                                .log_path = job.dir + "/partitions.log",
-                                .exit_path = job.dir + "/partitions.exit"});
+      auto pid = journal_first_.Spawn({.argv = {"/bin/sh", "-c", cmd},
+                                       .env = options_.base_env,
+                                       .log_path = job.dir + "/partitions.log",
+                                       .exit_path = job.dir + "/partitions.exit"});
       std::optional<ProcessExit> e;
       for (int i = 0; pid && i < 6000 && !(e = runner_.Poll(*pid)); ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -184,7 +202,8 @@ void Agent::Launch(const wire::WorkOrder& order, int64_t now_ns, bool replay) {
   }
   std::string message = DescribeIsolation(plan, outcome);
   if (!problems.empty()) message += " | problems: " + Join(problems, "; ");
-  (void)fs_.Replace(job.dir + "/isolation.txt", message + "\n");
+  // For the operator, not for recovery (the accepted report carries it): written, not synced.
+  (void)fs_.Write(job.dir + "/isolation.txt", message + "\n");
   Report({.order_id = order.id,
           .kind = wire::ReportKind::kAccepted,
           .job_id = order.job_id,
@@ -219,6 +238,7 @@ void Agent::Stop(const wire::WorkOrder& order, int64_t now_ns) {
 }
 
 void Agent::Tick(int64_t now_ns) {
+  const JournalBatch batch(*this);
   for (auto& [key, job] : jobs_) {
     if (!job.done) job.Tick(job_context_, now_ns);
   }

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -133,7 +134,45 @@ class Agent {
   void Stop(const wire::WorkOrder& order, int64_t now_ns);
   std::vector<JobRun*> JobsOf(const std::string& job_id, int attempt);
   void Report(wire::Report r);
+  // Journal records wait in journal_pending_ while a JournalBatch is open (an order's Apply, a
+  // Tick), and go to disk together (one fdatasync) when it closes, before any process starts or
+  // is signalled (journal_first_), and so before any report of them leaves the agent.
   void JournalOrLog(const nlohmann::json& record);
+  void FlushJournal();
+  class JournalBatch {
+   public:
+    explicit JournalBatch(Agent& agent);
+    ~JournalBatch();
+    JournalBatch(const JournalBatch&) = delete;
+    JournalBatch& operator=(const JournalBatch&) = delete;
+
+   private:
+    Agent& agent_;
+  };
+  // The runner actions go through: writes the waiting journal records before it spawns or
+  // signals, so that the journal holds every order and rank the agent acted on.
+  class JournalFirst final : public ProcessRunner {
+   public:
+    JournalFirst(ProcessRunner& inner, std::function<void()> flush)
+        : inner_(inner), flush_(std::move(flush)) {}
+    Result<int64_t> Spawn(const SpawnSpec& spec) override {
+      flush_();
+      return inner_.Spawn(spec);
+    }
+    Status Signal(int64_t pid, int sig) override {
+      flush_();
+      return inner_.Signal(pid, sig);
+    }
+    std::optional<ProcessExit> Poll(int64_t pid) override { return inner_.Poll(pid); }
+    bool Adopt(int64_t pid, int64_t start_time, const std::string& exit_path) override {
+      return inner_.Adopt(pid, start_time, exit_path);
+    }
+    int64_t StartTime(int64_t pid) override { return inner_.StartTime(pid); }
+
+   private:
+    ProcessRunner& inner_;
+    std::function<void()> flush_;
+  };
 
   AgentOptions options_;
   HostInfo host_;
@@ -141,6 +180,9 @@ class Agent {
   CgroupDriver& cgroups_;
   ProcessRunner& runner_;
   Journal journal_;
+  std::vector<nlohmann::json> journal_pending_;
+  int journal_batch_ = 0;  // JournalBatch scopes open
+  JournalFirst journal_first_;
   internal::JobContext job_context_;  // what every JobRun call gets: the OS, Report, the journal
   std::set<std::string> seen_orders_;
   std::map<std::string, int64_t> orders_applied_;  // by kind (Held)

@@ -351,6 +351,53 @@ TEST(Agent, PlaceholderRanksEndAfterTheirDuration) {
   EXPECT_EQ(a.PendingReports().back().kind, wire::ReportKind::kExited);
 }
 
+int Lines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// The journal records of one order, and of one Tick, go to disk in one append (one fdatasync):
+// an 8-rank placeholder launch wrote 9 and its exits 8 (the Slurm peer's burst spent its agents'
+// time there). What the agent acts on is still durable first: every append pending is written
+// before a process starts or is signalled, so the order is in the journal before its first
+// rank starts, and each started rank before the next one.
+TEST(Agent, AnOrdersJournalRecordsGoToDiskTogetherAndBeforeEveryAction) {
+  Fixture f;
+  Agent a = f.Make();
+  ASSERT_TRUE(a.Recover(0));
+  const std::string journal = "/w/journal.jsonl";
+  wire::WorkOrder o = LaunchOrder("o1", 4);
+  for (auto& r : o.launch->ranks) {
+    r.command.clear();
+    r.env["TIANSHU_DURATION_S"] = "30";
+  }
+  int appends = f.fs.Appends(journal);
+  a.Apply(o, 0);
+  EXPECT_EQ(f.fs.Appends(journal) - appends, 1);
+  EXPECT_EQ(Lines(f.fs.Content(journal)), 5);  // the order and four starts
+  appends = f.fs.Appends(journal);
+  a.Tick(30 * kSec);
+  EXPECT_TRUE(a.Running().empty());
+  EXPECT_EQ(f.fs.Appends(journal) - appends, 1);  // four exits (and the job's end) at once
+
+  // Real ranks: at every spawn and signal, what came before is already in the journal.
+  std::vector<int> at_action;
+  f.runner.before_action = [&] { at_action.push_back(Lines(f.fs.Content(journal))); };
+  const int before = Lines(f.fs.Content(journal));
+  wire::WorkOrder real = LaunchOrder("o2", 2);
+  real.job_id = "j-2";
+  a.Apply(real, 31 * kSec);
+  ASSERT_EQ(at_action.size(), 2u);
+  EXPECT_EQ(at_action[0], before + 1);  // the order
+  EXPECT_EQ(at_action[1], before + 2);  // and the first rank's start
+  EXPECT_EQ(Lines(f.fs.Content(journal)), before + 3);
+  wire::WorkOrder stop = StopOrder("o3", false, 1000);
+  stop.job_id = "j-2";
+  at_action.clear();
+  a.Apply(stop, 32 * kSec);
+  ASSERT_FALSE(at_action.empty());
+  EXPECT_EQ(at_action[0], before + 4);  // the stop order, before its first signal
+}
+
 TEST(Agent, ARestartedJobIsToldWhereToResume) {
   Fixture f;
   f.fs.AddFile("/ckpt/j-1/latest", "step-000120.pt\n");

@@ -4,8 +4,10 @@
 
 namespace tianshu::agent {
 
-Status Journal::Append(const nlohmann::json& record) {
-  return fs_.Append(path_, record.dump() + "\n");
+Status Journal::AppendAll(std::span<const nlohmann::json> records) {
+  std::string text;
+  for (const auto& r : records) text += r.dump() + "\n";
+  return fs_.Append(path_, text);
 }
 
 Result<Journal::Contents> Journal::ReadAll() {

@@ -2,9 +2,10 @@
 // acts, so that a restarted agent knows every order it accepted, every rank it started (pid
 // and kernel start time) and every exit it saw — and neither loses nor duplicates a rank.
 //   Journal j(fs, "/var/lib/tianshu/agent/journal.jsonl");
-//   (void)j.Append({{"t", "order"}, {"order", wire::ToJson(order)}});
+//   (void)j.AppendAll(std::vector<nlohmann::json>{{{"t", "order"}, {"order", ...}}});
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,8 +19,8 @@ namespace tianshu::agent {
 class Journal {
  public:
   Journal(SystemFiles& fs, std::string path) : fs_(fs), path_(std::move(path)) {}
-  // Appends one record durably. Thread-compatible.
-  [[nodiscard]] Status Append(const nlohmann::json& record);
+  // Appends records durably, in order, with one write and one fdatasync. Thread-compatible.
+  [[nodiscard]] Status AppendAll(std::span<const nlohmann::json> records);
   struct Contents {
     std::vector<nlohmann::json> records;  // in order
     // Lines that are not a JSON object, as "path:line: corrupt journal record" (a torn last

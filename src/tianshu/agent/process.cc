@@ -371,6 +371,7 @@ bool PosixProcessRunner::Adopt(int64_t pid, int64_t start_time, const std::strin
 // ---- fake ----
 
 Result<int64_t> FakeProcessRunner::Spawn(const SpawnSpec& spec) {
+  if (before_action) before_action();
   if (fail_spawn) return Fail("spawn: fake failure");
   int64_t pid = next_pid_++;
   procs_[pid] = Proc{spec, {}, std::nullopt};
@@ -378,6 +379,7 @@ Result<int64_t> FakeProcessRunner::Spawn(const SpawnSpec& spec) {
 }
 
 Status FakeProcessRunner::Signal(int64_t pid, int sig) {
+  if (before_action) before_action();
   auto it = procs_.find(pid);
   if (it == procs_.end()) return Ok();
   it->second.signals.push_back(sig);

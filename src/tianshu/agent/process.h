@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -103,6 +104,7 @@ class FakeProcessRunner final : public ProcessRunner {
   // SIGTERM/SIGKILL end the process with that signal when true (the default).
   bool die_on_term = true;
   bool fail_spawn = false;
+  std::function<void()> before_action;  // called first in every Spawn and Signal
   std::map<int64_t, Proc> procs_;
   int64_t next_pid_ = 100;
 };

@@ -263,6 +263,7 @@ Status FakeSystemFiles::Write(const std::string& path, const std::string& data) 
 Status FakeSystemFiles::Append(const std::string& path, const std::string& data) {
   if (!dirs_.count(Dirname(path))) return Fail("open ", path, ": No such file or directory");
   files_[path] += data;
+  ++appends_[path];
   return Ok();
 }
 

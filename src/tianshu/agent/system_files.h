@@ -92,6 +92,11 @@ class FakeSystemFiles final : public SystemFiles {
   void FailWrites(const std::string& path) { failing_.insert(path); }
   const std::vector<std::pair<std::string, std::string>>& writes() const { return writes_; }
   std::string Content(const std::string& path) const;
+  // How many Append calls wrote to this path (each is one fdatasync on the real file system).
+  int Appends(const std::string& path) const {
+    auto it = appends_.find(path);
+    return it == appends_.end() ? 0 : it->second;
+  }
 
   Result<std::string> Read(const std::string& path) override;
   Result<std::string> ReadUntrusted(const std::string& path, size_t max_bytes) override;
@@ -117,6 +122,7 @@ class FakeSystemFiles final : public SystemFiles {
   std::set<std::string> failing_;
   std::map<std::string, int64_t> mtimes_;
   std::vector<std::pair<std::string, std::string>> writes_;
+  std::map<std::string, int> appends_;
 };
 
 // Directory part of a path ("/a/b" -> "/a"); "/" for top-level names.

@@ -425,6 +425,10 @@ class Engine {
   // consolidation wait counts from it. For a caller that keeps its own records across engines.
   // Error when the job is not pending.
   [[nodiscard]] Status SetPendingSince(JobId id, double since_s);
+  // Marks a node as taking new work or not, leaving what runs there as it is: for a caller
+  // whose nodes keep their jobs while they take none (cordoned, degraded, being probed).
+  // NodeFailed and NodeRemoved stop the node's jobs; this does not. Error for an unknown node.
+  [[nodiscard]] Status SetSchedulable(int node, bool schedulable);
   // The completed runs the learned estimates come from, for a caller that keeps its own
   // records across engines (the server); the engine adds the completions it sees.
   void SetRuntimeHistory(RuntimeHistory history) {

@@ -48,6 +48,15 @@ Status Engine::SetPendingSince(JobId id, double since_s) {
   return Ok();
 }
 
+Status Engine::SetSchedulable(int node, bool schedulable) {
+  wake_.valid = false;  // what may start changed
+  if (node < 0 || node >= topology_->NumNodes()) {
+    return Fail("schedulable: unknown node ", std::to_string(node));
+  }
+  state_.SetHealthy(node, schedulable);
+  return Ok();
+}
+
 Status Engine::SetAttainedService(JobId id, double gpu_s) {
   wake_.valid = false;  // a record may change
   auto it = jobs_.find(id);

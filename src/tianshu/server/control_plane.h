@@ -138,8 +138,7 @@ struct Job {
   bool held = false;
   // A task of a job array (submitted with ?array=, sbatch --array): the array's id (its first
   // task's job id), this task's index and the number of tasks; array_index -1 for a plain job.
-  // The tasks of an array have consecutive seqs. Its ranks get TIANSHU_ARRAY_JOB_ID,
-  // TIANSHU_ARRAY_TASK_ID and TIANSHU_ARRAY_TASK_COUNT.
+  // An array's tasks have consecutive seqs; ranks get TIANSHU_ARRAY_{JOB_ID,TASK_ID,TASK_COUNT}.
   std::string array_id;
   int array_index = -1;
   int array_count = 0;
@@ -179,8 +178,7 @@ struct NodeEntry {
   // sent the jobs running here back to the queue from a checkpoint. Kept across registrations.
   bool cordoned = false;
   bool draining = false;
-  // The data network (RegisterRequest::data_address/interface): MASTER_ADDR and probes use
-  // it; "" = the address's host.
+  // The data network (RegisterRequest::data_address/interface), for MASTER_ADDR and probes.
   std::string data_address, data_interface;
   std::string probing;  // the bandwidth probe running here (no new work meanwhile); not persisted
   int64_t links_changed_ms = 0;  // a link's line rate changed (heartbeats): re-probe; not persisted
@@ -355,10 +353,10 @@ class ControlPlane {
   // records, one line each.
   std::vector<std::string> StartupWarnings() const;
   CommitStats StoreStats() const { return committer_->Stats(); }
-  // How often the ledger was rebuilt from the records, and how often verify_ledger found it
-  // different from them (with the last difference); for tests and benchmarks.
+  // Ledger rebuilds, jobs handed in again, nodes marked, and verify_ledger's differences (with
+  // the last one); for tests and benchmarks.
   struct LedgerStats {
-    int64_t rebuilds = 0, synced_jobs = 0, mismatches = 0;
+    int64_t rebuilds = 0, synced_jobs = 0, node_marks = 0, mismatches = 0;
     std::string last_mismatch;
   };
   LedgerStats Ledger() const;
@@ -435,12 +433,12 @@ class ControlPlane {
     bool operator==(const LedgerEntry&) const = default;
   };
   LedgerEntry EntryOf(const Job& j, int64_t now_ms) const;
-  // Remembers what `t` changed: its jobs are handed to the ledger again before the next cycle;
-  // a change of a node rebuilds the view and the ledger.
-  void NoteLedgerChanges(const Txn& t);
-  // Makes the ledger match the records before a cycle: rebuilt when the nodes changed (or there
-  // is none), else the changed jobs (and those still launching) handed in again; verified when
-  // verify_ledger is set. False (and every pending job told why) when no view can be built.
+  void NoteLedgerChanges(const Txn& t);           // what `t` changed, for PrepareLedger
+  std::vector<NodeHardware> ViewMembers() const;  // the nodes a view is built of, by name
+  int MarkSchedulable(engine::Engine& e) const;   // marks view_'s nodes in `e`: how many changed
+  // Before a cycle: the ledger rebuilt when the view's nodes changed (or there is none), else its
+  // nodes marked and the changed (and launching) jobs handed in again; verified with
+  // verify_ledger. False (every pending job told why) when no view can be built.
   bool PrepareLedger(int64_t now_ms, const std::vector<Job*>& pending);
   // A fresh engine over view_ holding every job's entry, as the records say now; with
   // `remember`, the entries are noted as the ledger's (SyncLedger).
@@ -509,16 +507,18 @@ class ControlPlane {
   engine::EngineOptions engine_options_;  // from the config
   // The scheduling ledger: one long-lived engine over view_'s topology (the live nodes), the
   // owner of the queue's order, the placements and the free capacity the cycles decide on.
-  // Rebuilt from the records when the store is loaded or a node changes; otherwise every
-  // change of a job's record hands that job in again (ledger_dirty_), and nothing else.
+  // Rebuilt from the records at load and when the view's nodes change (one joins or leaves it,
+  // its hardware or measured leaf changes); a node that only stops or resumes taking work is
+  // marked (SetSchedulable); a job whose record changed is handed in again (ledger_dirty_).
   std::unique_ptr<ClusterView> view_;
-  // The training speed model over view_'s topology (estimate/perf.h, the simulator's): what the
-  // ledger's consolidation wait and topology upgrades judge a spread placement by.
+  std::vector<std::pair<std::string, wire::Hardware>> view_members_;  // what view_ was built of
+  // The training speed model over view_'s topology (estimate/perf.h): what the ledger's
+  // consolidation wait and topology upgrades judge a spread placement by.
   std::unique_ptr<estimate::PerfModel> perf_;
   std::unique_ptr<engine::Engine> ledger_;
   std::unordered_map<int64_t, LedgerEntry> ledger_entries_;  // what each job was handed in as
   std::set<int64_t> ledger_dirty_;                           // changed since the last cycle
-  bool ledger_nodes_changed_ = true;
+  bool ledger_nodes_changed_ = true, ledger_nodes_touched_ = false;  // rebuild; rebuild or mark
   int64_t runtimes_added_ = 0, runtimes_in_ledger_ = -1;  // completions learned, handed in
   // Per GPU: the share of training lost to the services overlaid on it (serving model), read
   // by the ledger's co-location check; refreshed every cycle.

@@ -25,6 +25,11 @@ double ServiceAt(const engine::JobRecord& r, double now_s) {
   return s;
 }
 
+// A node new work may go to: ready, not cordoned, not being probed (the others keep theirs).
+bool TakesNewWork(const NodeEntry& n) {
+  return n.state == NodeState::kReady && !n.cordoned && n.probing.empty();
+}
+
 bool Near(double a, double b) { return std::abs(a - b) <= 1e-6 * std::max(1.0, std::abs(b)); }
 
 std::vector<engine::JobId> Sorted(std::span<const engine::JobId> ids) {
@@ -42,7 +47,27 @@ ControlPlane::LedgerStats ControlPlane::Ledger() const {
 
 void ControlPlane::NoteLedgerChanges(const Txn& t) {
   ledger_dirty_.insert(t.jobs.begin(), t.jobs.end());
-  if (!t.nodes.empty() || !t.nodes_removed.empty()) ledger_nodes_changed_ = nominal_dirty_ = true;
+  if (!t.nodes.empty() || !t.nodes_removed.empty()) ledger_nodes_touched_ = nominal_dirty_ = true;
+}
+
+// The nodes a cluster view is built of (ready or degraded), in name order.
+std::vector<NodeHardware> ControlPlane::ViewMembers() const {
+  std::vector<NodeHardware> hw;
+  for (const auto& [name, n] : nodes_) {
+    if (n.state == NodeState::kReady || n.state == NodeState::kDegraded) {
+      hw.push_back({name, &n.hardware});
+    }
+  }
+  return hw;
+}
+
+int ControlPlane::MarkSchedulable(engine::Engine& e) const {
+  int marked = 0;
+  for (int i = 0; i < view_->topology.NumNodes(); ++i) {
+    const bool takes = TakesNewWork(nodes_.at(view_->node_names[static_cast<size_t>(i)]));
+    if (e.State().Healthy(i) != takes) marked += e.SetSchedulable(i, takes).has_value();
+  }
+  return marked;
 }
 
 ControlPlane::LedgerEntry ControlPlane::EntryOf(const Job& j, int64_t now_ms) const {
@@ -160,17 +185,7 @@ Result<std::unique_ptr<engine::Engine>> ControlPlane::ReplayLedger(int64_t now_m
   }
   auto e = engine::Engine::Create(topo, options);
   if (!e) return std::unexpected(e.error());
-  // Degraded and cordoned nodes keep their work, get nothing new.
-  for (int i = 0; i < topo.NumNodes(); ++i) {
-    const NodeEntry& n = nodes_.at(view_->node_names[static_cast<size_t>(i)]);
-    if (n.state != NodeState::kReady || n.cordoned || !n.probing.empty()) {
-      (void)(*e)->Apply(engine::NodeFailed{.node = i,
-                                           .reason = n.cordoned           ? "cordoned"
-                                                     : !n.probing.empty() ? "probing"
-                                                                          : "degraded"},
-                        Seconds(now_ms));
-    }
-  }
+  (void)MarkSchedulable(**e);  // degraded, cordoned, probed nodes keep their work, get nothing new
   (*e)->SetRuntimeHistory(runtimes_);
   std::vector<int64_t> seqs(active_seqs_.begin(), active_seqs_.end());
   seqs.insert(seqs.end(), pending_seqs_.begin(), pending_seqs_.end());
@@ -198,13 +213,20 @@ bool ControlPlane::PrepareLedger(int64_t now_ms, const std::vector<Job*>& pendin
     ++ledger_stats_.rebuilds;
     return true;
   };
+  std::vector<NodeHardware> hw;
+  if (ledger_nodes_touched_ && ledger_ && view_ && !ledger_nodes_changed_) {
+    // A node's record changed: the view stands while its nodes and their hardware do.
+    hw = ViewMembers();
+    ledger_nodes_changed_ =
+        hw.size() != view_members_.size() ||
+        !std::equal(hw.begin(), hw.end(), view_members_.begin(), [](const auto& a, const auto& b) {
+          return a.name == b.first && *a.hardware == b.second;
+        });
+    if (!ledger_nodes_changed_) ledger_stats_.node_marks += MarkSchedulable(*ledger_);
+  }
+  ledger_nodes_touched_ = false;
   if (ledger_nodes_changed_ || !ledger_ || !view_) {
-    std::vector<NodeHardware> hw;
-    for (const auto& [name, n] : nodes_) {
-      if (n.state == NodeState::kReady || n.state == NodeState::kDegraded) {
-        hw.push_back({name, &n.hardware});
-      }
-    }
+    hw = ViewMembers();
     RefreshNominalView();
     // Placement sees the measured leaves (docs/network.md), where probes found any.
     std::map<std::string, std::string> leaves = MeasuredLeavesNow(now_ms);
@@ -214,6 +236,8 @@ bool ControlPlane::PrepareLedger(int64_t now_ms, const std::vector<Job*>& pendin
       return false;
     }
     view_leaves_ = std::move(leaves);
+    view_members_.clear();
+    for (const NodeHardware& n : hw) view_members_.emplace_back(n.name, *n.hardware);
     ledger_.reset();  // its options point into the old view and speed model
     view_ = std::move(*view);
     perf_ = std::make_unique<estimate::PerfModel>(view_->topology, options_.config);

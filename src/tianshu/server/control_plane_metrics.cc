@@ -236,9 +236,13 @@ std::string ControlPlane::Metrics() const {
   const std::pair<const char*, std::pair<const char*, int64_t>> counters[] = {
       {"tianshu_cycles_total", {"Scheduling cycles run.", metrics_.cycles}},
       {"tianshu_ledger_rebuilds_total",
-       {"Times the scheduling ledger was rebuilt from the records (a node changed, the store was "
-        "loaded).",
+       {"Times the scheduling ledger was rebuilt from the records (the store was loaded, a node "
+        "joined or left the cluster view, its hardware or measured leaf changed).",
         ledger_stats_.rebuilds}},
+      {"tianshu_ledger_node_marks_total",
+       {"Nodes marked in the scheduling ledger as taking new work or not (cordon, degraded, "
+        "probe) without a rebuild.",
+        ledger_stats_.node_marks}},
       {"tianshu_ledger_synced_jobs_total",
        {"Jobs handed to the scheduling ledger again after their record changed.",
         ledger_stats_.synced_jobs}},

@@ -217,7 +217,7 @@ void ControlPlane::StartProbe(Txn& t, const std::string& a, const std::string& b
     o.launch = std::move(l);
     AddOrder(t, n.name, std::move(o));
   }
-  ledger_nodes_changed_ = true;  // both nodes take no new work while it runs
+  ledger_nodes_touched_ = true;  // both nodes take no new work while it runs
   NetworkEvent(t, p.id, "network: probing " + a + " <-> " + b, now_ms);
   probes_.emplace(p.id, std::move(p));
 }
@@ -261,7 +261,7 @@ void ControlPlane::FinishProbe(Txn& t, const std::string& id, int64_t now_ms) {
   }
   if (both) t.meta[NetworkMap::MetaKey(p.a, p.b)] = network_.MetaValue(p.a, p.b);
   ++network_version_;
-  ledger_nodes_changed_ = true;
+  ledger_nodes_touched_ = true;
   schedule_dirty_ = true;
   probes_.erase(it);
 }

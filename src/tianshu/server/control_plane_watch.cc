@@ -27,13 +27,7 @@ std::string Num(double v, const char* fmt = "%.3g") {
 
 void ControlPlane::RefreshNominalView() {
   if (!nominal_dirty_ && nominal_view_) return;
-  std::vector<NodeHardware> hw;
-  for (const auto& [name, n] : nodes_) {
-    if (n.state == NodeState::kReady || n.state == NodeState::kDegraded) {
-      hw.push_back({name, &n.hardware});
-    }
-  }
-  if (auto v = BuildClusterView(hw)) {
+  if (auto v = BuildClusterView(ViewMembers())) {
     nominal_view_ = std::move(*v);
     nominal_dirty_ = false;
   }

@@ -41,6 +41,7 @@ struct Device {
   std::string pci_bus_id;    // "0000:17:00.0", "" when unknown
   bool mig_enabled = false;  // MIG (or vendor partitioning) mode is on
   bool declared = false;     // true: from --devices, not found on the machine
+  bool operator==(const Device&) const = default;
 };
 
 struct NicInfo {
@@ -48,12 +49,14 @@ struct NicInfo {
   int64_t bandwidth_bps = 0;  // line rate in bits per second, 0 when unknown
   bool rdma = false;          // has an RDMA device (/sys/class/infiniband)
   int numa = -1;
+  bool operator==(const NicInfo&) const = default;
 };
 
 struct DiskInfo {
   std::string name;  // "nvme0n1"
   int64_t capacity_bytes = 0;
   bool nvme = false;
+  bool operator==(const DiskInfo&) const = default;
 };
 
 struct Hardware {
@@ -65,6 +68,7 @@ struct Hardware {
   std::vector<DiskInfo> disks;
   std::string backend;  // "cuda", "ascend", "rocm", "musa"; "" = from the devices' vendor
   std::map<std::string, std::string> labels;  // node labels for node_selector (e.g. "leaf")
+  bool operator==(const Hardware&) const = default;
 };
 
 // A rank the agent is running (or knows it launched), reported at registration and in every

@@ -1,0 +1,149 @@
+// The server's scheduling ledger across node changes (issue 16): a node that only stops or
+// resumes taking new work (cordon, uncordon) is marked in the long-lived engine, which is not
+// rebuilt; a node joining the cluster view rebuilds it. Every cycle also replays the records
+// into a fresh engine and compares (verify_ledger), so a marked ledger that drifted from the
+// records fails here.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "testing/direct_node.h"
+#include "tianshu/server/control_plane.h"
+
+namespace {
+
+using namespace tianshu;
+using nlohmann::json;
+
+class ServerLedger : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "tianshu-ledger-XXXXXX").string();
+    dir_ = mkdtemp(pattern.data());
+    auto store = server::OpenSqliteStore(dir_ + "/tianshu.db");
+    ASSERT_TRUE(store) << store.error().message;
+    server::ControlPlaneOptions o;
+    o.config.preemption = false;
+    o.config.network.probes = false;
+    o.placement = "topology";
+    o.admin_token = "admin-token";
+    o.node_lease_ms = 0;
+    o.verify_ledger = true;
+    auto cp = server::ControlPlane::Open(std::move(*store), o, now_);
+    ASSERT_TRUE(cp) << cp.error().message;
+    cp_ = std::move(*cp);
+  }
+  void TearDown() override {
+    cp_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  void Register(const std::string& node) {
+    auto r =
+        cp_->Register(tianshu::testing::A100Node(node, "agent-" + node, "leaf-0"), admin_, now_);
+    ASSERT_TRUE(r) << r.error().message;
+    nodes_.push_back(node);
+  }
+  std::string Submit(const std::string& name) {
+    auto r = server::ParseSubmitBody("application/yaml",
+                                     "kind: training\nname: " + name +
+                                         "\nmodel: {profile: llama2-7b}\nparallelism: {tp: 1, "
+                                         "pp: 1}\ngpus: 8\nduration: 1h\n",
+                                     name + ".yaml");
+    EXPECT_TRUE(r) << r.error().message;
+    if (!r) return "";
+    r->owner = "admin";
+    auto made = cp_->Submit(std::move(*r), now_);
+    EXPECT_TRUE(made) << made.error().message;
+    return made ? made->job["id"].get<std::string>() : "";
+  }
+  // A tick, then every node's orders carried out at once (accepted, every rank started).
+  void Tick() {
+    now_ += 1000;
+    cp_->Tick(now_);
+    for (const std::string& name : nodes_) {
+      auto work = cp_->Work(name, "agent-" + name, 0);
+      if (!work) continue;
+      wire::ReportBatch b{.agent_id = "agent-" + name};
+      for (const auto& order : work->orders) {
+        for (auto& r : tianshu::testing::AcceptedAndStarted(order))
+          b.reports.push_back(std::move(r));
+      }
+      if (!b.reports.empty()) (void)cp_->Reports(name, b, now_);
+    }
+  }
+  void Admin(const std::string& node, const std::string& action) {
+    auto r = cp_->AdminNode(node, action, admin_, now_);
+    ASSERT_TRUE(r) << action << " " << node << ": " << r.error().message;
+  }
+  json Job(const std::string& id) {
+    auto j = cp_->GetJob(id, admin_);
+    EXPECT_TRUE(j) << id;
+    return j ? *j : json::object();
+  }
+  // The node a one-node job holds ("" while it holds none).
+  std::string NodeOf(const std::string& id) {
+    const json j = Job(id);
+    const json p = j.value("placement", json::array());
+    return p.empty() ? "" : p[0].value("node", "");
+  }
+
+  std::string dir_;
+  std::vector<std::string> nodes_;  // registered
+  int64_t now_ = 1'800'000'000'000;
+  const server::Identity admin_{.name = "admin", .role = server::Role::kAdmin};
+  std::unique_ptr<server::ControlPlane> cp_;
+};
+
+TEST_F(ServerLedger, ACordonIsMarkedInTheLedgerAndANewNodeRebuildsIt) {
+  Register("n0");
+  Register("n1");
+  const std::string a = Submit("a");
+  Tick();
+  const std::string held = NodeOf(a);
+  ASSERT_FALSE(held.empty()) << Job(a).dump();
+  const std::string other = held == "n0" ? "n1" : "n0";
+  const int64_t rebuilds = cp_->Ledger().rebuilds;
+  ASSERT_GE(rebuilds, 1);
+
+  // The free node is cordoned: b finds no room, and the ledger was marked, not rebuilt.
+  Admin(other, "cordon");
+  const std::string b = Submit("b");
+  Tick();
+  EXPECT_EQ(Job(b).value("state", ""), "pending") << Job(b).dump();
+  EXPECT_EQ(cp_->Ledger().rebuilds, rebuilds);
+  EXPECT_EQ(cp_->Ledger().node_marks, 1);
+
+  // The busy node is cordoned too: its job keeps running there.
+  Admin(held, "cordon");
+  Tick();
+  EXPECT_EQ(Job(a).value("state", ""), "running") << Job(a).dump();
+  EXPECT_EQ(NodeOf(a), held);
+  EXPECT_EQ(cp_->Ledger().node_marks, 2);
+
+  // Uncordoned, the free node takes b.
+  Admin(other, "uncordon");
+  Tick();
+  EXPECT_EQ(NodeOf(b), other) << Job(b).dump();
+  EXPECT_EQ(cp_->Ledger().rebuilds, rebuilds);
+  EXPECT_EQ(cp_->Ledger().node_marks, 3);
+
+  // A node that joins changes the cluster view: the ledger is rebuilt over it, and the job
+  // waiting for a node starts there.
+  const std::string c = Submit("c");
+  Tick();
+  EXPECT_EQ(Job(c).value("state", ""), "pending");
+  Register("n2");
+  Tick();
+  EXPECT_EQ(NodeOf(c), "n2") << Job(c).dump();
+  EXPECT_EQ(cp_->Ledger().rebuilds, rebuilds + 1);
+  // Every cycle's replay of the records matched the marked ledger.
+  EXPECT_EQ(cp_->Ledger().mismatches, 0) << cp_->Ledger().last_mismatch;
+}
+
+}  // namespace
