@@ -31,6 +31,7 @@ Agent::Agent(AgentOptions options, HostInfo host, SystemFiles& fs, CgroupDriver&
                    .runner = journal_first_,
                    .report = [this](wire::Report r) { Report(std::move(r)); },
                    .journal = [this](const nlohmann::json& record) { JournalOrLog(record); },
+                   .journal_flush = [this] { FlushJournal(); },
                    .lease_held = [this] { return LeaseHeld(); },
                    .lease_path = LeasePath()} {
   (void)fs_.MakeDirs(options_.workdir);  // a failure shows at the first journal write
@@ -147,6 +148,7 @@ void Agent::Apply(const wire::WorkOrder& order, int64_t now_ns) {
     return;
   }
   JournalOrLog({{"t", "order"}, {"order", wire::ToJson(order)}});
+  FlushJournal();  // the order is on disk before anything is done for it
   seen_orders_.insert(order.id);
   ++orders_applied_[std::string(wire::OrderKindName(order.kind))];
   switch (order.kind) {
@@ -202,8 +204,7 @@ void Agent::Launch(const wire::WorkOrder& order, int64_t now_ns, bool replay) {
   }
   std::string message = DescribeIsolation(plan, outcome);
   if (!problems.empty()) message += " | problems: " + Join(problems, "; ");
-  // For the operator, not for recovery (the accepted report carries it): written, not synced.
-  (void)fs_.Write(job.dir + "/isolation.txt", message + "\n");
+  (void)fs_.Replace(job.dir + "/isolation.txt", message + "\n");
   Report({.order_id = order.id,
           .kind = wire::ReportKind::kAccepted,
           .job_id = order.job_id,

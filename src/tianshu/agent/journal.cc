@@ -6,7 +6,11 @@ namespace tianshu::agent {
 
 Status Journal::AppendAll(std::span<const nlohmann::json> records) {
   std::string text;
-  for (const auto& r : records) text += r.dump() + "\n";
+  // Invalid UTF-8 in a message is replaced, never thrown (the batch is written from a
+  // destructor).
+  for (const auto& r : records) {
+    text += r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
   return fs_.Append(path_, text);
 }
 

@@ -196,6 +196,7 @@ void JobRun::StartRank(const JobContext& ctx, RankRun& r, const IsolationPlan& p
                {"rank", r.launch.rank},
                {"pid", r.pid},
                {"start_time", r.start_time}});
+  ctx.journal_flush();  // a running process is on disk at once: a restart adopts it
   ctx.report({.order_id = order.id,
               .kind = wire::ReportKind::kStarted,
               .job_id = order.job_id,

@@ -34,6 +34,7 @@ struct JobContext {
   ProcessRunner& runner;
   std::function<void(wire::Report)> report;            // queued once per (order, kind, rank)
   std::function<void(const nlohmann::json&)> journal;  // appended before the agent acts on
+  std::function<void()> journal_flush;                 // what journal held, on disk now
   std::function<bool()> lease_held;                    // the node lease holds now
   std::string lease_path;                              // checked by every rank's shim
 };
