@@ -2,7 +2,8 @@
 // leaves, every GPU held by a running job (2,048 jobs of 8 GPUs), 10,000 pending jobs that do
 // not fit, and finished (cancelled) jobs up to 100,000 records in all, in a SQLite store on
 // /dev/shm (fsync there costs nothing: the setup is not what is measured). Measures the tick
-// when nothing changed, and the tick after one arrival (the submission itself not counted).
+// when nothing changed, the tick after one arrival (the submission itself not counted), and the
+// tick after an admin cordons or uncordons a node (the ledger is marked, not rebuilt).
 // Preemption is off, so that a tick changes nothing it measures. Prints medians and p90s;
 // `--output json` prints one JSON object.
 //   build/bench/bench_server_tick [--jobs 100000] [--pending 10000] [--nodes 2048] [--reps 20]
