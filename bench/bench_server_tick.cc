@@ -3,7 +3,8 @@
 // not fit, and finished (cancelled) jobs up to 100,000 records in all, in a SQLite store on
 // /dev/shm (fsync there costs nothing: the setup is not what is measured). Measures the tick
 // when nothing changed, the tick after one arrival (the submission itself not counted), and the
-// tick after an admin cordons or uncordons a node (the ledger is marked, not rebuilt).
+// tick after an admin cordons or uncordons a node, and after a node fails or comes back (the
+// ledger is marked, not rebuilt).
 // Preemption is off, so that a tick changes nothing it measures. Prints medians and p90s;
 // `--output json` prints one JSON object.
 //   build/bench/bench_server_tick [--jobs 100000] [--pending 10000] [--nodes 2048] [--reps 20]
@@ -189,7 +190,24 @@ int main(int argc, char** argv) {
       node_change.push_back(timed_tick());
     }
   }
-  const Figures fi = Summarise(idle), fa = Summarise(arrival), fn = Summarise(node_change);
+  // A node fails (its job goes to the retry path), then comes back (the job is placed on it
+  // again): both are marks in the ledger, as the node stays in the cluster view.
+  std::vector<double> node_loss;
+  for (int r = 0; r < reps; ++r) {
+    const int n = nodes - 1 - (r % nodes);
+    const std::string node = "n" + std::to_string(n);
+    for (const wire::Health health : {wire::Health::kFailed, wire::Health::kOk}) {
+      auto hb = cp.Heartbeat(node, {.agent_id = "a" + std::to_string(n), .health = health}, now);
+      if (!hb) {
+        std::fprintf(stderr, "heartbeat: %s\n", hb.error().message.c_str());
+        return 1;
+      }
+      node_loss.push_back(timed_tick());
+    }
+  }
+  const Figures fi = Summarise(idle), fa = Summarise(arrival), fn = Summarise(node_change),
+                fl = Summarise(node_loss);
+  const server::ControlPlane::LedgerStats ledger = cp.Ledger();
   const auto stats = cp.StoreStats();
   if (json_out) {
     nlohmann::json j = {
@@ -201,6 +219,9 @@ int main(int argc, char** argv) {
         {"tick_unchanged_ms", {{"median", fi.median_ms}, {"p90", fi.p90_ms}}},
         {"tick_after_arrival_ms", {{"median", fa.median_ms}, {"p90", fa.p90_ms}}},
         {"tick_after_node_change_ms", {{"median", fn.median_ms}, {"p90", fn.p90_ms}}},
+        {"tick_after_node_failure_or_return_ms", {{"median", fl.median_ms}, {"p90", fl.p90_ms}}},
+        {"ledger_rebuilds", ledger.rebuilds},
+        {"ledger_node_marks", ledger.node_marks},
         {"commits", stats.commits}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
@@ -212,6 +233,10 @@ int main(int argc, char** argv) {
                 fa.median_ms, fa.p90_ms);
     std::printf("  after a cordon or uncordon: median %8.3f ms, p90 %8.3f ms\n", fn.median_ms,
                 fn.p90_ms);
+    std::printf("  after a node fails or returns: median %8.3f ms, p90 %8.3f ms\n", fl.median_ms,
+                fl.p90_ms);
+    std::printf("  ledger: %lld rebuilds, %lld node marks\n",
+                static_cast<long long>(ledger.rebuilds), static_cast<long long>(ledger.node_marks));
   }
   opened->reset();
   std::filesystem::remove_all(dir);

@@ -18,6 +18,7 @@
 #include <regex>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "testing/etcd_env.h"
 #include "testing/processes.h"
@@ -42,8 +43,9 @@ class Cluster : public ::testing::Test {
     char tmpl[] = "/tmp/tianshu-e2e-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     port_ = tianshu::testing::FreeLoopbackPort();
-    std::vector<std::string> flags = {"--lost-after", "4s",           "--heartbeat-interval",
-                                      "500ms",        "--node-lease", "8s"};
+    const auto [lost_after, lease] = LostAfterAndLease();
+    std::vector<std::string> flags = {"--lost-after", lost_after,     "--heartbeat-interval",
+                                      "500ms",        "--node-lease", lease};
     if (const std::string config = ServeConfig(); !config.empty()) {
       std::ofstream(dir_ + "/engine.yaml") << config;
       flags.insert(flags.end(), {"--config", dir_ + "/engine.yaml"});
@@ -62,6 +64,9 @@ class Cluster : public ::testing::Test {
 
   // The engine configuration `tianshu serve` runs with ("": its defaults).
   virtual std::string ServeConfig() const { return ""; }
+  // How long a silent node stays before it is lost, and its lease (no shorter): short, as the
+  // tests that kill agents wait for them.
+  virtual std::pair<std::string, std::string> LostAfterAndLease() const { return {"4s", "8s"}; }
 
   void TearDown() override {
     for (int i = 0; i < static_cast<int>(agents_.size()); ++i) KillAgent(i, SIGTERM);
@@ -385,6 +390,9 @@ class ElasticCluster : public Cluster {
   std::string ServeConfig() const override {
     return "task_scheduler:\n  elastic_scaling: true\n  scaling_interval: 15\n";
   }
+  // Nothing here kills an agent: a node starved for 4 s on a loaded 2-core machine (four torch
+  // ranks starting) must not turn the resize into a retry (seen in CI simulation).
+  std::pair<std::string, std::string> LostAfterAndLease() const override { return {"30s", "40s"}; }
 };
 
 TEST_F(ElasticCluster, ElasticJobGrowsOntoAnIdleNodeAndResumesAtTheNewSize) {

@@ -234,7 +234,12 @@ TEST(ServerApi, NodeRegistrationPlacementLossAndRetry) {
   ASSERT_TRUE(WaitFor([&] { return f.JobState(id) == "pending"; }, 5000)) << f.JobState(id);
   auto job = f.Get("/v1/jobs/" + id);
   EXPECT_EQ(job.body["retries"], 1);
-  EXPECT_NE(job.body["message"].get<std::string>().find("retry 1 of 2"), std::string::npos);
+  // The retry is in the job's history; its message says why it waits now.
+  ASSERT_FALSE(job.body["history"].empty());
+  EXPECT_NE(job.body["history"].back()["reason"].get<std::string>().find("retry 1 of 2"),
+            std::string::npos)
+      << job.body.dump(2);
+  EXPECT_EQ(job.body["message"], "waiting for capacity");
   EXPECT_EQ(f.Get("/v1/nodes/node-a").body["state"], "lost");
 
   // A lost node's agent is told to register again.

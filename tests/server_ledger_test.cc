@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,11 +50,12 @@ class ServerLedger : public ::testing::Test {
     ASSERT_TRUE(r) << r.error().message;
     nodes_.push_back(node);
   }
-  std::string Submit(const std::string& name) {
+  std::string Submit(const std::string& name, int gpus = 8) {
     auto r = server::ParseSubmitBody("application/yaml",
                                      "kind: training\nname: " + name +
                                          "\nmodel: {profile: llama2-7b}\nparallelism: {tp: 1, "
-                                         "pp: 1}\ngpus: 8\nduration: 1h\n",
+                                         "pp: 1}\ngpus: " +
+                                         std::to_string(gpus) + "\nduration: 1h\n",
                                      name + ".yaml");
     EXPECT_TRUE(r) << r.error().message;
     if (!r) return "";
@@ -62,15 +64,24 @@ class ServerLedger : public ::testing::Test {
     EXPECT_TRUE(made) << made.error().message;
     return made ? made->job["id"].get<std::string>() : "";
   }
-  // A tick, then every node's orders carried out at once (accepted, every rank started).
-  void Tick() {
+  // A tick, then every node's orders carried out at once (accepted, every rank started; a
+  // stop order is only accepted while `stops_done` is false, and its ranks stay until it is
+  // true).
+  void Tick(bool stops_done = true) {
     now_ += 1000;
     cp_->Tick(now_);
     for (const std::string& name : nodes_) {
+      if (failed_.contains(name)) continue;
       auto work = cp_->Work(name, "agent-" + name, 0);
       if (!work) continue;
       wire::ReportBatch b{.agent_id = "agent-" + name};
       for (const auto& order : work->orders) {
+        if (order.kind == wire::OrderKind::kStop) {
+          if (!stops_done) continue;  // asked again at the next tick
+          b.reports.push_back(
+              {.order_id = order.id, .kind = wire::ReportKind::kStopped, .job_id = order.job_id});
+          continue;
+        }
         for (auto& r : tianshu::testing::AcceptedAndStarted(order))
           b.reports.push_back(std::move(r));
       }
@@ -93,8 +104,24 @@ class ServerLedger : public ::testing::Test {
     return p.empty() ? "" : p[0].value("node", "");
   }
 
+  // The node's agent says it can run no work (healthy again with `ok`).
+  void Health(const std::string& node, bool ok) {
+    auto r = cp_->Heartbeat(node,
+                            {.agent_id = "agent-" + node,
+                             .health = ok ? wire::Health::kOk : wire::Health::kFailed,
+                             .message = ok ? "" : "test failure"},
+                            now_);
+    ASSERT_TRUE(r) << r.error().message;
+    if (ok) {
+      failed_.erase(node);
+    } else {
+      failed_.insert(node);
+    }
+  }
+
   std::string dir_;
   std::vector<std::string> nodes_;  // registered
+  std::set<std::string> failed_;
   int64_t now_ = 1'800'000'000'000;
   const server::Identity admin_{.name = "admin", .role = server::Role::kAdmin};
   std::unique_ptr<server::ControlPlane> cp_;
@@ -143,6 +170,44 @@ TEST_F(ServerLedger, ACordonIsMarkedInTheLedgerAndANewNodeRebuildsIt) {
   EXPECT_EQ(NodeOf(c), "n2") << Job(c).dump();
   EXPECT_EQ(cp_->Ledger().rebuilds, rebuilds + 1);
   // Every cycle's replay of the records matched the marked ledger.
+  EXPECT_EQ(cp_->Ledger().mismatches, 0) << cp_->Ledger().last_mismatch;
+}
+
+// A node that fails leaves its jobs stopping on the others: their GPUs there stay held until
+// the ranks have stopped (nothing new starts on them before), and the failed node, and its
+// return, are marks in the ledger, not rebuilds.
+TEST_F(ServerLedger, ALostNodesJobHoldsItsOtherGpusUntilStoppedAndItsReturnIsAMark) {
+  Register("n0");
+  Register("n1");
+  const std::string big = Submit("big", 16);
+  Tick();
+  ASSERT_EQ(Job(big).value("state", ""), "running") << Job(big).dump();
+  const int64_t rebuilds = cp_->Ledger().rebuilds;
+
+  Health("n1", false);
+  const std::string b = Submit("b");
+  Tick(/*stops_done=*/false);
+  Tick(/*stops_done=*/false);
+  EXPECT_EQ(Job(big).value("state", ""), "stopping") << Job(big).dump();
+  // big's ranks on n0 are still stopping: b must not be placed on their GPUs.
+  EXPECT_EQ(Job(b).value("state", ""), "pending") << Job(b).dump();
+
+  Tick(/*stops_done=*/true);
+  Tick();
+  EXPECT_EQ(NodeOf(b), "n0") << Job(b).dump();
+  EXPECT_EQ(Job(big).value("state", ""), "pending") << Job(big).dump();
+
+  // n1 is back: big (16 GPUs) waits for b's node, but the ledger was marked, not rebuilt.
+  Health("n1", true);
+  Tick();
+  EXPECT_EQ(cp_->Ledger().rebuilds, rebuilds);
+  EXPECT_GE(cp_->Ledger().node_marks, 2);
+  // With big gone, a new job takes n1 again.
+  ASSERT_TRUE(cp_->Cancel(big, admin_, now_));
+  const std::string c = Submit("c");
+  Tick();
+  EXPECT_EQ(NodeOf(c), "n1") << Job(c).dump();
+  EXPECT_EQ(cp_->Ledger().rebuilds, rebuilds);
   EXPECT_EQ(cp_->Ledger().mismatches, 0) << cp_->Ledger().last_mismatch;
 }
 

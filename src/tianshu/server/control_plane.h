@@ -505,11 +505,11 @@ class ControlPlane {
   ControlPlaneOptions options_;
   std::unique_ptr<Committer> committer_;
   engine::EngineOptions engine_options_;  // from the config
-  // The scheduling ledger: one long-lived engine over view_'s topology (the live nodes), the
-  // owner of the queue's order, the placements and the free capacity the cycles decide on.
-  // Rebuilt from the records at load and when the view's nodes change (one joins or leaves it,
-  // its hardware or measured leaf changes); a node that only stops or resumes taking work is
-  // marked (SetSchedulable); a job whose record changed is handed in again (ledger_dirty_).
+  // The scheduling ledger: one long-lived engine over view_'s topology (the registered nodes),
+  // the owner of the queue's order, the placements and the free capacity the cycles decide on.
+  // Rebuilt from the records at load and when the view's nodes change (one registers or is
+  // removed, its hardware or measured leaf changes); a node that only stops or resumes taking
+  // work (lost, back) is marked (SetSchedulable); a changed job is handed in (ledger_dirty_).
   std::unique_ptr<ClusterView> view_;
   std::vector<std::pair<std::string, wire::Hardware>> view_members_;  // what view_ was built of
   // The training speed model over view_'s topology (estimate/perf.h): what the ledger's

@@ -84,12 +84,19 @@ inline std::string HostOf(const std::string& address) {
   return address;
 }
 
-// Whether a job in state `s` holds its placement (launched, running, or not yet stopped).
 // The host a node's ranks are reached on: its data address, else its address's host.
 inline std::string DataHostOf(const NodeEntry& n) {
   return HostOf(n.data_address.empty() ? n.address : n.data_address);
 }
 
+// Whether node `name` can no longer run what it was given: removed, failed or lost.
+inline bool NodeGone(const std::map<std::string, NodeEntry>& nodes, const std::string& name) {
+  auto it = nodes.find(name);
+  return it == nodes.end() || it->second.state == NodeState::kLost ||
+         it->second.state == NodeState::kFailed;
+}
+
+// Whether a job in state `s` holds its placement (launched, running, or not yet stopped).
 inline bool HoldsPlacement(JobState s) {
   return s == JobState::kStarting || s == JobState::kRunning || s == JobState::kStopping;
 }

@@ -227,11 +227,7 @@ void ControlPlane::BeginStop(Txn& t, Job& j, const std::string& after, const std
     std::string launch = OrderId(j.id, j.attempt, "launch", node);
     if (orders_.contains(launch)) FinishOrder(t, launch, "withdrawn");
     if (node == exclude_node) continue;
-    auto it = nodes_.find(node);
-    if (it == nodes_.end() || it->second.state == NodeState::kLost ||
-        it->second.state == NodeState::kFailed) {
-      continue;
-    }
+    if (NodeGone(nodes_, node)) continue;
     j.stop_pending.insert(node);
     wire::WorkOrder o;
     o.id = OrderId(j.id, j.attempt, "stop", node);

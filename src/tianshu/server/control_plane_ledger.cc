@@ -50,14 +50,14 @@ void ControlPlane::NoteLedgerChanges(const Txn& t) {
   if (!t.nodes.empty() || !t.nodes_removed.empty()) ledger_nodes_touched_ = nominal_dirty_ = true;
 }
 
-// The nodes a cluster view is built of (ready or degraded), in name order.
+// The nodes a cluster view is built of: every registered node, in name order. A node that
+// cannot run work (failed, lost) is in it, marked as taking nothing new (MarkSchedulable), so
+// that what its jobs still hold elsewhere while they stop stays held, and its loss and return
+// are marks, not rebuilds.
 std::vector<NodeHardware> ControlPlane::ViewMembers() const {
   std::vector<NodeHardware> hw;
-  for (const auto& [name, n] : nodes_) {
-    if (n.state == NodeState::kReady || n.state == NodeState::kDegraded) {
-      hw.push_back({name, &n.hardware});
-    }
-  }
+  hw.reserve(nodes_.size());
+  for (const auto& [name, n] : nodes_) hw.push_back({name, &n.hardware});
   return hw;
 }
 
@@ -92,7 +92,7 @@ ControlPlane::LedgerEntry ControlPlane::EntryOf(const Job& j, int64_t now_ms) co
     return e;
   }
   auto ranks = SlotsOf(*view_, j.placement);
-  if (!ranks) return e;  // a node of its placement left the view
+  if (!ranks) return e;  // a node of its placement was removed
   if (j.state == JobState::kStopping && !j.target.empty()) {
     // Stopping for a resize or a move: it holds its target too, reserved for the relaunch.
     if (auto target = SlotsOf(*view_, j.target)) {

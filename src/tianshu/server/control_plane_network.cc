@@ -326,12 +326,8 @@ void ControlPlane::NetworkTick(Txn& t, int64_t now_ms) {
   }
   std::vector<std::string> over;
   for (auto& [id, p] : probes_) {
-    auto gone = [&](const std::string& n) {
-      auto it = nodes_.find(n);
-      return it == nodes_.end() || it->second.state == NodeState::kLost ||
-             it->second.state == NodeState::kFailed;
-    };
-    if (gone(p.a) || gone(p.b) || (p.stopping && now_ms - p.stop_sent_ms > 30'000)) {
+    if (NodeGone(nodes_, p.a) || NodeGone(nodes_, p.b) ||
+        (p.stopping && now_ms - p.stop_sent_ms > 30'000)) {
       if (p.failure.empty()) p.failure = "a node of the probe was lost";
       over.push_back(id);
     } else if (waiting) {

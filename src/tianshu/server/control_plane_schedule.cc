@@ -228,11 +228,16 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
   }
   overlay_loss_ = std::move(kept);
   // Jobs stopped for a resize or a move relaunch on their reserved target first; where it is
-  // gone (a node left), the ledger places them like any waiting job.
+  // gone (a node of it failed, was lost or removed), the ledger places them like any waiting
+  // job.
   std::vector<int64_t> relaunched;
   std::erase_if(pending, [&](Job* j) {
     if (j->target.empty()) return false;
     auto target = SlotsOf(*view_, j->target);
+    if (std::any_of(j->target.begin(), j->target.end(),
+                    [&](const RankPlace& p) { return NodeGone(nodes_, p.node); })) {
+      target.reset();
+    }
     placement::PlacementRequest req = placement::RequestFromJob(j->spec);
     req.ranks = target ? static_cast<int>(target->size()) : 0;
     placement::Outcome o = target ? placement::PlacedOutcome(*target) : placement::Outcome{};
