@@ -4,7 +4,7 @@
 // /dev/shm (fsync there costs nothing: the setup is not what is measured). Measures the tick
 // when nothing changed, the tick after one arrival (the submission itself not counted), and the
 // tick after an admin cordons or uncordons a node, and after a node fails or comes back (the
-// ledger is marked, not rebuilt).
+// ledger is marked, not rebuilt), and the node listing (`tianshu nodes`, under the lock).
 // Preemption is off, so that a tick changes nothing it measures. Prints medians and p90s;
 // `--output json` prints one JSON object.
 //   build/bench/bench_server_tick [--jobs 100000] [--pending 10000] [--nodes 2048] [--reps 20]
@@ -205,8 +205,19 @@ int main(int argc, char** argv) {
       node_loss.push_back(timed_tick());
     }
   }
+  // An API read under the control plane's lock: the node listing (`tianshu nodes`).
+  std::vector<double> listing;
+  for (int r = 0; r < std::min(reps, 5); ++r) {
+    auto s = Clock::now();
+    const nlohmann::json nodes_json = cp.ListNodes(now);
+    listing.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
+    if (nodes_json["nodes"].size() != static_cast<size_t>(nodes)) {
+      std::fprintf(stderr, "the listing has %zu nodes\n", nodes_json["nodes"].size());
+      return 1;
+    }
+  }
   const Figures fi = Summarise(idle), fa = Summarise(arrival), fn = Summarise(node_change),
-                fl = Summarise(node_loss);
+                fl = Summarise(node_loss), fls = Summarise(listing);
   const server::ControlPlane::LedgerStats ledger = cp.Ledger();
   const auto stats = cp.StoreStats();
   if (json_out) {
@@ -220,6 +231,7 @@ int main(int argc, char** argv) {
         {"tick_after_arrival_ms", {{"median", fa.median_ms}, {"p90", fa.p90_ms}}},
         {"tick_after_node_change_ms", {{"median", fn.median_ms}, {"p90", fn.p90_ms}}},
         {"tick_after_node_failure_or_return_ms", {{"median", fl.median_ms}, {"p90", fl.p90_ms}}},
+        {"list_nodes_ms", {{"median", fls.median_ms}, {"p90", fls.p90_ms}}},
         {"ledger_rebuilds", ledger.rebuilds},
         {"ledger_node_marks", ledger.node_marks},
         {"commits", stats.commits}};
@@ -235,6 +247,7 @@ int main(int argc, char** argv) {
                 fn.p90_ms);
     std::printf("  after a node fails or returns: median %8.3f ms, p90 %8.3f ms\n", fl.median_ms,
                 fl.p90_ms);
+    std::printf("  listing the nodes (API, under the lock): median %8.3f ms\n", fls.median_ms);
     std::printf("  ledger: %lld rebuilds, %lld node marks\n",
                 static_cast<long long>(ledger.rebuilds), static_cast<long long>(ledger.node_marks));
   }

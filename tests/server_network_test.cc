@@ -46,6 +46,10 @@ class Fabric {
   std::vector<std::pair<std::string, wire::WorkOrder>> Round() {
     std::vector<std::pair<std::string, wire::WorkOrder>> launches;
     for (auto& [name, a] : agents_) {
+      if (failed.contains(name)) {  // says it can run nothing, and does nothing
+        a->Heartbeat(wire::Health::kFailed);
+        continue;
+      }
       a->Heartbeat();
       for (const auto& o : a->Work(0)) {
         if (o.kind == wire::OrderKind::kStop) {
@@ -96,6 +100,7 @@ class Fabric {
 
   int probe_orders = 0;
   std::set<std::string> probe_hosts;
+  std::set<std::string> failed;  // nodes whose agents report a failure
 
  private:
   std::map<std::string, std::unique_ptr<FakeAgent>> agents_;
@@ -208,6 +213,56 @@ TEST(ServerNetwork, ProbesFindTheSlowPairsAndTheGangStaysInsideAMeasuredLeaf) {
   f.Start();
   auto again = f.Get("/v1/topology/measured").body;
   EXPECT_EQ(again["pairs"].size(), 6u) << again.dump();
+}
+
+// A node that fails and comes back keeps its measured leaf: the cluster view keeps every
+// registered node, so its failure and its return are marks in the ledger, never a rebuild (not
+// even at the measured leaves' recheck, 10 s on).
+TEST(ServerNetwork, ANodeThatFailsAndComesBackIsMarkedInTheLedgerAndKeepsItsMeasuredLeaf) {
+  ServerFixture f;
+  f.config.network.probes = true;
+  f.Start();
+  Fabric fab(f);
+  ASSERT_TRUE(MeasureEveryPair(f, fab));
+  // A job builds the ledger over the measured leaves; it is cancelled before it starts.
+  auto first = f.Post("/v1/jobs", kTwoNodeJob);
+  ASSERT_EQ(first.status, 201) << first.text;
+  std::vector<std::pair<std::string, wire::WorkOrder>> launches;
+  auto nodes = PlacedNodes(fab, first.body["id"], &launches);
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_TRUE(SameHalf(*nodes.begin(), *nodes.rbegin()));
+  ASSERT_EQ(f.Post("/v1/jobs/" + first.body["id"].get<std::string>() + "/cancel", "").status, 200);
+  const server::ControlPlane::LedgerStats before = f.server().control_plane().Ledger();
+  ASSERT_GE(before.rebuilds, 1);
+
+  // n4 fails; a job that needs all four nodes waits for it (its cycles mark n4 in the ledger).
+  fab.failed.insert("n4");
+  std::string wide_yaml = kTwoNodeJob;
+  wide_yaml.replace(wide_yaml.find("nodes: 2"), 8, "nodes: 4");
+  wide_yaml.replace(wide_yaml.find("gpus: 2"), 7, "gpus: 4");
+  auto wide = f.Post("/v1/jobs", wide_yaml);
+  ASSERT_EQ(wide.status, 201) << wide.text;
+  launches.clear();
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(11'000);
+  while (std::chrono::steady_clock::now() < end) {  // past the measured leaves' recheck
+    for (auto& l : fab.Round()) launches.push_back(l);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(f.Get("/v1/nodes/n4").body["state"], "failed");
+  EXPECT_TRUE(NodesOf(launches, wide.body["id"]).empty());
+  EXPECT_EQ(f.server().control_plane().Ledger().rebuilds, before.rebuilds);
+  // n4 is back: the job starts on all four, and the ledger was only marked.
+  fab.failed.erase("n4");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (auto& l : fab.Round()) launches.push_back(l);
+        return NodesOf(launches, wide.body["id"]).size() == 4;
+      },
+      10000))
+      << f.Get("/v1/jobs/" + wide.body["id"].get<std::string>()).text;
+  const server::ControlPlane::LedgerStats after = f.server().control_plane().Ledger();
+  EXPECT_EQ(after.rebuilds, before.rebuilds);
+  EXPECT_GE(after.node_marks, before.node_marks + 2);  // failed, then back
 }
 
 TEST(ServerNetwork, ALinkWhoseLineRateChangesHasItsPairsProbedAgain) {

@@ -392,7 +392,6 @@ class ControlPlane {
   void Commit(Txn& txn, std::unique_lock<std::mutex>& lock);
 
   nlohmann::json JobJson(const Job& j, bool full) const;
-  nlohmann::json NodeJson(const NodeEntry& n, int64_t now_ms) const;
   bool Visible(const Job& j) const;
 
   void SetState(Txn& t, Job& j, JobState to, const std::string& reason, int64_t now_ms);
@@ -485,7 +484,7 @@ class ControlPlane {
   void FinishProbe(Txn& t, const std::string& id, int64_t now_ms);
   void ApplyProbeReport(Txn& t, const std::string& node, const wire::Report& r, int64_t now_ms);
   void NetworkEvent(Txn& t, const std::string& id, const std::string& reason, int64_t now_ms);
-  std::vector<ProbeNode> ProbeNodes() const;
+  std::vector<ProbeNode> ProbeNodes(bool failed_too = false) const;  // live (and failed, lost)
   NominalPair NominalOf(const std::string& a, const std::string& b) const;
   std::vector<PairView> PairViews(int64_t now_ms) const;  // measured pairs of registered nodes
   void RefreshNominalView();

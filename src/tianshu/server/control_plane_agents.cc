@@ -89,7 +89,8 @@ ApiResult<wire::RegisterResponse> ControlPlane::Register(const wire::RegisterReq
     if (restarted || old_state == NodeState::kLost || old_state == NodeState::kFailed) {
       std::set<std::pair<std::string, int>> running;
       for (const auto& r : req.running) running.insert({r.job_id, r.rank});
-      for (auto& [seq, j] : jobs_) {
+      for (int64_t seq : ActiveSeqs()) {  // starting, running, stopping: not every job kept
+        Job& j = jobs_.at(seq);
         auto nodes = j.Nodes();
         if (std::find(nodes.begin(), nodes.end(), n.name) == nodes.end()) continue;
         if (j.state == JobState::kStopping && j.stop_pending.contains(n.name)) {

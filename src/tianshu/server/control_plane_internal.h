@@ -96,6 +96,19 @@ inline bool NodeGone(const std::map<std::string, NodeEntry>& nodes, const std::s
          it->second.state == NodeState::kFailed;
 }
 
+// A node new work may go to: ready, not cordoned, not being probed (the others keep theirs).
+inline bool TakesNewWork(const NodeEntry& n) {
+  return n.state == NodeState::kReady && !n.cordoned && n.probing.empty();
+}
+
+// Per node, per device index: the ranks placed there by the jobs `holding` names (those that
+// hold a placement), as node views list them; with `node`, that node's alone.
+std::map<std::string, std::map<int, json>> AllocationsByNode(const std::map<int64_t, Job>& jobs,
+                                                             const std::set<int64_t>& holding,
+                                                             const std::string& node = "");
+// A node's view, with the ranks on each of its devices (`allocations`, from AllocationsByNode).
+json NodeJson(const NodeEntry& n, const std::map<int, json>& allocations, int64_t now_ms);
+
 // Whether a job in state `s` holds its placement (launched, running, or not yet stopped).
 inline bool HoldsPlacement(JobState s) {
   return s == JobState::kStarting || s == JobState::kRunning || s == JobState::kStopping;

@@ -1,4 +1,4 @@
-// The scheduling ledger: one long-lived engine::Engine over the live nodes, kept equal to the
+// The scheduling ledger: one long-lived engine::Engine over the registered nodes, kept equal to the
 // job records by handing in again only the jobs a change touched (control_plane.h says when it
 // is rebuilt instead). A cycle then costs what changed, not the size of the queue.
 #include <cmath>
@@ -23,11 +23,6 @@ double ServiceAt(const engine::JobRecord& r, double now_s) {
          static_cast<double>(model::kMilliPerGpu);
   }
   return s;
-}
-
-// A node new work may go to: ready, not cordoned, not being probed (the others keep theirs).
-bool TakesNewWork(const NodeEntry& n) {
-  return n.state == NodeState::kReady && !n.cordoned && n.probing.empty();
 }
 
 bool Near(double a, double b) { return std::abs(a - b) <= 1e-6 * std::max(1.0, std::abs(b)); }
@@ -91,8 +86,12 @@ ControlPlane::LedgerEntry ControlPlane::EntryOf(const Job& j, int64_t now_ms) co
     }
     return e;
   }
-  auto ranks = SlotsOf(*view_, j.placement);
-  if (!ranks) return e;  // a node of its placement was removed
+  // What it holds on the registered nodes: a node removed while the job stops takes its share
+  // with it, the rest stays held until the ranks there have stopped.
+  std::vector<RankPlace> registered = j.placement;
+  std::erase_if(registered, [&](const RankPlace& p) { return !view_->index.contains(p.node); });
+  auto ranks = SlotsOf(*view_, registered);
+  if (!ranks) return e;
   if (j.state == JobState::kStopping && !j.target.empty()) {
     // Stopping for a resize or a move: it holds its target too, reserved for the relaunch.
     if (auto target = SlotsOf(*view_, j.target)) {

@@ -57,7 +57,9 @@ NominalPair ControlPlane::NominalOf(const std::string& a, const std::string& b) 
   return {gbps, std::string(same ? "same leaf, " : "across leaves, ") + Gbps(gbps)};
 }
 
-std::vector<ProbeNode> ControlPlane::ProbeNodes() const {
+// The nodes probes are planned over: ready or degraded ones, with `failed_too` every node (the
+// measured leaves keep a failed or lost node in its group, as the cluster view keeps it).
+std::vector<ProbeNode> ControlPlane::ProbeNodes(bool failed_too) const {
   std::set<std::string> busy;
   auto hold = [&](const std::vector<RankPlace>& places) {
     for (const auto& p : places) busy.insert(p.node);
@@ -70,7 +72,7 @@ std::vector<ProbeNode> ControlPlane::ProbeNodes() const {
   std::vector<ProbeNode> out;
   for (const auto& [name, n] : nodes_) {
     if (n.hardware.devices.empty() ||
-        (n.state != NodeState::kReady && n.state != NodeState::kDegraded)) {
+        (!failed_too && n.state != NodeState::kReady && n.state != NodeState::kDegraded)) {
       continue;
     }
     std::string leaf = "leaf0";
@@ -86,8 +88,8 @@ std::map<std::string, std::string> ControlPlane::MeasuredLeavesNow(int64_t now_m
   const model::NetworkConfig& c = options_.config.network;
   if (!c.use_measured || network_.size() == 0) return {};
   return network_.MeasuredLeaves(
-      ProbeNodes(), [this](const std::string& a, const std::string& b) { return NominalOf(a, b); },
-      c, now_ms);
+      ProbeNodes(/*failed_too=*/true),
+      [this](const std::string& a, const std::string& b) { return NominalOf(a, b); }, c, now_ms);
 }
 
 std::vector<PairView> ControlPlane::PairViews(int64_t now_ms) const {

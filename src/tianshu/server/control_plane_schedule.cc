@@ -120,6 +120,14 @@ bool ControlPlane::BeginReshape(Txn& t, Job& j, const std::string& kind,
   // Both placements stay held until the relaunch: the old one until its ranks have stopped,
   // the new slots as a reservation (all of them or none).
   const std::vector<placement::RankSlot> added = AddedSlots(holding.ranks, target);
+  // New slots only on nodes that take new work now (the congestion watch may plan on a ledger
+  // no cycle has marked since a node failed).
+  if (std::any_of(added.begin(), added.end(), [&](const placement::RankSlot& s) {
+        auto n = nodes_.find(view_->node_names[static_cast<size_t>(s.node)]);
+        return n == nodes_.end() || !TakesNewWork(n->second);
+      })) {
+    return false;
+  }
   if (!added.empty()) {
     model::ClusterState reserved = *state;
     req.ranks = static_cast<int>(added.size());

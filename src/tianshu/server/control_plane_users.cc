@@ -447,6 +447,9 @@ ApiResult<json> ControlPlane::AdminNode(const std::string& name, const std::stri
     auto it = nodes_.find(name);
     if (it == nodes_.end()) return Refuse(404, "no node " + name);
     NodeEntry& n = it->second;
+    auto view = [&] {
+      return NodeJson(n, AllocationsByNode(jobs_, active_seqs_, name)[name], now_ms);
+    };
     auto jobs_here = [&] {
       std::vector<int64_t> out;
       for (int64_t seq : active_seqs_) {
@@ -469,7 +472,7 @@ ApiResult<json> ControlPlane::AdminNode(const std::string& name, const std::stri
     if (action == "cordon" || action == "drain") {
       const bool drain = action == "drain";
       if (n.cordoned && (n.draining || !drain)) {
-        if (!drain) return NodeJson(n, now_ms);  // no change
+        if (!drain) return view();  // no change
       } else {
         n.cordoned = true;
         n.draining = n.draining || drain;
@@ -477,13 +480,16 @@ ApiResult<json> ControlPlane::AdminNode(const std::string& name, const std::stri
       }
       // A relaunch reserved on the node (a resize's or a move's target) is given up: the job
       // queues again and is placed elsewhere.
-      for (auto& [seq, j] : jobs_) {
-        if (std::none_of(j.target.begin(), j.target.end(),
-                         [&](const RankPlace& p) { return p.node == name; })) {
-          continue;
+      for (const std::set<int64_t>* seqs : {&active_seqs_, &pending_seqs_}) {
+        for (int64_t seq : *seqs) {  // targets are held by stopping and pending jobs alone
+          Job& j = jobs_.at(seq);
+          if (std::none_of(j.target.begin(), j.target.end(),
+                           [&](const RankPlace& p) { return p.node == name; })) {
+            continue;
+          }
+          j.target.clear();
+          t.jobs.insert(seq);
         }
-        j.target.clear();
-        t.jobs.insert(seq);
       }
       if (drain) {
         for (int64_t seq : jobs_here()) {
@@ -495,14 +501,14 @@ ApiResult<json> ControlPlane::AdminNode(const std::string& name, const std::stri
               /*checkpoint_first=*/true, now_ms);
         }
       }
-      return NodeJson(n, now_ms);
+      return view();
     }
     if (action == "uncordon") {
-      if (!n.cordoned && !n.draining) return NodeJson(n, now_ms);
+      if (!n.cordoned && !n.draining) return view();
       n.cordoned = false;
       n.draining = false;
       note("uncordoned");
-      return NodeJson(n, now_ms);
+      return view();
     }
     if (action == "remove") {
       // Only a node whose agent is gone: a live agent would register again at once (with the

@@ -123,22 +123,29 @@ json ControlPlane::ListJobs(const JobFilter& filter) const {
   return {{"jobs", out}, {"total", total}, {"shown", out.size()}};
 }
 
-json ControlPlane::NodeJson(const NodeEntry& n, int64_t now_ms) const {
-  std::map<int, json> allocations;
-  for (const auto& [seq, j] : jobs_) {
-    if (!HoldsPlacement(j.state)) {
-      continue;
-    }
+namespace detail {
+
+std::map<std::string, std::map<int, json>> AllocationsByNode(const std::map<int64_t, Job>& jobs,
+                                                             const std::set<int64_t>& holding,
+                                                             const std::string& node) {
+  std::map<std::string, std::map<int, json>> out;
+  for (int64_t seq : holding) {
+    const Job& j = jobs.at(seq);
     for (const auto& p : j.placement) {
-      if (p.node != n.name) continue;
-      allocations[p.device].push_back(
+      if (!node.empty() && p.node != node) continue;
+      out[p.node][p.device].push_back(
           {{"job", j.id}, {"rank", p.rank}, {"gpu_milli", j.spec.gpu_milli}});
     }
   }
+  return out;
+}
+
+json NodeJson(const NodeEntry& n, const std::map<int, json>& allocations, int64_t now_ms) {
   json devices = json::array();
   for (const auto& d : n.hardware.devices) {
     json dj = wire::ToJson(d);
-    dj["allocations"] = allocations.contains(d.index) ? allocations[d.index] : json::array();
+    auto mine = allocations.find(d.index);
+    dj["allocations"] = mine != allocations.end() ? mine->second : json::array();
     for (const auto& u : n.last.devices) {
       if (u.index == d.index) {
         dj["utilization"] = u.utilization;
@@ -152,7 +159,7 @@ json ControlPlane::NodeJson(const NodeEntry& n, int64_t now_ms) const {
           {"state", NodeStateName(n.state)},
           {"cordoned", n.cordoned},
           {"draining", n.draining},
-          {"schedulable", n.state == NodeState::kReady && !n.cordoned && n.probing.empty()},
+          {"schedulable", TakesNewWork(n)},
           {"probing", n.probing},
           {"message", n.message},
           {"address", n.address},
@@ -170,10 +177,18 @@ json ControlPlane::NodeJson(const NodeEntry& n, int64_t now_ms) const {
           {"devices", devices}};
 }
 
+}  // namespace detail
+
 json ControlPlane::ListNodes(int64_t now_ms) const {
   std::lock_guard l(mu_);
   json out = json::array();
-  for (const auto& [name, n] : nodes_) out.push_back(NodeJson(n, now_ms));
+  // One pass over the placed jobs for every node (not one per node: the lock is held).
+  const auto allocations = AllocationsByNode(jobs_, active_seqs_);
+  static const std::map<int, json> kNone;
+  for (const auto& [name, n] : nodes_) {
+    auto mine = allocations.find(name);
+    out.push_back(NodeJson(n, mine != allocations.end() ? mine->second : kNone, now_ms));
+  }
   for (const auto& name : options_.static_nodes) {
     if (nodes_.contains(name)) continue;
     out.push_back({{"name", name},
@@ -222,7 +237,7 @@ ApiResult<json> ControlPlane::GetNode(const std::string& name, int64_t now_ms) c
   std::lock_guard l(mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return Refuse(404, "no node " + name);
-  return NodeJson(it->second, now_ms);
+  return NodeJson(it->second, AllocationsByNode(jobs_, active_seqs_, name)[name], now_ms);
 }
 
 json ControlPlane::ListQueues() const {
