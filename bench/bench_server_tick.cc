@@ -4,7 +4,8 @@
 // /dev/shm (fsync there costs nothing: the setup is not what is measured). Measures the tick
 // when nothing changed, the tick after one arrival (the submission itself not counted), and the
 // tick after an admin cordons or uncordons a node, and after a node fails or comes back (the
-// ledger is marked, not rebuilt), and the node listing (`tianshu nodes`, under the lock).
+// ledger is marked, not rebuilt), and API reads made under the control plane's lock (nodes,
+// the console's job polls, queues, /metrics).
 // Preemption is off, so that a tick changes nothing it measures. Prints medians and p90s;
 // `--output json` prints one JSON object.
 //   build/bench/bench_server_tick [--jobs 100000] [--pending 10000] [--nodes 2048] [--reps 20]
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -205,19 +207,33 @@ int main(int argc, char** argv) {
       node_loss.push_back(timed_tick());
     }
   }
-  // An API read under the control plane's lock: the node listing (`tianshu nodes`).
-  std::vector<double> listing;
-  for (int r = 0; r < std::min(reps, 5); ++r) {
-    auto s = Clock::now();
-    const nlohmann::json nodes_json = cp.ListNodes(now);
-    listing.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
-    if (nodes_json["nodes"].size() != static_cast<size_t>(nodes)) {
-      std::fprintf(stderr, "the listing has %zu nodes\n", nodes_json["nodes"].size());
-      return 1;
+  // API reads under the control plane's lock, each timed alone: the node listing (`tianshu
+  // nodes`), the console's two job polls (the 500 newest; the pending ones), the queues (also
+  // sampled by the console every 2 s) and a /metrics scrape.
+  auto timed_read = [&](const std::function<size_t()>& read) {
+    std::vector<double> ms;
+    for (int r = 0; r < std::min(reps, 5); ++r) {
+      auto s = Clock::now();
+      if (read() == 0) {
+        std::fprintf(stderr, "a read returned nothing\n");
+        std::exit(1);
+      }
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
     }
-  }
+    return Summarise(ms);
+  };
+  const Figures fls = timed_read([&] {
+    const nlohmann::json j = cp.ListNodes(now);
+    return j["nodes"].size() == static_cast<size_t>(nodes) ? j["nodes"].size() : 0;
+  });
+  const Figures f_newest =
+      timed_read([&] { return cp.ListJobs({.newest_first = true, .limit = 500})["jobs"].size(); });
+  const Figures f_pending =
+      timed_read([&] { return cp.ListJobs({.states = {"pending"}, .limit = 500})["jobs"].size(); });
+  const Figures f_queues = timed_read([&] { return cp.ListQueues()["queues"].size(); });
+  const Figures f_metrics = timed_read([&] { return cp.Metrics().size(); });
   const Figures fi = Summarise(idle), fa = Summarise(arrival), fn = Summarise(node_change),
-                fl = Summarise(node_loss), fls = Summarise(listing);
+                fl = Summarise(node_loss);
   const server::ControlPlane::LedgerStats ledger = cp.Ledger();
   const auto stats = cp.StoreStats();
   if (json_out) {
@@ -231,7 +247,12 @@ int main(int argc, char** argv) {
         {"tick_after_arrival_ms", {{"median", fa.median_ms}, {"p90", fa.p90_ms}}},
         {"tick_after_node_change_ms", {{"median", fn.median_ms}, {"p90", fn.p90_ms}}},
         {"tick_after_node_failure_or_return_ms", {{"median", fl.median_ms}, {"p90", fl.p90_ms}}},
-        {"list_nodes_ms", {{"median", fls.median_ms}, {"p90", fls.p90_ms}}},
+        {"read_ms",
+         {{"list_nodes", fls.median_ms},
+          {"list_jobs_newest_500", f_newest.median_ms},
+          {"list_jobs_pending_500", f_pending.median_ms},
+          {"list_queues", f_queues.median_ms},
+          {"metrics", f_metrics.median_ms}}},
         {"ledger_rebuilds", ledger.rebuilds},
         {"ledger_node_marks", ledger.node_marks},
         {"commits", stats.commits}};
@@ -247,7 +268,11 @@ int main(int argc, char** argv) {
                 fn.p90_ms);
     std::printf("  after a node fails or returns: median %8.3f ms, p90 %8.3f ms\n", fl.median_ms,
                 fl.p90_ms);
-    std::printf("  listing the nodes (API, under the lock): median %8.3f ms\n", fls.median_ms);
+    std::printf(
+        "  reads under the lock, median: nodes %.3f ms, 500 newest jobs %.3f ms, 500 pending "
+        "jobs %.3f ms, queues %.3f ms, /metrics %.3f ms\n",
+        fls.median_ms, f_newest.median_ms, f_pending.median_ms, f_queues.median_ms,
+        f_metrics.median_ms);
     std::printf("  ledger: %lld rebuilds, %lld node marks\n",
                 static_cast<long long>(ledger.rebuilds), static_cast<long long>(ledger.node_marks));
   }

@@ -230,4 +230,32 @@ TEST_F(ServerLedger, RemovingAFailedNodeLeavesItsStoppingJobHoldingTheOtherGpus)
   EXPECT_EQ(cp_->Ledger().mismatches, 0) << cp_->Ledger().last_mismatch;
 }
 
+// The job listing asked for unfinished states walks the state indexes, not every job kept: the
+// same jobs, in the same order, with the same total, as the walk over every job gives.
+using ServerViews = ServerLedger;
+TEST_F(ServerViews, ListingUnfinishedJobsGivesWhatTheFullWalkGives) {
+  Register("n0");
+  const std::string a = Submit("a");
+  Tick();
+  ASSERT_EQ(Job(a).value("state", ""), "running");
+  const std::string b = Submit("b"), c = Submit("c"), d = Submit("d");
+  ASSERT_TRUE(cp_->Cancel(c, admin_, now_));
+  Tick();
+  auto ids = [](const json& listing) {
+    std::vector<std::string> out;
+    for (const auto& j : listing["jobs"]) out.push_back(j["id"]);
+    return out;
+  };
+  const json newest =
+      cp_->ListJobs({.states = {"running", "pending"}, .newest_first = true, .limit = 2});
+  EXPECT_EQ(ids(newest), (std::vector<std::string>{d, b})) << newest.dump();
+  EXPECT_EQ(newest["total"], 3);
+  const json oldest = cp_->ListJobs({.states = {"pending", "stopping"}});
+  EXPECT_EQ(ids(oldest), (std::vector<std::string>{b, d})) << oldest.dump();
+  EXPECT_EQ(oldest["total"], 2);
+  // A finished state among them: every job is walked.
+  const json all = cp_->ListJobs({.states = {"cancelled", "running"}, .newest_first = true});
+  EXPECT_EQ(ids(all), (std::vector<std::string>{c, a})) << all.dump();
+}
+
 }  // namespace

@@ -115,7 +115,22 @@ json ControlPlane::ListJobs(const JobFilter& filter) const {
     ++total;
     if (static_cast<int64_t>(out.size()) < filter.limit) out.push_back(JobJson(j, false));
   };
-  if (filter.newest_first) {
+  // Asked for unfinished states alone (the console's poll of the queue): the jobs of the state
+  // indexes, not every job the store keeps, in the same order.
+  const bool unfinished =
+      !filter.states.empty() &&
+      std::all_of(filter.states.begin(), filter.states.end(), [](const auto& s) {
+        auto state = ParseJobState(s);
+        return s == "held" || (state && !IsTerminal(*state));
+      });
+  if (unfinished) {
+    std::vector<int64_t> seqs;
+    seqs.reserve(pending_seqs_.size() + active_seqs_.size());
+    std::merge(pending_seqs_.begin(), pending_seqs_.end(), active_seqs_.begin(), active_seqs_.end(),
+               std::back_inserter(seqs));
+    if (filter.newest_first) std::reverse(seqs.begin(), seqs.end());
+    for (int64_t seq : seqs) visit(jobs_.at(seq));
+  } else if (filter.newest_first) {
     for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) visit(it->second);
   } else {
     for (const auto& [seq, j] : jobs_) visit(j);
