@@ -231,7 +231,8 @@ TEST_F(ServerLedger, RemovingAFailedNodeLeavesItsStoppingJobHoldingTheOtherGpus)
 }
 
 // The job listing asked for unfinished states walks the state indexes, not every job kept: the
-// same jobs, in the same order, with the same total, as the walk over every job gives.
+// same jobs, in the same order, with the same total, as the walk over every job gives; and so
+// does the queue listing without its finished counts.
 using ServerViews = ServerLedger;
 TEST_F(ServerViews, ListingUnfinishedJobsGivesWhatTheFullWalkGives) {
   Register("n0");
@@ -256,6 +257,18 @@ TEST_F(ServerViews, ListingUnfinishedJobsGivesWhatTheFullWalkGives) {
   // A finished state among them: every job is walked.
   const json all = cp_->ListJobs({.states = {"cancelled", "running"}, .newest_first = true});
   EXPECT_EQ(ids(all), (std::vector<std::string>{c, a})) << all.dump();
+
+  // The queues without the finished counts (the console's sampler): the same figures else.
+  const json full = cp_->ListQueues(), quick = cp_->ListQueues(/*count_finished=*/false);
+  ASSERT_EQ(full["queues"].size(), 1u) << full.dump();
+  ASSERT_EQ(quick["queues"].size(), 1u) << quick.dump();
+  EXPECT_EQ(full["queues"][0]["finished"], 1);
+  EXPECT_TRUE(quick["queues"][0]["finished"].is_null());
+  for (const char* field : {"pending", "active", "gpus_in_use"}) {
+    EXPECT_EQ(quick["queues"][0][field], full["queues"][0][field]) << field;
+  }
+  EXPECT_EQ(quick["queues"][0]["pending"], 2);
+  EXPECT_EQ(quick["queues"][0]["active"], 1);
 }
 
 }  // namespace

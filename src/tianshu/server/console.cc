@@ -138,7 +138,7 @@ void Console::AuthorizeByCookie(const httplib::Request& req, int64_t now_ms) con
 void Console::Sample(int64_t now_ms) {
   if (last_sample_ms_ != 0 && now_ms - last_sample_ms_ < options_.sample_every_ms) return;
   last_sample_ms_ = now_ms;
-  const json q = cp_->ListQueues();
+  const json q = cp_->ListQueues(/*count_finished=*/false);  // every 2 s, under the lock
   UtilizationRing::Sample s{.time_ms = now_ms};
   s.gpus_total = q.value("cluster_gpus", 0.0);
   for (const auto& queue : q.value("queues", json::array())) {

@@ -302,7 +302,7 @@ class ControlPlane {
   nlohmann::json ListJobs(const JobFilter& filter) const;
   nlohmann::json ListNodes(int64_t now_ms) const;
   ApiResult<nlohmann::json> GetNode(const std::string& name, int64_t now_ms) const;
-  nlohmann::json ListQueues() const;
+  nlohmann::json ListQueues(bool count_finished = true) const;  // false: no walk of every job
   // GPU-hours used in [since_ms, until_ms), by user and by queue, from every job's runs
   // (sreport's cluster utilisation by account): {"since_ms", "until_ms", "total_gpu_hours",
   // "users": [{"name", "gpu_hours", "jobs"}], "queues": [...]}.

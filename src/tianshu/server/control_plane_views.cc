@@ -255,7 +255,7 @@ ApiResult<json> ControlPlane::GetNode(const std::string& name, int64_t now_ms) c
   return NodeJson(it->second, AllocationsByNode(jobs_, active_seqs_, name)[name], now_ms);
 }
 
-json ControlPlane::ListQueues() const {
+json ControlPlane::ListQueues(bool count_finished) const {
   std::lock_guard l(mu_);
   struct Q {
     int64_t pending = 0, active = 0, done = 0, gpu_milli = 0;
@@ -267,8 +267,10 @@ json ControlPlane::ListQueues() const {
   for (const auto& q : options_.config.queues) queues[q.name].config = &q;
   if (options_.config.queues.empty()) queues["default"];
   uint64_t durable = committer_->Durable();
-  for (const auto& [seq, j] : jobs_) {
-    if (j.created_ticket > durable) continue;
+  // Without the finished counts, the unfinished jobs alone (the state indexes): a walk of every
+  // job the store keeps costs about 20 ms per 100,000 jobs under the lock.
+  auto count = [&](const Job& j) {
+    if (j.created_ticket > durable) return;
     Q& q = queues[j.spec.queue];
     if (j.state == JobState::kPending) {
       q.pending++;
@@ -277,6 +279,13 @@ json ControlPlane::ListQueues() const {
     } else {
       q.active++;
       q.gpu_milli += static_cast<int64_t>(j.placement.size()) * j.spec.gpu_milli;
+    }
+  };
+  if (count_finished) {
+    for (const auto& [seq, j] : jobs_) count(j);
+  } else {
+    for (const std::set<int64_t>* seqs : {&pending_seqs_, &active_seqs_}) {
+      for (int64_t seq : *seqs) count(jobs_.at(seq));
     }
   }
   int64_t total_gpus = 0;
@@ -291,7 +300,7 @@ json ControlPlane::ListQueues() const {
     json row = {{"name", name},
                 {"pending", q.pending},
                 {"active", q.active},
-                {"finished", q.done},
+                {"finished", count_finished ? json(q.done) : json(nullptr)},
                 {"gpus_in_use", used},
                 {"share_of_cluster", total_gpus ? used / static_cast<double>(total_gpus) : 0.0},
                 {"configured", q.config != nullptr || options_.config.queues.empty()},
