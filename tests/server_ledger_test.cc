@@ -50,7 +50,7 @@ class ServerLedger : public ::testing::Test {
     ASSERT_TRUE(r) << r.error().message;
     nodes_.push_back(node);
   }
-  std::string Submit(const std::string& name, int gpus = 8) {
+  std::string Submit(const std::string& name, int gpus = 8, bool hold = false) {
     auto r = server::ParseSubmitBody("application/yaml",
                                      "kind: training\nname: " + name +
                                          "\nmodel: {profile: llama2-7b}\nparallelism: {tp: 1, "
@@ -60,6 +60,7 @@ class ServerLedger : public ::testing::Test {
     EXPECT_TRUE(r) << r.error().message;
     if (!r) return "";
     r->owner = "admin";
+    r->hold = hold;
     auto made = cp_->Submit(std::move(*r), now_);
     EXPECT_TRUE(made) << made.error().message;
     return made ? made->job["id"].get<std::string>() : "";
@@ -236,24 +237,40 @@ TEST_F(ServerLedger, RemovingAFailedNodeLeavesItsStoppingJobHoldingTheOtherGpus)
 using ServerViews = ServerLedger;
 TEST_F(ServerViews, ListingUnfinishedJobsGivesWhatTheFullWalkGives) {
   Register("n0");
-  const std::string a = Submit("a");
+  Register("n1");
+  const std::string a = Submit("a"), s = Submit("s");
   Tick();
   ASSERT_EQ(Job(a).value("state", ""), "running");
+  ASSERT_EQ(Job(s).value("state", ""), "running");
   const std::string b = Submit("b"), c = Submit("c"), d = Submit("d");
-  ASSERT_TRUE(cp_->Cancel(c, admin_, now_));
-  Tick();
+  const std::string h = Submit("h", 8, /*hold=*/true);
+  ASSERT_TRUE(cp_->Cancel(c, admin_, now_));  // waiting: cancelled at once
+  ASSERT_TRUE(cp_->Cancel(s, admin_, now_));  // running: stopping until its ranks stop
+  Tick(/*stops_done=*/false);
+  ASSERT_EQ(Job(s).value("state", ""), "stopping");
   auto ids = [](const json& listing) {
     std::vector<std::string> out;
     for (const auto& j : listing["jobs"]) out.push_back(j["id"]);
     return out;
   };
+  // Each listing as the index path gives it, and as the walk over every job gives it (a
+  // finished state no job is in sends it there).
+  auto both = [&](server::JobFilter f) {
+    const json fast = cp_->ListJobs(f);
+    f.states.push_back("succeeded");
+    const json walked = cp_->ListJobs(f);
+    EXPECT_EQ(fast, walked);
+    return fast;
+  };
   const json newest =
-      cp_->ListJobs({.states = {"running", "pending"}, .newest_first = true, .limit = 2});
-  EXPECT_EQ(ids(newest), (std::vector<std::string>{d, b})) << newest.dump();
-  EXPECT_EQ(newest["total"], 3);
-  const json oldest = cp_->ListJobs({.states = {"pending", "stopping"}});
-  EXPECT_EQ(ids(oldest), (std::vector<std::string>{b, d})) << oldest.dump();
-  EXPECT_EQ(oldest["total"], 2);
+      both({.states = {"running", "pending", "stopping"}, .newest_first = true, .limit = 2});
+  EXPECT_EQ(ids(newest), (std::vector<std::string>{h, d})) << newest.dump();
+  EXPECT_EQ(newest["total"], 5);
+  const json pending = both({.states = {"pending"}});
+  EXPECT_EQ(ids(pending), (std::vector<std::string>{b, d, h})) << pending.dump();
+  EXPECT_EQ(both({.states = {"held"}})["jobs"].size(), 1u);
+  const json placed = both({.states = {"stopping", "running"}, .newest_first = true});
+  EXPECT_EQ(ids(placed), (std::vector<std::string>{s, a})) << placed.dump();
   // A finished state among them: every job is walked.
   const json all = cp_->ListJobs({.states = {"cancelled", "running"}, .newest_first = true});
   EXPECT_EQ(ids(all), (std::vector<std::string>{c, a})) << all.dump();
@@ -267,8 +284,8 @@ TEST_F(ServerViews, ListingUnfinishedJobsGivesWhatTheFullWalkGives) {
   for (const char* field : {"pending", "active", "gpus_in_use"}) {
     EXPECT_EQ(quick["queues"][0][field], full["queues"][0][field]) << field;
   }
-  EXPECT_EQ(quick["queues"][0]["pending"], 2);
-  EXPECT_EQ(quick["queues"][0]["active"], 1);
+  EXPECT_EQ(quick["queues"][0]["pending"], 3);  // b, d and the held h
+  EXPECT_EQ(quick["queues"][0]["active"], 2);   // a running, s stopping
 }
 
 }  // namespace

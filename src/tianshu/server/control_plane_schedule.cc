@@ -359,20 +359,10 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
                   std::to_string(v->spec.priority) + ")",
               "", /*checkpoint_first=*/true, now_ms);
   }
-  // Where no node takes new work, the waiting jobs say why instead of "waiting for capacity".
-  std::string no_node;
-  if (std::none_of(nodes_.begin(), nodes_.end(),
-                   [](const auto& n) { return TakesNewWork(n.second); })) {
-    std::map<std::string, int> why_not;  // "lost" -> 2, "cordoned" -> 1...
-    for (const auto& [name, n] : nodes_) {
-      why_not[n.state != NodeState::kReady ? std::string(NodeStateName(n.state))
-              : n.cordoned                 ? "cordoned"
-                                           : "being probed"]++;
-    }
-    std::vector<std::string> parts;
-    for (const auto& [what, count] : why_not) parts.push_back(std::to_string(count) + " " + what);
-    no_node = "waiting: no node takes new work (" + Join(parts, ", ") + ")";
-  }
+  // Where no node takes new work, the waiting jobs say so instead of "waiting for capacity"
+  // (a fixed text: node counts in it would rewrite every waiting job's record as they change).
+  const bool no_node = std::none_of(nodes_.begin(), nodes_.end(),
+                                    [](const auto& n) { return TakesNewWork(n.second); });
   for (auto& [seq, j] : waiting) {
     std::string w;
     if (auto it = why.find(seq); it != why.end()) {
@@ -381,7 +371,10 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
       const engine::JobRecord* r = ledger_->Find(seq);
       metrics_.placement_outcomes["does-not-fit-now"]++;
       w = "waiting for capacity" + (r && !r->reason.empty() ? ": " + r->reason : std::string());
-      if (!no_node.empty()) w = no_node;
+      if (no_node) {
+        w = "waiting: no node takes new work (each is failed, lost, cordoned or being probed; "
+            "tianshu nodes says which)";
+      }
       if (!victims.empty()) w = "waiting while lower-priority jobs checkpoint and stop";
       if (reshaped || reshape_in_flight) w = "waiting while running jobs are resized or moved";
     }
