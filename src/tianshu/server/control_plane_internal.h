@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <random>
 
 #include "tianshu/base/strings.h"
@@ -108,6 +109,16 @@ std::map<std::string, std::map<int, json>> AllocationsByNode(const std::map<int6
                                                              const std::string& node = "");
 // A node's view, with the ranks on each of its devices (`allocations`, from AllocationsByNode).
 json NodeJson(const NodeEntry& n, const std::map<int, json>& allocations, int64_t now_ms);
+
+// The unfinished jobs in job order: the pending ones and those holding a placement (the two
+// state indexes, which never share a job), for reads that need not walk every job kept.
+inline std::vector<int64_t> UnfinishedSeqs(const std::set<int64_t>& pending,
+                                           const std::set<int64_t>& placed) {
+  std::vector<int64_t> out;
+  out.reserve(pending.size() + placed.size());
+  std::merge(pending.begin(), pending.end(), placed.begin(), placed.end(), std::back_inserter(out));
+  return out;
+}
 
 // Whether a job in state `s` holds its placement (launched, running, or not yet stopped).
 inline bool HoldsPlacement(JobState s) {

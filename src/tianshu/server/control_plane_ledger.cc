@@ -86,12 +86,15 @@ ControlPlane::LedgerEntry ControlPlane::EntryOf(const Job& j, int64_t now_ms) co
     }
     return e;
   }
-  // What it holds on the registered nodes: a node removed while the job stops takes its share
-  // with it, the rest stays held until the ranks there have stopped.
-  std::vector<RankPlace> registered = j.placement;
-  std::erase_if(registered, [&](const RankPlace& p) { return !view_->index.contains(p.node); });
-  auto ranks = SlotsOf(*view_, registered);
-  if (!ranks) return e;
+  auto ranks = SlotsOf(*view_, j.placement);
+  if (!ranks) {
+    // A node of it was removed while the job stops: that node's share goes with it, the rest
+    // stays held until the ranks there have stopped.
+    std::vector<RankPlace> registered = j.placement;
+    std::erase_if(registered, [&](const RankPlace& p) { return !view_->index.contains(p.node); });
+    ranks = SlotsOf(*view_, registered);
+    if (!ranks) return e;
+  }
   if (j.state == JobState::kStopping && !j.target.empty()) {
     // Stopping for a resize or a move: it holds its target too, reserved for the relaunch.
     if (auto target = SlotsOf(*view_, j.target)) {

@@ -480,16 +480,15 @@ ApiResult<json> ControlPlane::AdminNode(const std::string& name, const std::stri
       }
       // A relaunch reserved on the node (a resize's or a move's target) is given up: the job
       // queues again and is placed elsewhere.
-      for (const std::set<int64_t>* seqs : {&active_seqs_, &pending_seqs_}) {
-        for (int64_t seq : *seqs) {  // targets are held by stopping and pending jobs alone
-          Job& j = jobs_.at(seq);
-          if (std::none_of(j.target.begin(), j.target.end(),
-                           [&](const RankPlace& p) { return p.node == name; })) {
-            continue;
-          }
-          j.target.clear();
-          t.jobs.insert(seq);
+      // Targets are held by stopping and pending jobs alone.
+      for (int64_t seq : UnfinishedSeqs(pending_seqs_, active_seqs_)) {
+        Job& j = jobs_.at(seq);
+        if (std::none_of(j.target.begin(), j.target.end(),
+                         [&](const RankPlace& p) { return p.node == name; })) {
+          continue;
         }
+        j.target.clear();
+        t.jobs.insert(seq);
       }
       if (drain) {
         for (int64_t seq : jobs_here()) {

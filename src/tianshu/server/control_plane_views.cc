@@ -124,10 +124,7 @@ json ControlPlane::ListJobs(const JobFilter& filter) const {
         return s == "held" || (state && !IsTerminal(*state));
       });
   if (unfinished) {
-    std::vector<int64_t> seqs;
-    seqs.reserve(pending_seqs_.size() + active_seqs_.size());
-    std::merge(pending_seqs_.begin(), pending_seqs_.end(), active_seqs_.begin(), active_seqs_.end(),
-               std::back_inserter(seqs));
+    std::vector<int64_t> seqs = UnfinishedSeqs(pending_seqs_, active_seqs_);
     if (filter.newest_first) std::reverse(seqs.begin(), seqs.end());
     for (int64_t seq : seqs) visit(jobs_.at(seq));
   } else if (filter.newest_first) {
@@ -285,9 +282,7 @@ json ControlPlane::ListQueues(bool count_finished) const {
   if (count_finished) {
     for (const auto& [seq, j] : jobs_) count(j);
   } else {
-    for (const std::set<int64_t>* seqs : {&pending_seqs_, &active_seqs_}) {
-      for (int64_t seq : *seqs) count(jobs_.at(seq));
-    }
+    for (int64_t seq : UnfinishedSeqs(pending_seqs_, active_seqs_)) count(jobs_.at(seq));
   }
   int64_t total_gpus = 0;
   for (const auto& [name, n] : nodes_) {
