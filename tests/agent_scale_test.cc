@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -236,23 +237,33 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
                 std::chrono::duration<double>(Clock::now() - t_submit).count());
   }
 
-  // Until every job ended: sample the allocated GPUs for utilization.
+  // Until every job ended: sample the allocated GPUs for utilization, from the server's gauges
+  // (tianshu_jobs by state, tianshu_gpus{state="allocated"}: jobs starting, running or
+  // stopping). Listing every job each second instead (placements of up to 1,024 ranks) cost the
+  // server about a tenth of its time, under its lock, during the measurement.
   double util_sum = 0;
   int util_n = 0, done = 0;
   auto deadline = Clock::now() + std::chrono::minutes(30);
   while (Clock::now() < deadline) {
-    auto m = client.Get("/v1/jobs?limit=100000");
-    int alloc = 0;
+    auto m = client.Get("/metrics");
+    double alloc = 0;
     done = 0;
     if (m && m->ok()) {
-      const json& list = m->body.is_array() ? m->body : m->body.value("jobs", json::array());
-      for (const auto& j : list) {
-        std::string s = j.value("state", "");
-        if (s == "succeeded" || s == "failed" || s == "cancelled") ++done;
-        if (s == "running" || s == "starting") alloc += j.value("gpus", 0);
+      std::istringstream lines(m->text);
+      for (std::string line; std::getline(lines, line);) {
+        const size_t space = line.rfind(' ');
+        if (space == std::string::npos) continue;
+        const std::string key = line.substr(0, space);
+        const double value = std::strtod(line.c_str() + space + 1, nullptr);
+        for (const char* s : {"succeeded", "failed", "cancelled"}) {
+          if (key == std::string("tianshu_jobs{state=\"") + s + "\"}") {
+            done += static_cast<int>(value);
+          }
+        }
+        if (key == "tianshu_gpus{state=\"allocated\"}") alloc = value;
       }
     }
-    util_sum += double(alloc) / total_gpus;
+    util_sum += alloc / total_gpus;
     ++util_n;
     if (done >= accepted.load()) break;
     std::this_thread::sleep_for(std::chrono::seconds(1));

@@ -63,8 +63,12 @@ void Agent::RenewLease(int64_t sent_boot_ns) {
   const int64_t deadline = sent_boot_ns + lease_ns_;
   if (deadline <= lease_deadline_ns_) return;
   // Replace writes a temporary file and renames it: a shim never reads half a number.
-  // The boot the deadline belongs to follows it (the shim reads only the number).
-  if (fs_.Replace(LeasePath(), std::to_string(deadline) + " " + boot_id_ + "\n")) {
+  // The boot the deadline belongs to follows it (the shim reads only the number). Not synced:
+  // after a crash of the machine no rank is left to fence, and the next boot drops the file
+  // (its boot id differs); a restarted agent reads it from the page cache. Every answered
+  // heartbeat writes it, so a flush each time cost every node one disk flush a second.
+  if (fs_.Replace(LeasePath(), std::to_string(deadline) + " " + boot_id_ + "\n",
+                  SystemFiles::Sync::kThisBoot)) {
     lease_deadline_ns_ = deadline;
   }
 }
@@ -204,7 +208,7 @@ void Agent::Launch(const wire::WorkOrder& order, int64_t now_ns, bool replay) {
   }
   std::string message = DescribeIsolation(plan, outcome);
   if (!problems.empty()) message += " | problems: " + Join(problems, "; ");
-  (void)fs_.Replace(job.dir + "/isolation.txt", message + "\n");
+  (void)fs_.Replace(job.dir + "/isolation.txt", message + "\n", SystemFiles::Sync::kThisBoot);
   Report({.order_id = order.id,
           .kind = wire::ReportKind::kAccepted,
           .job_id = order.job_id,

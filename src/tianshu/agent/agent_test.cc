@@ -332,6 +332,8 @@ TEST(Agent, ATamperedJournalLineIsSkippedAndReportedNotFatal) {
   Agent c = f.Make();
   ASSERT_TRUE(c.Recover(2 * kSec));
   EXPECT_TRUE(c.RecoveryWarnings().empty());
+  // Each recovery's compaction reached the disk before the agent acted again.
+  EXPECT_EQ(f.fs.DurableReplaces("/w/journal.jsonl"), 3);
 }
 
 TEST(Agent, PlaceholderRanksEndAfterTheirDuration) {
@@ -433,6 +435,7 @@ TEST(Agent, OnlyACurrentAttemptPromotesLatest) {
   auto latest = f.fs.Read("/ckpt/j-1/latest");
   ASSERT_TRUE(latest);
   EXPECT_EQ(*latest, "attempt-1/step-10.pt\n");
+  EXPECT_EQ(f.fs.DurableReplaces("/ckpt/j-1/latest"), 1);  // a resume point survives a crash
   // The lease ran out (fenced): a later checkpoint is not promoted.
   a.SetLease(kSec);
   a.RenewLease(BootTimeNs() - 2 * kSec);
@@ -465,6 +468,11 @@ TEST(Agent, ALeaseFromAnotherBootIsDropped) {
   a.SetLease(kSec);
   a.RenewLease(200000);
   EXPECT_EQ(*f.fs.Read("/w/lease"), std::to_string(200000 + kSec) + " boot-2\n");
+  a.RenewLease(300000);
+  EXPECT_EQ(*f.fs.Read("/w/lease"), std::to_string(300000 + kSec) + " boot-2\n");
+  // Written at every answered heartbeat, never flushed to disk: it means nothing after a crash
+  // of the machine (the next boot drops it, as above).
+  EXPECT_EQ(f.fs.DurableReplaces("/w/lease"), 0);
 }
 
 TEST(Agent, StopOfAJobThatIsNotHereIsStoppedAtOnce) {

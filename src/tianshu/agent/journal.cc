@@ -41,7 +41,7 @@ Result<Journal::Contents> Journal::ReadAll() {
 Status Journal::Rewrite(const std::vector<nlohmann::json>& records) {
   std::string text;
   for (const auto& r : records) text += r.dump() + "\n";
-  return fs_.Replace(path_, text);
+  return fs_.Replace(path_, text, SystemFiles::Sync::kDurable);
 }
 
 }  // namespace tianshu::agent

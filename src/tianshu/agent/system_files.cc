@@ -173,7 +173,7 @@ Result<std::string> RealSystemFiles::ReadLink(const std::string& path) {
   return std::string(buf, static_cast<size_t>(n));
 }
 
-Status RealSystemFiles::Replace(const std::string& path, const std::string& data) {
+Status RealSystemFiles::Replace(const std::string& path, const std::string& data, Sync sync) {
   // A new file of our own, never one a directory's other writer planted (a symlink to a
   // system file): whatever `.tmp` is there goes (unlink removes a link, not its target), and
   // O_EXCL | O_NOFOLLOW refuses one that reappears.
@@ -182,7 +182,7 @@ Status RealSystemFiles::Replace(const std::string& path, const std::string& data
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
   if (fd < 0) return Errno("open", tmp);
   Status s = WriteAll(fd, data, tmp);
-  if (s && ::fdatasync(fd) != 0) s = Errno("fdatasync", tmp);
+  if (s && sync == Sync::kDurable && ::fdatasync(fd) != 0) s = Errno("fdatasync", tmp);
   ::close(fd);
   if (!s) return s;
   if (::rename(tmp.c_str(), path.c_str()) != 0) return Errno("rename", tmp);
@@ -319,8 +319,9 @@ Result<std::string> FakeSystemFiles::ReadLink(const std::string& path) {
   return it->second;
 }
 
-Status FakeSystemFiles::Replace(const std::string& path, const std::string& data) {
+Status FakeSystemFiles::Replace(const std::string& path, const std::string& data, Sync sync) {
   AddDirs(Dirname(path));
+  if (sync == Sync::kDurable) ++durable_replaces_[path];
   files_[path] = data;
   return Ok();
 }

@@ -53,8 +53,13 @@ class SystemFiles {
   [[nodiscard]] virtual Status RemoveDir(const std::string& path) = 0;
   // Target of a symlink (sysfs device links), or an error.
   [[nodiscard]] virtual Result<std::string> ReadLink(const std::string& path) = 0;
-  // Atomic replace via a temporary file and rename (journal compaction).
-  [[nodiscard]] virtual Status Replace(const std::string& path, const std::string& data) = 0;
+  // Atomic replace via a temporary file and rename. kDurable syncs the data before the rename
+  // (journal compaction, a checkpoint's `latest`); kThisBoot does not: for a file that means
+  // nothing after a crash of the machine (the node lease, tied to the boot; isolation.txt), so
+  // readers never see half of it, but it costs no disk flush.
+  enum class Sync { kDurable, kThisBoot };
+  [[nodiscard]] virtual Status Replace(const std::string& path, const std::string& data,
+                                       Sync sync) = 0;
   virtual Status Remove(const std::string& path) = 0;
   // "major:minor" of the file system that holds `path` (stat's st_dev).
   [[nodiscard]] virtual Result<std::string> DeviceOf(const std::string& path) = 0;
@@ -73,7 +78,7 @@ class RealSystemFiles final : public SystemFiles {
   Status MakeDirs(const std::string& path) override;
   Status RemoveDir(const std::string& path) override;
   Result<std::string> ReadLink(const std::string& path) override;
-  Status Replace(const std::string& path, const std::string& data) override;
+  Status Replace(const std::string& path, const std::string& data, Sync sync) override;
   Status Remove(const std::string& path) override;
   Result<std::string> DeviceOf(const std::string& path) override;
 };
@@ -92,6 +97,11 @@ class FakeSystemFiles final : public SystemFiles {
   void FailWrites(const std::string& path) { failing_.insert(path); }
   const std::vector<std::pair<std::string, std::string>>& writes() const { return writes_; }
   std::string Content(const std::string& path) const;
+  // How many Replace calls of this path asked for a sync (kDurable).
+  int DurableReplaces(const std::string& path) const {
+    auto it = durable_replaces_.find(path);
+    return it == durable_replaces_.end() ? 0 : it->second;
+  }
   // How many Append calls wrote to this path (each is one fdatasync on the real file system).
   int Appends(const std::string& path) const {
     auto it = appends_.find(path);
@@ -108,13 +118,14 @@ class FakeSystemFiles final : public SystemFiles {
   Status MakeDirs(const std::string& path) override;
   Status RemoveDir(const std::string& path) override;
   Result<std::string> ReadLink(const std::string& path) override;
-  Status Replace(const std::string& path, const std::string& data) override;
+  Status Replace(const std::string& path, const std::string& data, Sync sync) override;
   Status Remove(const std::string& path) override;
   Result<std::string> DeviceOf(const std::string& path) override;
   std::string device_of = "254:0";  // what DeviceOf answers
 
  private:
   void AddDirs(const std::string& path);
+  std::map<std::string, int> durable_replaces_;
   std::map<std::string, std::string> files_;
   std::map<std::string, std::string> links_;
   std::set<std::string> dirs_{"/"};

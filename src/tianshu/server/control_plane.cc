@@ -2,6 +2,8 @@
 // events), and the waits (WaitForChange, Work wake-ups). See control_plane.h.
 #include "tianshu/server/control_plane_internal.h"
 
+#include <unordered_set>
+
 namespace tianshu::server {
 
 using namespace detail;
@@ -31,11 +33,20 @@ std::string_view NodeStateName(NodeState s) {
 }
 
 std::vector<std::string> Job::Nodes() const {
+  // A node's ranks are mostly adjacent: most ranks match the last node found, and a set keeps
+  // a large gang linear (1,024 ranks on 128 nodes were 65,000 string compares).
   std::vector<std::string> out;
+  std::unordered_set<std::string_view> seen;
   for (const auto& p : placement) {
-    if (std::find(out.begin(), out.end(), p.node) == out.end()) out.push_back(p.node);
+    if (!out.empty() && out.back() == p.node) continue;
+    if (seen.insert(p.node).second) out.push_back(p.node);
   }
   return out;
+}
+
+bool Job::OnNode(std::string_view node) const {
+  return std::any_of(placement.begin(), placement.end(),
+                     [&](const auto& p) { return p.node == node; });
 }
 
 int64_t Job::RanMs(int64_t now_ms) const {

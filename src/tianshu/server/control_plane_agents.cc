@@ -91,8 +91,7 @@ ApiResult<wire::RegisterResponse> ControlPlane::Register(const wire::RegisterReq
       for (const auto& r : req.running) running.insert({r.job_id, r.rank});
       for (int64_t seq : ActiveSeqs()) {  // starting, running, stopping: not every job kept
         Job& j = jobs_.at(seq);
-        auto nodes = j.Nodes();
-        if (std::find(nodes.begin(), nodes.end(), n.name) == nodes.end()) continue;
+        if (!j.OnNode(n.name)) continue;
         if (j.state == JobState::kStopping && j.stop_pending.contains(n.name)) {
           bool any = false;
           for (const auto& p : j.placement) {

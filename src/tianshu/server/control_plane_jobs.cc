@@ -89,8 +89,10 @@ int ControlPlane::RendezvousPort(const Job& j, const std::string& master_node) c
   for (int64_t seq : active_seqs_) {
     const Job& other = jobs_.at(seq);
     if (other.seq == j.seq || other.master_port == 0) continue;
-    const std::vector<std::string> nodes = other.Nodes();
-    if (!nodes.empty() && nodes.front() == master_node) taken.insert(other.master_port);
+    // Its master is its first rank's node (the first of Nodes()).
+    if (!other.placement.empty() && other.placement.front().node == master_node) {
+      taken.insert(other.master_port);
+    }
   }
   const size_t h =
       std::hash<std::string>{}(options_.server_id + "/" + j.id + "/" + std::to_string(j.attempt));
@@ -300,8 +302,7 @@ void ControlPlane::LoseNode(Txn& t, NodeEntry& n, NodeState to, const std::strin
   DropOrdersFor(t, n.name);
   for (int64_t seq : ActiveSeqs()) {
     Job& j = jobs_.at(seq);
-    auto nodes = j.Nodes();
-    if (std::find(nodes.begin(), nodes.end(), n.name) == nodes.end()) continue;
+    if (!j.OnNode(n.name)) continue;
     if (options_.node_lease_ms > 0) {
       // Its ranks there may live on until the node's lease runs out: fence the next attempt.
       j.fence_nodes[n.name] = j.attempt;
@@ -360,15 +361,20 @@ void ControlPlane::TrackFences(Txn& t, const std::string& node,
 
 void ControlPlane::StopStale(Txn& t, const std::string& node,
                              const std::vector<wire::RunningRank>& running) {
+  // An agent runs several ranks of a job: its placement is searched once per job.
+  int64_t last_seq = -1;
+  bool last_on_node = false;
   for (const auto& r : running) {
     auto seq = ParseJobId(r.job_id);
     auto it = seq ? jobs_.find(*seq) : jobs_.end();
     bool current = false;
     if (it != jobs_.end()) {
       const Job& j = it->second;
-      auto nodes = j.Nodes();
-      current = j.attempt == r.attempt && HoldsPlacement(j.state) &&
-                std::find(nodes.begin(), nodes.end(), node) != nodes.end();
+      if (j.seq != last_seq) {
+        last_seq = j.seq;
+        last_on_node = j.OnNode(node);
+      }
+      current = j.attempt == r.attempt && HoldsPlacement(j.state) && last_on_node;
     }
     if (current || IsRunningProbe(r.job_id, node)) continue;
     std::string id = OrderId(r.job_id, r.attempt, "stop", node);

@@ -453,8 +453,7 @@ ApiResult<json> ControlPlane::AdminNode(const std::string& name, const std::stri
     auto jobs_here = [&] {
       std::vector<int64_t> out;
       for (int64_t seq : active_seqs_) {
-        const auto nodes = jobs_.at(seq).Nodes();
-        if (std::find(nodes.begin(), nodes.end(), name) != nodes.end()) out.push_back(seq);
+        if (jobs_.at(seq).OnNode(name)) out.push_back(seq);
       }
       return out;
     };

@@ -312,7 +312,9 @@ void JobRun::PromoteLatest(const JobContext& ctx, const RankRun& r) {
       });
   if (!plain || name == "." || name == ".." || !ctx.fs.Exists(r.last_path)) return;
   const std::string target = attempt_dir.substr(checkpoint_dir.size() + 1) + "/" + name;
-  if (ctx.fs.Replace(checkpoint_dir + "/latest", target + "\n")) promoted_step = r.last_step;
+  if (ctx.fs.Replace(checkpoint_dir + "/latest", target + "\n", SystemFiles::Sync::kDurable)) {
+    promoted_step = r.last_step;
+  }
 }
 
 void JobRun::TickRank(const JobContext& ctx, RankRun& r, int64_t now_ns) {
