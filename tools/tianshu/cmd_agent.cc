@@ -294,6 +294,7 @@ int Run(const AgentArgs& a) {
     return kExitInvalid;
   }
   agent::HttpControlPlane& watch_http = **watch_opened;
+  watch_http.KeepAlive();
   const std::string credential_file = a.workdir + "/credential";
   if (!std::filesystem::exists(credential_file)) {
     if (Status s = WritePrivateFile(credential_file, net::NewToken() + "\n"); !s) {

@@ -213,7 +213,7 @@ void Agent::Launch(const wire::WorkOrder& order, int64_t now_ns, bool replay) {
           .kind = wire::ReportKind::kAccepted,
           .job_id = order.job_id,
           .message = message});
-  for (RankRun& r : job.ranks) job.StartRank(job_context_, r, plan, now_ns);
+  job.StartRanks(job_context_, plan, now_ns);
 }
 
 void Agent::Checkpoint(const wire::WorkOrder& order, int64_t now_ns) {
@@ -412,9 +412,7 @@ Status Agent::Recover(int64_t now_ns) {
     IsolationPlan plan = PlanIsolation(host_, *job.order.launch, job.cgroup, job.checkpoint_dir,
                                        fs_, {.apply_partitions = false});
     job.cgroup_created = cgroups_.Create(plan.cgroup).has_value();
-    for (RankRun& r : job.ranks) {
-      if (!r.started) job.StartRank(job_context_, r, plan, now_ns);
-    }
+    job.StartRanks(job_context_, plan, now_ns);
   }
   for (const wire::WorkOrder& s : stops) {
     if (JobsOf(s.job_id, s.attempt).empty()) continue;

@@ -55,6 +55,10 @@ void HttpControlPlane::SetCredential(const std::string& credential) {
   impl_->Bearer(credential.empty() ? impl_->join_token : credential);
 }
 
+void HttpControlPlane::KeepAlive() {
+  impl_->servers->Configure([](httplib::Client& c) { c.set_keep_alive(true); });
+}
+
 HttpControlPlane::~HttpControlPlane() = default;
 
 namespace {

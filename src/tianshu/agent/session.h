@@ -56,6 +56,11 @@ class HttpControlPlane final : public ControlPlane {
                                                                       const std::string& join_token,
                                                                       const std::string& ca_file);
   void SetCredential(const std::string& credential);
+  // Keeps the connection open between requests (HTTP keep-alive), where the default is one
+  // connection per request. For the work watcher: its requests follow each other, and the
+  // server's worker is held by the open request anyway, so keeping it costs the server nothing
+  // and saves a connection (a TLS handshake over https) for each batch of orders.
+  void KeepAlive();
   ~HttpControlPlane() override;
   Result<wire::RegisterResponse> Register(const wire::RegisterRequest& r) override;
   Result<wire::HeartbeatResponse> Heartbeat(const std::string& node,

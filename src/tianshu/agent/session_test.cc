@@ -1,12 +1,15 @@
 #include "tianshu/agent/session.h"
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include "tianshu/agent/discovery.h"
 #include "tianshu/agent/work_watcher.h"
 
 #include <atomic>
 #include <condition_variable>
+#include <mutex>
+#include <set>
 #include <thread>
 
 namespace tianshu::agent {
@@ -338,6 +341,48 @@ TEST(WorkWatcher, AServerThatRefusesTheCursorLeavesWorkToTheHeartbeats) {
   EXPECT_TRUE(w.disabled());
   EXPECT_EQ(wakes.load(), 1);  // the first request (no cursor yet) still brought o1
   EXPECT_EQ(server.requests.load(), 2);
+}
+
+// Over real HTTP: the default transport opens a connection per request; one asked to keep it
+// (the work watcher's) sends its requests over one connection.
+TEST(HttpControlPlane, KeepAliveSendsTheWatchersRequestsOverOneConnection) {
+  httplib::Server http;
+  std::mutex mu;
+  std::vector<int> ports;  // the client's port, per request
+  http.Get("/v1/agents/n0/work", [&](const httplib::Request& req, httplib::Response& res) {
+    {
+      std::lock_guard l(mu);
+      ports.push_back(req.remote_port);
+    }
+    res.set_content(wire::ToJson(wire::WorkBatch{.cursor = "e.1"}).dump(), "application/json");
+  });
+  const int port = http.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serving([&] { http.listen_after_bind(); });
+  for (int i = 0; i < 500 && !http.is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  auto requests_over = [&](bool keep_alive) {
+    {
+      std::lock_guard l(mu);
+      ports.clear();
+    }
+    auto cp = HttpControlPlane::Open("127.0.0.1:" + std::to_string(port), "token", "");
+    EXPECT_TRUE(cp);
+    if (!cp) return std::set<int>{};
+    if (keep_alive) (*cp)->KeepAlive();
+    for (int i = 0; i < 3; ++i) {
+      auto batch = (*cp)->WaitWork("n0", "a", "", 0);
+      EXPECT_TRUE(batch) << (batch ? "" : batch.error().message);
+    }
+    std::lock_guard l(mu);
+    EXPECT_EQ(ports.size(), 3u);
+    return std::set<int>(ports.begin(), ports.end());
+  };
+  EXPECT_EQ(requests_over(false).size(), 3u);
+  EXPECT_EQ(requests_over(true).size(), 1u);
+  http.stop();
+  serving.join();
 }
 
 }  // namespace

@@ -102,12 +102,18 @@ bool RealSystemFiles::Exists(const std::string& path) {
 }
 
 Status RealSystemFiles::MakeDirs(const std::string& path) {
+  // 0711: others may pass through (a rank running as its job's owner reaches its own job
+  // directory) but not list; every file the agent writes is 0600. Mostly the parent exists:
+  // one mkdir, not one per component (a job start asks for several directories, and cgroup v1
+  // for one per controller).
+  if (path.size() > 1 && path[0] == '/') {
+    if (::mkdir(path.c_str(), 0711) == 0 || errno == EEXIST) return Ok();
+    if (errno != ENOENT) return Errno("mkdir", path);
+  }
   std::string cur;
   for (const std::string& part : SplitString(path, '/')) {
     if (part.empty()) continue;
     cur += "/" + part;
-    // 0711: others may pass through (a rank running as its job's owner reaches its own job
-    // directory) but not list; every file the agent writes is 0600.
     if (::mkdir(cur.c_str(), 0711) != 0 && errno != EEXIST) return Errno("mkdir", cur);
   }
   return Ok();

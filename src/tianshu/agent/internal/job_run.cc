@@ -92,8 +92,21 @@ std::vector<std::string> JobRun::Prepare(const JobContext& ctx, const wire::Work
   return problems;
 }
 
+void JobRun::StartRanks(const JobContext& ctx, const IsolationPlan& plan, int64_t now_ns) {
+  // Where to resume: the job's `latest` pointer, which only the agents of a current attempt
+  // write (relative to the job's checkpoint directory; an absolute path from before attempts).
+  std::string resume_from;
+  if (auto latest = ctx.fs.ReadUntrusted(checkpoint_dir + "/latest", 4096)) {
+    std::string name(Trim(*latest));
+    if (!name.empty()) resume_from = name[0] == '/' ? name : checkpoint_dir + "/" + name;
+  }
+  for (RankRun& r : ranks) {
+    if (!r.started) StartRank(ctx, r, plan, resume_from, now_ns);
+  }
+}
+
 void JobRun::StartRank(const JobContext& ctx, RankRun& r, const IsolationPlan& plan,
-                       int64_t now_ns) {
+                       const std::string& resume_from, int64_t now_ns) {
   std::map<std::string, std::string> env = ctx.options.base_env;
   for (const auto& [k, v] : plan.env) env[k] = v;
   for (const auto& [k, v] : RankEnvironment(order, r.launch, attempt_dir)) env[k] = v;
@@ -110,14 +123,7 @@ void JobRun::StartRank(const JobContext& ctx, RankRun& r, const IsolationPlan& p
   r.started_ns = now_ns;
   r.ready = false;
   env["TIANSHU_NODE"] = ctx.options.node;
-  // Where to resume: the job's `latest` pointer, which only the agents of a current attempt
-  // write (relative to the job's checkpoint directory; an absolute path from before attempts).
-  if (auto latest = ctx.fs.ReadUntrusted(checkpoint_dir + "/latest", 4096)) {
-    std::string name(Trim(*latest));
-    if (!name.empty()) {
-      env["TIANSHU_RESUME_FROM"] = name[0] == '/' ? name : checkpoint_dir + "/" + name;
-    }
-  }
+  if (!resume_from.empty()) env["TIANSHU_RESUME_FROM"] = resume_from;
   r.started = true;
   std::vector<std::string> argv = r.launch.command;
   std::string spawn_error;

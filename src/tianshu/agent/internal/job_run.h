@@ -4,7 +4,7 @@
 // The Agent owns one per (job, attempt) and hands each call a JobContext: the OS behind its
 // interfaces, and where reports and journal records go. Not thread-safe (the agent's thread).
 //   std::vector<std::string> problems = job.Prepare(ctx, order, key, now_ns);
-//   for (RankRun& r : job.ranks) job.StartRank(ctx, r, plan, now_ns);  // later: job.Tick(...)
+//   job.StartRanks(ctx, plan, now_ns);  // later: job.Tick(...)
 #pragma once
 
 #include <cstdint>
@@ -73,8 +73,9 @@ class JobRun {
   // nothing. Returns what went wrong on the way (a checkpoint directory not made).
   std::vector<std::string> Prepare(const JobContext& ctx, const wire::WorkOrder& order,
                                    const std::string& key, int64_t now_ns);
-  // Starts one rank (or a placeholder) in the job's cgroup; journals and reports it.
-  void StartRank(const JobContext& ctx, RankRun& r, const IsolationPlan& plan, int64_t now_ns);
+  // Starts every rank not started yet (or a placeholder) in the job's cgroup; journals and
+  // reports each. The job's `latest` checkpoint pointer is read once for all of them.
+  void StartRanks(const JobContext& ctx, const IsolationPlan& plan, int64_t now_ns);
   // A checkpoint order: SIGUSR1 to the ranks, reported from Tick once every marker is in.
   void BeginCheckpoint(const JobContext& ctx, const std::string& order_id, int64_t now_ns);
   // A stop order: checkpoint first when asked and worth it, then SIGTERM. A job already
@@ -107,6 +108,9 @@ class JobRun {
   bool done = false;
 
  private:
+  // One rank; `resume_from` is TIANSHU_RESUME_FROM ("" : none).
+  void StartRank(const JobContext& ctx, RankRun& r, const IsolationPlan& plan,
+                 const std::string& resume_from, int64_t now_ns);
   void EndPlaceholder(const JobContext& ctx, RankRun& r, int64_t step, const std::string& message);
   void SignalAll(const JobContext& ctx, int sig);
   // SIGUSR1 to the ranks that are ready; the others get it from Tick once they are.

@@ -1,0 +1,43 @@
+#include "tianshu/agent/system_files.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace tianshu::agent {
+namespace {
+
+// The real file system: MakeDirs makes every missing directory (0711) and accepts one that
+// exists; a path under a file is an error naming the path; Replace leaves no temporary file.
+TEST(RealSystemFiles, MakeDirsAndReplace) {
+  char tmpl[] = "/tmp/tianshu-files-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  RealSystemFiles fs;
+  const std::string deep = dir + "/a/b/c";
+  ASSERT_TRUE(fs.MakeDirs(deep));
+  struct stat st {};
+  ASSERT_EQ(::stat(deep.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0711u);
+  ASSERT_TRUE(fs.MakeDirs(deep));            // there already
+  ASSERT_TRUE(fs.MakeDirs(deep + "/d"));     // one below an existing one
+  ASSERT_TRUE(fs.MakeDirs(dir + "/a/x/y"));  // a branch from the middle
+  EXPECT_TRUE(fs.Exists(dir + "/a/x/y"));
+  for (auto sync : {SystemFiles::Sync::kDurable, SystemFiles::Sync::kThisBoot}) {
+    ASSERT_TRUE(fs.Replace(dir + "/a/f", "one\n", sync));
+    ASSERT_TRUE(fs.Replace(dir + "/a/f", "two\n", sync));
+    EXPECT_EQ(*fs.Read(dir + "/a/f"), "two\n");
+    EXPECT_FALSE(fs.Exists(dir + "/a/f.tmp"));
+  }
+  auto under_file = fs.MakeDirs(dir + "/a/f/g");
+  ASSERT_FALSE(under_file);
+  EXPECT_NE(under_file.error().message.find(dir + "/a/f/g"), std::string::npos)
+      << under_file.error().message;
+  (void)!std::system(("rm -rf " + dir).c_str());
+}
+
+}  // namespace
+}  // namespace tianshu::agent
