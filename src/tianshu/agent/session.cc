@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include <algorithm>
+#include <atomic>
 
 #include "tianshu/base/strings.h"
 #include "tianshu/net/http_client.h"
@@ -18,6 +19,7 @@ struct HttpControlPlane::Impl {
   std::mutex mu;            // guards the three below (SetCredential from another thread)
   httplib::Headers bearer;  // the current bearer
   std::string join_token, credential;
+  std::atomic<bool> keep_alive{false}, aborted{false};
   void Bearer(const std::string& t) { bearer = {{"Authorization", "Bearer " + t}}; }
   httplib::Headers Headers() {
     std::lock_guard l(mu);
@@ -56,6 +58,7 @@ void HttpControlPlane::SetCredential(const std::string& credential) {
 }
 
 void HttpControlPlane::KeepAlive() {
+  impl_->keep_alive = true;
   impl_->servers->Configure([](httplib::Client& c) { c.set_keep_alive(true); });
 }
 
@@ -128,14 +131,24 @@ Result<wire::WorkBatch> HttpControlPlane::WaitWork(const std::string& node,
   const int64_t read_s = wait_ms / 1000 + 10;
   impl_->servers->Configure(
       [read_s](httplib::Client& c) { c.set_read_timeout(static_cast<time_t>(read_s), 0); });
-  auto res = impl_->servers->Send([&](httplib::Client& c) {
-    return c.Get("/v1/agents/" + node + "/work", params, impl_->Headers());
-  });
+  auto get = [&] {
+    return impl_->servers->Send([&](httplib::Client& c) {
+      return c.Get("/v1/agents/" + node + "/work", params, impl_->Headers());
+    });
+  };
+  auto res = get();
+  // A kept connection the server closed meanwhile (its idle timeout; over TLS its close
+  // message looks like data, so the client reuses the socket) fails the request: once more,
+  // on a new connection (the request changes nothing on the server). Never after Abort.
+  if (!res && impl_->keep_alive && !impl_->aborted) res = get();
   return Answer<wire::WorkBatch>(res, "work",
                                  [](const std::string& b) { return wire::ParseWorkBatch(b); });
 }
 
-void HttpControlPlane::Abort() { impl_->servers->Stop(); }
+void HttpControlPlane::Abort() {
+  impl_->aborted = true;  // before the stop: the request it ends is not tried again
+  impl_->servers->Stop();
+}
 
 Status HttpControlPlane::SendReports(const std::string& node, const wire::ReportBatch& batch) {
   auto res = impl_->servers->Send([&](httplib::Client& c) {

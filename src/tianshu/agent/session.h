@@ -58,8 +58,10 @@ class HttpControlPlane final : public ControlPlane {
   void SetCredential(const std::string& credential);
   // Keeps the connection open between requests (HTTP keep-alive), where the default is one
   // connection per request. For the work watcher: its requests follow each other, and the
-  // server's worker is held by the open request anyway, so keeping it costs the server nothing
-  // and saves a connection (a TLS handshake over https) for each batch of orders.
+  // server's worker is held by its open request nearly all the time (between two requests, or
+  // while the watcher backs off, a kept connection holds it until the server's 5 s keep-alive
+  // timeout), so it saves a connection (a TLS handshake over https) per batch of orders. A
+  // WaitWork that fails on a kept connection is tried once more on a new one.
   void KeepAlive();
   ~HttpControlPlane() override;
   Result<wire::RegisterResponse> Register(const wire::RegisterRequest& r) override;

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "tianshu/agent/discovery.h"
 #include "tianshu/agent/work_watcher.h"
@@ -383,6 +386,59 @@ TEST(HttpControlPlane, KeepAliveSendsTheWatchersRequestsOverOneConnection) {
   EXPECT_EQ(requests_over(true).size(), 1u);
   http.stop();
   serving.join();
+}
+
+// A kept connection that the server has closed by the time of the next request (its idle
+// timeout; over TLS the client cannot tell): that request is sent once more on a new connection,
+// not failed (the watcher would back off and orders would wait). The server here answers the
+// first request on a connection and drops the connection at the second.
+TEST(HttpControlPlane, AKeptConnectionTheServerDroppedIsTriedOnceMoreOnANewOne) {
+  const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(lfd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ASSERT_EQ(::listen(lfd, 8), 0);
+  std::atomic<int> accepted{0};
+  std::thread server([&] {
+    const std::string body = wire::ToJson(wire::WorkBatch{.cursor = "e.1"}).dump();
+    const std::string answer =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        "Connection: keep-alive\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body;
+    for (int c = 0; c < 2; ++c) {
+      const int fd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) return;
+      ++accepted;
+      for (int request = 0; request < 2; ++request) {
+        std::string got;
+        char buf[4096];
+        while (got.find("\r\n\r\n") == std::string::npos) {
+          const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+          if (n <= 0) break;
+          got.append(buf, static_cast<size_t>(n));
+        }
+        if (got.empty() || request == 1) break;  // the second request: dropped unanswered
+        (void)!::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL);
+      }
+      ::close(fd);
+    }
+  });
+  auto cp = HttpControlPlane::Open("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), "t", "");
+  ASSERT_TRUE(cp);
+  (*cp)->KeepAlive();
+  auto first = (*cp)->WaitWork("n0", "a", "", 0);
+  ASSERT_TRUE(first) << first.error().message;
+  auto second = (*cp)->WaitWork("n0", "a", "e.1", 0);
+  EXPECT_TRUE(second) << second.error().message;
+  EXPECT_EQ(accepted.load(), 2);
+  cp->reset();  // closes the kept connection: the server's read of it ends
+  ::shutdown(lfd, SHUT_RDWR);
+  ::close(lfd);
+  server.join();
 }
 
 }  // namespace

@@ -14,14 +14,17 @@ namespace {
 // exists; a path under a file is an error naming the path; Replace leaves no temporary file.
 TEST(RealSystemFiles, MakeDirsAndReplace) {
   char tmpl[] = "/tmp/tianshu-files-XXXXXX";
-  const std::string dir = ::mkdtemp(tmpl);
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
   RealSystemFiles fs;
   const std::string deep = dir + "/a/b/c";
   ASSERT_TRUE(fs.MakeDirs(deep));
   struct stat st {};
   ASSERT_EQ(::stat(deep.c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
-  EXPECT_EQ(st.st_mode & 0777, 0711u);
+  EXPECT_EQ(st.st_mode & 0777, 0711u & ~mask);
   ASSERT_TRUE(fs.MakeDirs(deep));            // there already
   ASSERT_TRUE(fs.MakeDirs(deep + "/d"));     // one below an existing one
   ASSERT_TRUE(fs.MakeDirs(dir + "/a/x/y"));  // a branch from the middle
