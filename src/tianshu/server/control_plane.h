@@ -148,10 +148,8 @@ struct Job {
   std::map<std::string, int> fence_nodes;
   int64_t fence_until_ms = 0;
 
-  std::vector<std::string> Nodes() const;  // nodes of the placement, node_rank order
-  // Whether a rank of the placement is on `node` (no copy of the node list: a heartbeat asks
-  // this for each rank its agent runs).
-  bool OnNode(std::string_view node) const;
+  std::vector<std::string> Nodes() const;    // nodes of the placement, node_rank order
+  bool OnNode(std::string_view node) const;  // a rank of it is there (Nodes() without a copy)
   // How long it has run, its ended runs and the current one (up to now_ms) added up.
   int64_t RanMs(int64_t now_ms) const;
 };
