@@ -416,10 +416,7 @@ void ControlPlane::ApplyReport(Txn& t, const std::string& node, const wire::Repo
   // Only about an order this node got for this attempt, and a rank of its own: a node cannot
   // fail, stop or re-point another node's job with a forged report.
   if (!IsOrderOf(r.order_id, j.id, j.attempt, node, j.checkpoint_orders)) return;
-  if (std::none_of(j.placement.begin(), j.placement.end(),
-                   [&](const RankPlace& p) { return p.node == node; })) {
-    return;  // the attempt's orders went to its placement's nodes only
-  }
+  if (!j.OnNode(node)) return;  // the attempt's orders went to its placement's nodes only
   auto on_node = [&](int rank) {
     for (const auto& p : j.placement) {
       if (p.rank == rank) return p.node == node;

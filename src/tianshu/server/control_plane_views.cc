@@ -98,11 +98,7 @@ json ControlPlane::ListJobs(const JobFilter& filter) const {
     if (j.created_ticket > durable) return false;
     if (!filter.queue.empty() && j.spec.queue != filter.queue) return false;
     if (!filter.owner.empty() && j.owner != filter.owner) return false;
-    if (!filter.node.empty() &&
-        std::none_of(j.placement.begin(), j.placement.end(),
-                     [&](const RankPlace& p) { return p.node == filter.node; })) {
-      return false;
-    }
+    if (!filter.node.empty() && !j.OnNode(filter.node)) return false;
     if (filter.states.empty()) return true;
     const bool held = j.held && j.state == JobState::kPending;
     const std::string_view state = held ? "held" : JobStateName(j.state);
