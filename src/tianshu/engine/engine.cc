@@ -150,8 +150,7 @@ std::vector<const JobRecord*> Engine::AllJobs() const {
 
 void Engine::Accrue(JobRecord& job, double now_s) {
   if (job.state == JobState::kRunning && now_s > job.accrued_to_s) {
-    const double rate =
-        job.Gpus() * job.request.gpu_milli / static_cast<double>(model::kMilliPerGpu);
+    const double rate = job.HeldGpus();
     // A change of standing on the way (a 2D-LAS threshold passed) is dated when it happened;
     // a crossing a rounding error past `now_s` (the wake-up computed for it) counts as now.
     const double slack = 1e-9 * std::max(1.0, std::abs(now_s));
@@ -361,8 +360,7 @@ Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
     }
     Accrue(r, now_s);
     if (e->success) {
-      const double held_gpus =
-          r.Gpus() * r.request.gpu_milli / static_cast<double>(model::kMilliPerGpu);
+      const double held_gpus = r.HeldGpus();
       if (held_gpus > 0) {
         runtimes_.Add(r.spec, r.Gpus(), r.attained_gpu_s / held_gpus);
         if (options_.learn_runtimes) stale_sizes_.push_back(r.Gpus());
@@ -481,6 +479,7 @@ void Engine::Commit(const Decision& d, double now_s) {
   }
   if (const auto* s = std::get_if<ResizeJob>(&d)) {
     JobRecord& r = jobs_.at(s->id);
+    Accrue(r, now_s);  // at its old rate up to now
     auto st = placement::Release(&state_, r.request, placement::PlacedOutcome(r.placement));
     (void)st;
     r.request.ranks = static_cast<int>(s->ranks.size());
@@ -532,8 +531,8 @@ CycleResult Engine::Cycle(double now_s) {
   // A fresh engine has no previous cycle: nothing changed standing "since" it.
   const double previous_s = cycles_ > 1 ? last_cycle_s_ : now_s;
   last_cycle_s_ = now_s;
-  // Service is charged up to now first: 2D-LAS orders by it and stops account it.
-  for (JobId id : running_) Accrue(jobs_.at(id), now_s);
+  // A change of standing due by now is charged first: 2D-LAS orders by it.
+  AccrueDue(now_s);
   // Nothing waits and nothing reshapes: no decision is possible.
   if (pending_.Empty() && !Reshapes()) return CycleResult{};
   RefreshLearnedEstimates();

@@ -62,8 +62,9 @@ struct JobRecord {
   double end_s = -1;                           // when it reached a terminal state
   double pending_since_s = 0;                  // when it last became pending
   std::vector<placement::RankSlot> placement;  // rank order; empty unless running
-  // GPU-seconds of service received so far (accrued by Apply/Cycle from the times passed in);
-  // what 2D-LAS orders by.
+  // GPU-seconds of service received up to accrued_to_s; what 2D-LAS orders by. A running job's
+  // service is charged when its standing changes, it stops or it is resized, not every cycle:
+  // ServiceAt reads it at any time.
   double attained_gpu_s = 0;
   double accrued_to_s = 0;  // attained_gpu_s is exact up to this time
   // When its standing in the order last changed by itself (OrderPolicy::NextChange: a 2D-LAS
@@ -106,7 +107,16 @@ struct JobRecord {
   double EstimatedDurationS() const {
     return spec.duration_s > 0 ? spec.duration_s : learned_estimate_s;
   }
+  // GPU-equivalents held while it runs: the rate its service grows at.
+  double HeldGpus() const {
+    return Gpus() * request.gpu_milli / static_cast<double>(model::kMilliPerGpu);
+  }
 };
+// `r`'s GPU-seconds of service at `now_s`: what was charged, plus its run since then.
+inline double ServiceAt(const JobRecord& r, double now_s) {
+  if (r.state != JobState::kRunning || now_s <= r.accrued_to_s) return r.attained_gpu_s;
+  return r.attained_gpu_s + (now_s - r.accrued_to_s) * r.HeldGpus();
+}
 using JobTable = IdTable<JobRecord>;  // the engine's records by id
 
 // ---- Events in. Each carries what happened; the time is passed to Engine::Apply. ----
@@ -481,6 +491,9 @@ class Engine {
   // Gives back what the pods bound to a pending job hold (all of them, or those on `node`).
   void Unbind(JobRecord& r, int node = -1);
   void Accrue(JobRecord& job, double now_s);
+  // Charges the service of the running jobs whose change of standing is due by `now_s` (kept in
+  // change_heap_), so that it is dated when it happened and this cycle's policies see it.
+  void AccrueDue(double now_s);
   // Asks the order policy for running `r`'s next change of standing after `now_s` and keeps it
   // (JobRecord::next_change_s, change_heap_).
   void TrackChange(JobRecord& r, double now_s);

@@ -32,6 +32,33 @@ std::optional<double> Engine::NextWakeup(double now_s) const {
   return best;
 }
 
+void Engine::AccrueDue(double now_s) {
+  // Accrue's own test: a change kept within a second (plus rounding) of now may have come.
+  const double due_by = now_s + 1e-9 * std::max(1.0, std::abs(now_s)) + 1;
+  std::vector<JobId> due;
+  while (!change_heap_.empty() && change_heap_.front().first <= due_by) {
+    const auto [t, id] = change_heap_.front();
+    std::pop_heap(change_heap_.begin(), change_heap_.end(), std::greater<>());
+    change_heap_.pop_back();
+    auto it = jobs_.find(id);
+    if (it != jobs_.end() && it->second.state == JobState::kRunning &&
+        it->second.next_change_s == t) {
+      due.push_back(id);  // (not stopped, nor asked again since)
+    }
+  }
+  std::sort(due.begin(), due.end());
+  due.erase(std::unique(due.begin(), due.end()), due.end());
+  for (JobId id : due) {
+    JobRecord& r = jobs_.at(id);
+    const double kept = r.next_change_s;
+    Accrue(r, now_s);
+    if (r.next_change_s == kept) {  // not passed yet: kept for a later cycle
+      change_heap_.emplace_back(kept, id);
+      std::push_heap(change_heap_.begin(), change_heap_.end(), std::greater<>());
+    }
+  }
+}
+
 std::optional<double> Engine::RecordWakeup(double now_s) const {
   std::optional<double> best;
   auto take = [&](double t) {

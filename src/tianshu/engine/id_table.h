@@ -31,8 +31,9 @@ class IdTable {
   const Entry* end() const { return nullptr; }
   size_t count(int64_t id) const { return Lookup(id) != nullptr ? 1 : 0; }
   size_t size() const { return size_; }
-  T& at(int64_t id) { return Found(Lookup(id), id)->second; }
-  const T& at(int64_t id) const { return Found(Lookup(id), id)->second; }
+  // (The flat index is looked up inline: a cycle calls this for every job it walks.)
+  T& at(int64_t id) { return AtEntry(id)->second; }
+  const T& at(int64_t id) const { return AtEntry(id)->second; }
 
   // Inserts (id, value) unless `id` is present: the entry, and whether it was inserted.
   std::pair<Entry*, bool> emplace(int64_t id, T value) {
@@ -70,11 +71,22 @@ class IdTable {
     if (id >= 0 && static_cast<size_t>(id) < flat_.size()) {
       if (Entry* e = flat_[static_cast<size_t>(id)].get()) return e;
     }
+    return LookupHashed(id);
+  }
+  Entry* LookupHashed(int64_t id) const {
     if (hashed_.empty()) return nullptr;
     auto it = hashed_.find(id);
     return it == hashed_.end() ? nullptr : it->second.get();
   }
-  static Entry* Found(Entry* e, int64_t id) {
+  Entry* AtEntry(int64_t id) const {
+    if (id >= 0 && static_cast<size_t>(id) < flat_.size()) [[likely]] {
+      if (Entry* e = flat_[static_cast<size_t>(id)].get()) [[likely]]
+        return e;
+    }
+    return AtHashed(id);
+  }
+  [[gnu::noinline]] Entry* AtHashed(int64_t id) const {
+    Entry* e = LookupHashed(id);
     if (e == nullptr) throw std::out_of_range("no record " + std::to_string(id));
     return e;
   }

@@ -122,7 +122,7 @@ class LasOrder final : public OrderPolicy {
     for (size_t i = 0; i < all.size(); ++i) (*q)[i] = all[i].id;
   }
   std::optional<double> NextChange(const JobRecord& r, double now_s) const override {
-    double rate = r.Gpus() * r.request.gpu_milli / 1000.0;
+    const double rate = r.HeldGpus();
     if (rate <= 0) return std::nullopt;
     double attained = r.attained_gpu_s + std::max(0.0, now_s - r.accrued_to_s) * rate;
     // Dated from the last accrual, not from `now_s`: the same time whenever it is asked until
@@ -319,7 +319,7 @@ class LasPreemption final : public PreemptionPolicy {
       if (priority > c.spec.priority) continue;
       // A lower priority class is always a victim; inside the class, a later 2D-LAS queue, or
       // the same queue entered this instant after the candidate.
-      int q = priority < c.spec.priority ? kLowerClass : LasQueue(r.attained_gpu_s, o_);
+      int q = priority < c.spec.priority ? kLowerClass : LasQueueNow(r, v.now_s, o_);
       // Demoted since the previous cycle (the simulator's cycle is at the instant; the
       // server's a tick later).
       const bool demoted_now = o_.demoted_yields && r.standing_since_s > v.previous_cycle_s &&

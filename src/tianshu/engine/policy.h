@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -189,6 +190,14 @@ void KeepVictimsThatPay(const CycleView& view, const JobRecord& candidate, doubl
 
 // The 2D-LAS queue of an attained service (0 = highest priority).
 int LasQueue(double attained_gpu_s, const LasOptions& options);
+// Running `r`'s 2D-LAS queue at `now_s`. Its service is charged lazily (Engine::AccrueDue): in
+// the last queue, or before the change kept for it, the service charged tells the queue.
+inline int LasQueueNow(const JobRecord& r, double now_s, const LasOptions& options) {
+  const int q = LasQueue(r.attained_gpu_s, options);
+  const bool kept_ahead = r.next_change_s > now_s && std::isfinite(r.next_change_s);
+  if (q == static_cast<int>(options.thresholds_gpu_s.size()) || kept_ahead) return q;
+  return LasQueue(ServiceAt(r, now_s), options);
+}
 
 // The instantiated plugins of one engine.
 class Policies {

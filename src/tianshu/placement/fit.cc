@@ -99,10 +99,17 @@ int NodeCapacity(const ClusterState& state, int node, const PlacementRequest& r)
   return Bound(gpus, state.CpuFreeMilli(node), state.MemoryFreeBytes(node), r);
 }
 
-int NodeCapacityIdle(const ClusterState& state, int node, const PlacementRequest& r) {
-  if (Check(state, node, r, false) != Reject::kNone) return 0;
+namespace {
+// What an idle `node` that passed Check can take of `r`.
+int IdleBound(const ClusterState& state, int node, const PlacementRequest& r) {
   int gpus = r.gpu_milli == 0 ? std::numeric_limits<int>::max() : state.topology().GpusOn(node);
   return Bound(gpus, state.CpuCapacity(node), state.MemoryCapacity(node), r);
+}
+}  // namespace
+
+int NodeCapacityIdle(const ClusterState& state, int node, const PlacementRequest& r) {
+  if (Check(state, node, r, false) != Reject::kNone) return 0;
+  return IdleBound(state, node, r);
 }
 
 Outcome NotNow(const PlacementRequest& request, int64_t available) {
@@ -139,13 +146,13 @@ std::optional<Outcome> NeverFits(const ClusterState& state, const PlacementReque
       ++rejects[why];
       continue;
     }
-    int cap = NodeCapacityIdle(state, i, r);
+    int cap = IdleBound(state, i, r);
     if (cap == 0) ++rejects[Reject::kTooSmall];
     total += cap;
     best = std::max(best, cap);
+    // It fits: the rest of the nodes would only explain a refusal.
+    if (r.single_node ? best >= r.ranks : total >= r.ranks) return std::nullopt;
   }
-  bool fits = r.single_node ? best >= r.ranks : total >= r.ranks;
-  if (fits) return std::nullopt;
   std::string why = "'" + r.name + "' needs " + std::to_string(r.ranks) +
                     (r.single_node ? " ranks on one node" : " ranks") +
                     "; an idle cluster could give it " +

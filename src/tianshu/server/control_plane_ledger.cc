@@ -15,16 +15,6 @@ namespace {
 
 double Seconds(int64_t ms) { return static_cast<double>(ms) / 1000.0; }
 
-// A record's GPU-seconds of service at `now_s` (the current run accrued up to then).
-double ServiceAt(const engine::JobRecord& r, double now_s) {
-  double s = r.attained_gpu_s;
-  if (r.state == engine::JobState::kRunning && now_s > r.accrued_to_s) {
-    s += (now_s - r.accrued_to_s) * r.Gpus() * r.request.gpu_milli /
-         static_cast<double>(model::kMilliPerGpu);
-  }
-  return s;
-}
-
 bool Near(double a, double b) { return std::abs(a - b) <= 1e-6 * std::max(1.0, std::abs(b)); }
 
 std::vector<engine::JobId> Sorted(std::span<const engine::JobId> ids) {
@@ -309,9 +299,9 @@ std::string ControlPlane::CompareLedgers(const engine::Engine& a, const engine::
       if (x.state == engine::JobState::kPending && !Near(x.pending_since_s, y.pending_since_s)) {
         return job + "queued since";
       }
-      if (!Near(ServiceAt(x, now_s), ServiceAt(y, now_s))) {
-        return job + "service " + std::to_string(ServiceAt(x, now_s)) + " vs " +
-               std::to_string(ServiceAt(y, now_s));
+      if (!Near(engine::ServiceAt(x, now_s), engine::ServiceAt(y, now_s))) {
+        return job + "service " + std::to_string(engine::ServiceAt(x, now_s)) + " vs " +
+               std::to_string(engine::ServiceAt(y, now_s));
       }
     }
   }

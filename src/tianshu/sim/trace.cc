@@ -11,6 +11,7 @@
 #include "tianshu/base/csv.h"
 #include "tianshu/base/data_files.h"
 #include "tianshu/base/strings.h"
+#include "tianshu/base/timestamp.h"
 #include "tianshu/base/units.h"
 #include "tianshu/model/load.h"
 
@@ -93,7 +94,7 @@ Result<std::vector<TraceJob>> LoadPhilly(const std::string& path, const Workload
   for (size_t i = 0; i < csv->rows.size(); ++i) {
     const auto& r = csv->rows[i];
     if (r.size() < csv->header.size()) return Fail(At(path, *csv, i), ": short row");
-    auto t = ParseTimestamp(std::string(Trim(r[ts])));
+    auto t = ParseUtcTimestamp(Trim(r[ts]));
     if (!t) return Fail(At(path, *csv, i), ": bad timestamp '", r[ts], "'");
     auto d = Num(path, *csv, i, r[du]);
     if (!d) return std::unexpected(d.error());
@@ -426,28 +427,10 @@ std::optional<double> TimeArg(const std::string& s) {
   if (s.empty()) return std::nullopt;
   double v = 0;
   if (ParseDouble(s, &v)) return v;
-  return ParseTimestamp(s);
+  return ParseUtcTimestamp(s);
 }
 
 }  // namespace
-
-std::optional<double> ParseTimestamp(const std::string& text) {
-  std::tm tm{};
-  int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0;
-  int n = std::sscanf(text.c_str(), "%d-%d-%d %d:%d:%d", &y, &mo, &d, &h, &mi, &s);
-  if (n != 3 && n != 6) return std::nullopt;
-  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59 || s < 0 ||
-      s > 60) {
-    return std::nullopt;
-  }
-  tm.tm_year = y - 1900;
-  tm.tm_mon = mo - 1;
-  tm.tm_mday = d;
-  tm.tm_hour = h;
-  tm.tm_min = mi;
-  tm.tm_sec = s;
-  return static_cast<double>(timegm(&tm));
-}
 
 double OfferedLoad(const std::vector<TraceJob>& jobs, int cluster_gpus) {
   if (jobs.empty() || cluster_gpus <= 0) return 0;

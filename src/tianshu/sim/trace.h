@@ -63,7 +63,4 @@ double OfferedLoad(const std::vector<TraceJob>& jobs, int cluster_gpus);
 // gpt3-175b, and gpt-530b from 1024), picked by a hash of the id.
 model::JobSpec SpecFor(const TraceJob& job);
 
-// Parses "2017-10-09 07:01:55" (UTC) or a date into seconds since the epoch.
-std::optional<double> ParseTimestamp(const std::string& text);
-
 }  // namespace tianshu::sim
