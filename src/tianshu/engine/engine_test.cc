@@ -418,6 +418,26 @@ TEST(Engine, AttainedServiceSetByTheCallerOrdersLas) {
   EXPECT_FALSE((*e)->SetAttainedService(1, -1));
 }
 
+// A running job's service is charged where a 2D-LAS threshold is due, not at every cycle, and
+// read in between: with no cycle from its start to a newcomer's arrival long after both its
+// crossings (3,250 and 7,200 GPU-s), it is in the last queue when the newcomer comes, and is
+// evicted for it with the service it had.
+TEST(Engine, ServiceIsChargedWhereAThresholdIsDueWithNoCycleBetween) {
+  auto topo = Tree(2);  // 16 GPUs
+  auto e = Engine::Create(topo, *PresetOptions("tiresias"));
+  ASSERT_TRUE(e);
+  ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(16, 1e6)}, 0));
+  ASSERT_EQ(Starts((*e)->Cycle(0)), 1);
+  EXPECT_DOUBLE_EQ(ServiceAt(*(*e)->Find(1), 1000), 16000);
+  EXPECT_DOUBLE_EQ((*e)->Find(1)->attained_gpu_s, 0);  // read, not charged
+  ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(16, 100)}, 1000));
+  CycleResult r = (*e)->Cycle(1000);
+  EXPECT_EQ(r.stats.preempted, 1);
+  EXPECT_EQ((*e)->Find(2)->state, JobState::kRunning);
+  EXPECT_DOUBLE_EQ((*e)->Find(1)->attained_gpu_s, 16000);
+  EXPECT_DOUBLE_EQ((*e)->Find(1)->standing_since_s, 7200.0 / 16);
+}
+
 // The wake-up for a 2D-LAS threshold is the earliest crossing of the jobs still running, kept
 // per job (Engine::TrackChange) rather than asked of every job: a stopped job's crossing is
 // dropped, service set by the caller moves it, and an accrual that passes it dates the change

@@ -110,6 +110,8 @@ TEST(Elastic, GrowsIntoAnIdleClusterWithNothingPending) {
   auto r = e->Cycle(300);
   EXPECT_EQ(Count<ResizeJob>(r), 1);
   EXPECT_EQ(Nodes(*e->Find(1)), 4);
+  // Its service: 8 GPUs for 300 s, then 32 (the resize charges the run at the old size first).
+  EXPECT_DOUBLE_EQ(engine::ServiceAt(*e->Find(1), 400), 8 * 300 + 32 * 100);
 }
 
 TEST(Elastic, NoGrowWithoutPredictedGain) {
