@@ -107,6 +107,32 @@ TEST(Cli, SimulateReadsPolicyLibraryNamesAndPluginOptionsFromAConfig) {
                 ":2:12: plugins.defrag.max_moves: must be between 1 and 100000, got \"0\"\n");
 }
 
+// `simulate` starts itself once more with huge pages for glibc's heap (main.cc): the results
+// are the same with (TIANSHU_HUGE_PAGES unset) and without (set), and it still runs where the
+// dynamic loader is named as the program: there /proc/self/exe is the loader, which started
+// again would take "simulate" for the program to load.
+TEST(Cli, SimulateGivesTheSameResultsWithAndWithoutHugePages) {
+  const std::string args = " simulate -t " + kSource +
+                           "/examples/scenarios/mix-128.yaml --max-jobs 20 --no-progress -o json";
+  auto results = [](const testing::CommandResult& r) {
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    if (j.is_discarded() || !j.contains("configs")) return std::string("not JSON: ") + r.out;
+    for (auto& c : j["configs"]) c.erase("wall_seconds");
+    return j.dump();
+  };
+  auto huge = RunCommand(kBin + args);
+  auto plain = RunCommand("TIANSHU_HUGE_PAGES=0 " + kBin + args);
+  ASSERT_EQ(huge.exit_code, 0) << huge.err;
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(results(huge), results(plain));
+  const std::string loader = "/lib64/ld-linux-x86-64.so.2";
+  if (std::filesystem::exists(loader)) {
+    auto through = RunCommand(loader + " " + kBin + args);
+    ASSERT_EQ(through.exit_code, 0) << through.err;
+    EXPECT_EQ(results(through), results(plain));
+  }
+}
+
 TEST(Cli, ValidateJson) {
   auto r = RunCommand("cd " + kSource + "/tests/data/bad && " + kBin +
                       " validate --output json engine-weights-sum.yaml");
