@@ -342,7 +342,7 @@ TEST(SimPresets, EachBaselineIsAConfigurationFile) {
       {"tiresias",
        "scheduler:\n  algorithm: best-fit\n  order: las\n  backfill: greedy\n"
        "  compact_wait: 0\n  las_thresholds: [3250, 7200]\n  restart_overhead: 0\n"
-       "  las_queue_order: preempted-first\n" +
+       "  las_queue_order: preempted-first\n  preempt_for: every-job\n" +
            whole},
   };
   auto topo = Tree(8, 4);

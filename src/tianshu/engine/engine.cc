@@ -546,7 +546,8 @@ CycleResult Engine::Cycle(double now_s) {
                                                ? std::optional(running_classes_.begin()->first)
                                                : std::nullopt,
                        .options = &options_,
-                       .uniform_priority = pending_.UniformPriority()};
+                       .uniform_priority = pending_.UniformPriority(),
+                       .cycle = cycles_};
   const std::vector<JobId> queue = OrderedQueue(view);
   internal::CyclePlanner planner(internal::CycleInputs{.view = &view,
                                                        .policies = policies_.get(),

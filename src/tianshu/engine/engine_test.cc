@@ -438,6 +438,34 @@ TEST(Engine, ServiceIsChargedWhereAThresholdIsDueWithNoCycleBetween) {
   EXPECT_DOUBLE_EQ((*e)->Find(1)->standing_since_s, 7200.0 / 16);
 }
 
+// scheduler.preempt_for: with every-job (the tiresias preset), a job behind a blocked head of
+// the queue may still preempt running jobs below it; with head, only jobs up to the head may.
+// Job 1 (8 GPUs) is in the last 2D-LAS queue, job 2 (8 GPUs) in the first; the head (16 GPUs)
+// cannot place even by evicting job 1, and the 4-GPU job behind it can.
+TEST(Engine, PreemptForEveryJobLetsAJobBehindABlockedHeadPreempt) {
+  for (const std::string scope : {"every-job", "head"}) {
+    SCOPED_TRACE(scope);
+    auto topo = Tree(2);  // 16 GPUs
+    EngineOptions o = *PresetOptions("tiresias");
+    o.config.preempt_for = scope;
+    auto e = Engine::Create(topo, o);
+    ASSERT_TRUE(e);
+    ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(8, 1e6)}, 0));
+    ASSERT_EQ(Starts((*e)->Cycle(0)), 1);
+    ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(8, 1e6)}, 950));
+    ASSERT_EQ(Starts((*e)->Cycle(950)), 1);
+    ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(16, 100)}, 1000));
+    ASSERT_TRUE((*e)->Apply(SubmitJob{4, Job(4, 100)}, 1000));
+    CycleResult r = (*e)->Cycle(1000);
+    EXPECT_EQ((*e)->Find(3)->state, JobState::kPending);  // blocked either way
+    EXPECT_EQ((*e)->Find(2)->state, JobState::kRunning);  // its queue is the newcomers'
+    const bool every = scope == "every-job";
+    EXPECT_EQ((*e)->Find(4)->state, every ? JobState::kRunning : JobState::kPending);
+    EXPECT_EQ((*e)->Find(1)->state, every ? JobState::kPending : JobState::kRunning);
+    EXPECT_EQ(r.stats.preempted, every ? 1 : 0);
+  }
+}
+
 // The wake-up for a 2D-LAS threshold is the earliest crossing of the jobs still running, kept
 // per job (Engine::TrackChange) rather than asked of every job: a stopped job's crossing is
 // dropped, service set by the caller moves it, and an accrual that passes it dates the change

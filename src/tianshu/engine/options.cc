@@ -196,10 +196,12 @@ Result<EngineOptions> PresetOptions(std::string_view name) {
     o.placement = "best-fit";
     o.policies = {.order = "las", .backfill = "greedy", .preemption = "las"};
     // The Tiresias simulator's own parameters (its dlas-gpu): queue limits of 3,250 and 7,200
-    // GPU-seconds, a restart that costs nothing, and its order inside a queue.
+    // GPU-seconds, a restart that costs nothing, its order inside a queue, and GPUs given down
+    // the queues (every waiting job may preempt those below it).
     o.config.las_thresholds_gpu_s = {3250, 7200};
     o.config.restart_overhead_s = 0;
     o.config.las_queue_order = "preempted-first";
+    o.config.preempt_for = "every-job";
     return o;
   }
   return Fail("unknown preset '", std::string(name), "'; known: ", Join(PresetNames(), ", "));

@@ -338,9 +338,47 @@ class LasPreemption final : public PreemptionPolicy {
     for (const Cand& k : cand) out.push_back(k.id);
     return out;
   }
+  // The GPUs (ranks: an upper bound) held in each queue and by the jobs demoted into it this
+  // instant, summed once a cycle less what the cycle evicts. Not kept where the running jobs
+  // are of several classes, or of another than the candidate's.
+  int64_t VictimGpusBound(const CycleView& v, const JobRecord& c) const override {
+    if (v.running.empty()) return 0;
+    if (v.running_priority != c.spec.priority) return kAnyGpus;
+    Sum(v);
+    const auto qc = static_cast<size_t>(LasQueue(c.attained_gpu_s, o_));
+    int64_t below = demoted_[qc];
+    for (size_t q = qc + 1; q < held_.size(); ++q) below += held_[q];
+    return below;
+  }
+  void Evicted(const CycleView& v, const JobRecord& r) const override {
+    Sum(v);
+    const auto q = static_cast<size_t>(LasQueueNow(r, v.now_s, o_));
+    const auto ranks = static_cast<int64_t>(r.placement.size());
+    held_[q] -= ranks;
+    if (DemotedNow(v, r)) demoted_[q] -= ranks;
+  }
 
  private:
+  bool DemotedNow(const CycleView& v, const JobRecord& r) const {
+    return o_.demoted_yields && r.standing_since_s > v.previous_cycle_s;
+  }
+  void Sum(const CycleView& v) const {
+    if (bound_cycle_ == v.cycle) return;
+    bound_cycle_ = v.cycle;
+    held_.assign(o_.thresholds_gpu_s.size() + 1, 0);
+    demoted_.assign(o_.thresholds_gpu_s.size() + 1, 0);
+    for (JobId id : v.running) {
+      const JobRecord& r = v.Job(id);
+      const auto q = static_cast<size_t>(LasQueueNow(r, v.now_s, o_));
+      const auto ranks = static_cast<int64_t>(r.placement.size());  // (its request's, not read)
+      held_[q] += ranks;
+      if (DemotedNow(v, r)) demoted_[q] += ranks;
+    }
+  }
   LasOptions o_;
+  // VictimGpusBound's sums, per queue, for cycle bound_cycle_ (one engine calls it).
+  mutable int64_t bound_cycle_ = -1;
+  mutable std::vector<int64_t> held_, demoted_;
 };
 
 class NoReshape final : public ReshapePolicy {
@@ -443,71 +481,7 @@ Registry<ReshapePolicy>& Migrations() {
   return *r;
 }
 
-// The switches' bindings (see BindPreemptionToOrder). The engine binds its own 2D-LAS pair.
-struct Bindings {
-  std::mutex mu;
-  std::map<std::string, std::string> preemption_for_order;
-  std::optional<std::string> elastic_scaling, migration;
-};
-
-Bindings& Binds() {
-  static Bindings* bindings = [] {
-    auto* b = new Bindings;
-    b->preemption_for_order["las"] = "las";
-    return b;
-  }();
-  return *bindings;
-}
-
-Status BindOnce(std::optional<std::string>& slot, std::string_view what, const std::string& name) {
-  if (slot && *slot != name) {
-    return Fail(std::string(what), " is already bound to '", *slot, "', not '", name, "'");
-  }
-  slot = name;
-  return Ok();
-}
-
 }  // namespace
-
-Status BindPreemptionToOrder(const std::string& order, const std::string& preemption) {
-  Bindings& b = Binds();
-  std::lock_guard<std::mutex> lock(b.mu);
-  std::optional<std::string> slot;
-  if (auto it = b.preemption_for_order.find(order); it != b.preemption_for_order.end()) {
-    slot = it->second;
-  }
-  if (auto st = BindOnce(slot, "the preemption of ordering '" + order + "'", preemption); !st) {
-    return st;
-  }
-  b.preemption_for_order[order] = preemption;
-  return Ok();
-}
-Status BindElasticScaling(const std::string& elastic_policy) {
-  Bindings& b = Binds();
-  std::lock_guard<std::mutex> lock(b.mu);
-  return BindOnce(b.elastic_scaling, "task_scheduler.elastic_scaling", elastic_policy);
-}
-Status BindMigration(const std::string& migration_policy) {
-  Bindings& b = Binds();
-  std::lock_guard<std::mutex> lock(b.mu);
-  return BindOnce(b.migration, "scheduler.migration", migration_policy);
-}
-std::string BoundPreemption(std::string_view order) {
-  Bindings& b = Binds();
-  std::lock_guard<std::mutex> lock(b.mu);
-  auto it = b.preemption_for_order.find(std::string(order));
-  return it != b.preemption_for_order.end() ? it->second : "priority";
-}
-std::optional<std::string> BoundElasticScaling() {
-  Bindings& b = Binds();
-  std::lock_guard<std::mutex> lock(b.mu);
-  return b.elastic_scaling;
-}
-std::optional<std::string> BoundMigration() {
-  Bindings& b = Binds();
-  std::lock_guard<std::mutex> lock(b.mu);
-  return b.migration;
-}
 
 template <typename T>
 std::vector<std::string> NamesIn(Registry<T>& reg) {

@@ -39,6 +39,7 @@ struct CycleView {
   const EngineOptions* options = nullptr;
   // Every pending job has the same priority (then submission order is priority order).
   bool uniform_priority = true;
+  int64_t cycle = 0;  // the engine's count of cycles, this one's
 
   const JobRecord& Job(JobId id) const { return jobs->at(id); }
 };
@@ -109,6 +110,16 @@ class PreemptionPolicy {
   virtual std::string_view Name() const = 0;
   // Running jobs `candidate` outranks, most expendable first; empty when none.
   virtual std::vector<JobId> Victims(const CycleView& view, const JobRecord& candidate) const = 0;
+  // At least the whole GPUs Victims(view, candidate) would hold at the start of the cycle, and
+  // no more for a job behind `candidate` in the order: where it is 0 and nothing is free, no
+  // job behind can start (scheduler.preempt_for: every-job stops its walk there). kAnyGpus:
+  // not known.
+  static constexpr int64_t kAnyGpus = std::numeric_limits<int64_t>::max();
+  virtual int64_t VictimGpusBound(const CycleView& /*view*/, const JobRecord& /*candidate*/) const {
+    return kAnyGpus;
+  }
+  // Told of each victim the cycle evicts (it is no victim again in this cycle).
+  virtual void Evicted(const CycleView& /*view*/, const JobRecord& /*victim*/) const {}
 };
 
 // Elastic scaling and migration: decisions proposed after admission, on the working state

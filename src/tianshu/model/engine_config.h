@@ -126,6 +126,12 @@ struct EngineConfig {
   // first, and the running job that joined the queue's running jobs last (started, or was
   // demoted into it) is evicted first.
   std::string las_queue_order = "entered";
+  // scheduler.preempt_for: which waiting jobs may preempt (scheduler.preemption). head: the jobs
+  // of the queue up to the first that neither fits nor preempts (the blocked head); behind it,
+  // jobs only start where they fit. every-job: each waiting job in queue order may preempt
+  // running jobs that rank below it, as Tiresias' simulator gives GPUs down its queues (needs
+  // scheduler.backfill: greedy, where a blocked head holds no reservation).
+  std::string preempt_for = "head";
   // scheduler.binding: how a job's ranks are bound to GPUs. job: the whole gang in one
   // decision, all or nothing. pod-each: pods (a job's share of one node) bound one at a time
   // as each finds a node, holding their GPUs while the rest wait (the default kube-scheduler,

@@ -179,14 +179,17 @@ TEST(EngineConfig, LasThresholdsAndRestartOverhead) {
   EXPECT_EQ(d.las_thresholds_gpu_s, (std::vector<int>{3600, 36000}));
   EXPECT_EQ(d.restart_overhead_s, 60);
   EXPECT_EQ(d.las_queue_order, "entered");
+  EXPECT_EQ(d.preempt_for, "head");
   auto peer = ValidateText("p.yaml",
                            "scheduler: {las_thresholds: [3250, 7200, 18000], restart_overhead: 0, "
-                           "las_queue_order: preempted-first}\n");
+                           "las_queue_order: preempted-first, backfill: greedy, "
+                           "preempt_for: every-job}\n");
   ASSERT_TRUE(peer.document) << peer.diagnostics[0].message;
   const auto& p = std::get<EngineConfig>(peer.document->value);
   EXPECT_EQ(p.las_thresholds_gpu_s, (std::vector<int>{3250, 7200, 18000}));
   EXPECT_EQ(p.restart_overhead_s, 0);
   EXPECT_EQ(p.las_queue_order, "preempted-first");
+  EXPECT_EQ(p.preempt_for, "every-job");
   auto minutes = ValidateText("m.yaml", "scheduler: {restart_overhead: 2m, las_thresholds: []}\n");
   ASSERT_TRUE(minutes.document) << minutes.diagnostics[0].message;
   EXPECT_EQ(std::get<EngineConfig>(minutes.document->value).restart_overhead_s, 120);
@@ -203,7 +206,11 @@ TEST(EngineConfig, LasThresholdsAndRestartOverhead) {
         Bad{"scheduler:\n  las_thresholds: [0]\n", "scheduler.las_thresholds[0]", "1.."},
         Bad{"scheduler:\n  las_thresholds: 3600\n", "scheduler.las_thresholds", "expected a list"},
         Bad{"scheduler:\n  restart_overhead: -5\n", "scheduler.restart_overhead", "negative"},
-        Bad{"scheduler:\n  las_queue_order: lifo\n", "scheduler.las_queue_order", "entered"}}) {
+        Bad{"scheduler:\n  las_queue_order: lifo\n", "scheduler.las_queue_order", "entered"},
+        Bad{"scheduler:\n  preempt_for: everyone\n", "scheduler.preempt_for", "every-job"},
+        // A blocked head's reservation (time backfill) would be taken from behind.
+        Bad{"scheduler:\n  preempt_for: every-job\n", "scheduler.preempt_for",
+            "needs scheduler.backfill: greedy"}}) {
     auto r = ValidateText("bad.yaml", b.text);
     EXPECT_FALSE(r.document) << b.text;
     ASSERT_FALSE(r.diagnostics.empty()) << b.text;

@@ -42,6 +42,7 @@ CyclePlanner::CyclePlanner(const CycleInputs& in, size_t queue_size)
       consolidation_(*in.topology, *in.view->options),
       elastic_on_(in.elastic_on),
       can_preempt_(in.policies->preemption && in.policies->preemption->Name() != "none"),
+      preempt_behind_(can_preempt_ && in.view->options->config.preempt_for == "every-job"),
       colocate_(in.view->options->config.colocation != "none"),
       all_whole_gpus_(in.all_whole_gpus),
       strategy_(in.policies->placement.get()),
@@ -286,8 +287,8 @@ CyclePlanner::Next CyclePlanner::AdmitOne(JobRecord& job) {
   const placement::Strategy* use = StrategyFor(job, strategy_);
   // Asked only where it is used: a job that fits by count, or one that may preempt (a blocked
   // queue's job that does not fit goes straight to Block).
-  const bool compact_wait =
-      (count_fits || (can_preempt_ && !blocked_)) && consolidation_.InCompactWait(job, view_.now_s);
+  const bool compact_wait = (count_fits || (can_preempt_ && (!blocked_ || preempt_behind_))) &&
+                            consolidation_.InCompactWait(job, view_.now_s);
   if (count_fits && HoldForCompact(job, compact_wait)) {
     ++result_.stats.held_for_compact;
     return Next::kContinue;
@@ -323,7 +324,16 @@ CyclePlanner::Next CyclePlanner::AdmitOne(JobRecord& job) {
 }
 
 bool CyclePlanner::PreemptFor(JobRecord& job, const placement::Strategy* use, bool compact_wait) {
-  if (!can_preempt_ || blocked_) return false;
+  if (!can_preempt_ || (blocked_ && !preempt_behind_)) return false;
+  if (blocked_) {
+    // Behind the head most jobs have nothing below them to take: asked of the policy, not of
+    // each running job.
+    const int64_t below = policies_.preemption->VictimGpusBound(view_, job);
+    if (below != PreemptionPolicy::kAnyGpus &&
+        WholeNeed(job.request) > FreeWholeGpus(work_) + below) {
+      return false;
+    }
+  }
   // Elastic jobs giving back nodes cost less than evicting whole gangs: where a shrink admits
   // the job, the elastic policy proposes it (in a cycle that changes nothing else) and nothing
   // is preempted for it.
@@ -374,6 +384,7 @@ bool CyclePlanner::PreemptFor(JobRecord& job, const placement::Strategy* use, bo
         StopJob{
             .id = v, .reason = StopReason::kPreempted, .checkpoint_first = true, .requeued = true});
     evicted_.push_back(v);
+    policies_.preemption->Evicted(view_, vr);
     ++result_.stats.preempted;
   }
   Start(job, o, false);
@@ -388,7 +399,13 @@ CyclePlanner::Next CyclePlanner::Block(const JobRecord& job) {
     reservation_ = policies_.backfill->Reserve(view_, job, work_);
     ReserveNodes(job);
   }
-  if (free_whole_ == 0 && free_milli_ == 0) return Next::kStop;
+  // Nothing free: a job behind could only preempt (scheduler.preempt_for: every-job), and
+  // none can where the jobs below this one hold nothing (the policy's bound only falls down
+  // the queue).
+  if (free_whole_ == 0 && free_milli_ == 0 &&
+      (!preempt_behind_ || policies_.preemption->VictimGpusBound(view_, job) == 0)) {
+    return Next::kStop;
+  }
   return Next::kContinue;
 }
 

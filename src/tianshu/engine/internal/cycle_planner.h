@@ -103,6 +103,7 @@ class CyclePlanner {
   const Consolidation consolidation_;
   const bool elastic_on_;
   const bool can_preempt_;
+  const bool preempt_behind_;  // scheduler.preempt_for: every-job
   const bool colocate_;
   const bool all_whole_gpus_;
 

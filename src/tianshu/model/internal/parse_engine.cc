@@ -172,6 +172,7 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
                  "gang_timeout",
                  "las_thresholds",
                  "las_queue_order",
+                 "preempt_for",
                  "restart_overhead",
                  "preemption_cost_model",
                  "no_retry_exit_codes",
@@ -214,6 +215,12 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
       }
     }
     r.Choice(s, p, "las_queue_order", {"entered", "preempted-first"}, &c.las_queue_order);
+    if (r.Choice(s, p, "preempt_for", {"head", "every-job"}, &c.preempt_for) &&
+        c.preempt_for == "every-job" && c.backfill != "greedy") {
+      r.Error(r.Get(s, "preempt_for"), "scheduler.preempt_for",
+              "every-job needs scheduler.backfill: greedy (with '" + c.backfill +
+                  "' a blocked head holds a reservation the jobs behind it would take)");
+    }
     r.Bool(s, p, "topology_aware", &c.topology_aware);
     r.Int(s, p, "max_retries", &c.max_retries, 0, 1000);
     r.IntList(s, p, "no_retry_exit_codes", &c.no_retry_exit_codes, 1, 255);
