@@ -466,6 +466,37 @@ TEST(Engine, PreemptForEveryJobLetsAJobBehindABlockedHeadPreempt) {
   }
 }
 
+// With every-job, a job demoted this instant is a victim of the jobs behind the blocked head
+// that entered its queue earlier (restarts free, as in the tiresias preset): jobs 1 and 2 (8 GPUs
+// each, from 0) pass the last threshold at 900 s; the head (24 GPUs, in the last queue) cannot
+// place even by evicting both (job 3, in the first queue, is not its victim), and the 4-GPU job
+// behind it, waiting in the last queue since before, takes one of them. With head it does not.
+TEST(Engine, PreemptForEveryJobTakesAJobDemotedThisInstant) {
+  for (const std::string scope : {"every-job", "head"}) {
+    SCOPED_TRACE(scope);
+    auto topo = Tree(3);  // 24 GPUs
+    EngineOptions o = *PresetOptions("tiresias");
+    o.config.preempt_for = scope;
+    auto e = Engine::Create(topo, o);
+    ASSERT_TRUE(e);
+    ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(8, 1e6)}, 0));
+    ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(8, 1e6)}, 0));
+    ASSERT_EQ(Starts((*e)->Cycle(0)), 2);
+    ASSERT_TRUE((*e)->Apply(SubmitJob{4, Job(24, 100)}, 10));
+    ASSERT_TRUE((*e)->Apply(SubmitJob{5, Job(4, 100)}, 20));
+    ASSERT_TRUE((*e)->SetAttainedService(4, 20000));  // both in the last queue
+    ASSERT_TRUE((*e)->SetAttainedService(5, 20000));
+    ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(8, 1e6)}, 600));
+    ASSERT_EQ(Starts((*e)->Cycle(600)), 1);  // job 3 takes the free node
+    CycleResult r = (*e)->Cycle(900);
+    const bool every = scope == "every-job";
+    EXPECT_EQ((*e)->Find(4)->state, JobState::kPending);
+    EXPECT_EQ((*e)->Find(3)->state, JobState::kRunning);
+    EXPECT_EQ((*e)->Find(5)->state, every ? JobState::kRunning : JobState::kPending);
+    EXPECT_EQ(r.stats.preempted, every ? 1 : 0);
+  }
+}
+
 // The wake-up for a 2D-LAS threshold is the earliest crossing of the jobs still running, kept
 // per job (Engine::TrackChange) rather than asked of every job: a stopped job's crossing is
 // dropped, service set by the caller moves it, and an accrual that passes it dates the change

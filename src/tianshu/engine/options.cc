@@ -20,6 +20,12 @@ Status EngineOptions::Validate() const {
   }
   if (max_placements_per_cycle < 0) return Fail("max_placements_per_cycle cannot be negative");
   if (max_queue_scan < 0) return Fail("max_queue_scan cannot be negative");
+  if (config.preempt_for != "head" && config.preempt_for != "every-job") {
+    return Fail("unknown preempt_for '", config.preempt_for, "'; known: head, every-job");
+  }
+  if (config.preempt_for == "every-job" && policies.backfill != "greedy") {
+    return Fail("preempt_for every-job needs the greedy backfill, not '", policies.backfill, "'");
+  }
   if (compact_wait_ratio < 0 || compact_max_wait_s < 0 || compact_slowdown_tolerance < 0) {
     return Fail(
         "compact_wait_ratio, compact_max_wait_s and compact_slowdown_tolerance cannot be "

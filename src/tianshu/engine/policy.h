@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -24,7 +25,8 @@
 namespace tianshu::engine {
 
 // The read-only view a policy gets of one cycle: the snapshot and the job table. Policies are
-// pure functions of it (plus their options); they never mutate anything.
+// functions of it (plus their options) and never mutate it; a policy may keep what it computed
+// for a cycle (by CycleView::cycle) to answer later questions of the same cycle.
 struct CycleView {
   double now_s = 0;
   // The time of the engine's previous cycle (now_s for its first): what changed since then is
@@ -110,10 +112,10 @@ class PreemptionPolicy {
   virtual std::string_view Name() const = 0;
   // Running jobs `candidate` outranks, most expendable first; empty when none.
   virtual std::vector<JobId> Victims(const CycleView& view, const JobRecord& candidate) const = 0;
-  // At least the whole GPUs Victims(view, candidate) would hold at the start of the cycle, and
-  // no more for a job behind `candidate` in the order: where it is 0 and nothing is free, no
-  // job behind can start (scheduler.preempt_for: every-job stops its walk there). kAnyGpus:
-  // not known.
+  // At least the whole GPUs Victims(view, candidate) would free, less what this cycle evicted
+  // (Evicted), and no more for a job behind `candidate` in the order: where it is 0 and nothing
+  // is free, no job behind can start (scheduler.preempt_for: every-job stops its walk there).
+  // kAnyGpus: not known (the walk goes on).
   static constexpr int64_t kAnyGpus = std::numeric_limits<int64_t>::max();
   virtual int64_t VictimGpusBound(const CycleView& /*view*/, const JobRecord& /*candidate*/) const {
     return kAnyGpus;

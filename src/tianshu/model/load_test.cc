@@ -210,7 +210,9 @@ TEST(EngineConfig, LasThresholdsAndRestartOverhead) {
         Bad{"scheduler:\n  preempt_for: everyone\n", "scheduler.preempt_for", "every-job"},
         // A blocked head's reservation (time backfill) would be taken from behind.
         Bad{"scheduler:\n  preempt_for: every-job\n", "scheduler.preempt_for",
-            "needs scheduler.backfill: greedy"}}) {
+            "needs scheduler.backfill: greedy, not 'time'"},
+        Bad{"scheduler:\n  preempt_for: every-job\n  backfill: none\n", "scheduler.preempt_for",
+            "not 'none'"}}) {
     auto r = ValidateText("bad.yaml", b.text);
     EXPECT_FALSE(r.document) << b.text;
     ASSERT_FALSE(r.diagnostics.empty()) << b.text;

@@ -324,7 +324,7 @@ CyclePlanner::Next CyclePlanner::AdmitOne(JobRecord& job) {
 }
 
 bool CyclePlanner::PreemptFor(JobRecord& job, const placement::Strategy* use, bool compact_wait) {
-  if (!can_preempt_ || (blocked_ && !preempt_behind_)) return false;
+  if (!can_preempt_ || (blocked_ && (!preempt_behind_ || awaiting_shrink_))) return false;
   if (blocked_) {
     // Behind the head most jobs have nothing below them to take: asked of the policy, not of
     // each running job.
@@ -337,7 +337,12 @@ bool CyclePlanner::PreemptFor(JobRecord& job, const placement::Strategy* use, bo
   // Elastic jobs giving back nodes cost less than evicting whole gangs: where a shrink admits
   // the job, the elastic policy proposes it (in a cycle that changes nothing else) and nothing
   // is preempted for it.
-  if (elastic_on_ && policies_.elastic->AdmitsByShrinking(view_, work_, job.id)) return false;
+  // (The shrink is proposed only by a cycle that changes nothing else: no job behind may
+  // preempt in this one.)
+  if (elastic_on_ && policies_.elastic->AdmitsByShrinking(view_, work_, job.id)) {
+    awaiting_shrink_ = true;
+    return false;
+  }
   std::vector<JobId> victims = policies_.preemption->Victims(view_, job);
   // Victims of this cycle are already gone; starts of this cycle are never victims.
   // Co-located services free no GPU share: never victims.
@@ -354,6 +359,10 @@ bool CyclePlanner::PreemptFor(JobRecord& job, const placement::Strategy* use, bo
     if (offered > 0) ++result_.stats.preemptions_declined;  // the cost model spared them all
     return false;
   }
+  // All of them would not free enough: no copy of the state, no placement.
+  int64_t could_free = FreeWholeGpus(work_);
+  for (JobId v : victims) could_free += static_cast<int64_t>(jobs_.at(v).placement.size());
+  if (WholeNeed(job.request) > could_free) return false;
   // Take victims until the count fits, then simulate the eviction and place.
   model::ClusterState trial = work_;
   std::vector<JobId> taken;
@@ -403,7 +412,8 @@ CyclePlanner::Next CyclePlanner::Block(const JobRecord& job) {
   // none can where the jobs below this one hold nothing (the policy's bound only falls down
   // the queue).
   if (free_whole_ == 0 && free_milli_ == 0 &&
-      (!preempt_behind_ || policies_.preemption->VictimGpusBound(view_, job) == 0)) {
+      (!preempt_behind_ || awaiting_shrink_ ||
+       policies_.preemption->VictimGpusBound(view_, job) == 0)) {
     return Next::kStop;
   }
   return Next::kContinue;

@@ -103,7 +103,8 @@ class CyclePlanner {
   const Consolidation consolidation_;
   const bool elastic_on_;
   const bool can_preempt_;
-  const bool preempt_behind_;  // scheduler.preempt_for: every-job
+  const bool preempt_behind_;     // scheduler.preempt_for: every-job
+  bool awaiting_shrink_ = false;  // a job waits for an elastic shrink: no preemption behind it
   const bool colocate_;
   const bool all_whole_gpus_;
 

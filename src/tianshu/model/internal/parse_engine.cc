@@ -218,8 +218,8 @@ EngineConfig ParseEngineConfig(YamlReader& r, const YAML::Node& root) {
     if (r.Choice(s, p, "preempt_for", {"head", "every-job"}, &c.preempt_for) &&
         c.preempt_for == "every-job" && c.backfill != "greedy") {
       r.Error(r.Get(s, "preempt_for"), "scheduler.preempt_for",
-              "every-job needs scheduler.backfill: greedy (with '" + c.backfill +
-                  "' a blocked head holds a reservation the jobs behind it would take)");
+              "every-job needs scheduler.backfill: greedy, not '" + c.backfill +
+                  "' (only there does a blocked head hold nothing the jobs behind it could take)");
     }
     r.Bool(s, p, "topology_aware", &c.topology_aware);
     r.Int(s, p, "max_retries", &c.max_retries, 0, 1000);
