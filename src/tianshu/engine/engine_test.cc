@@ -438,6 +438,14 @@ TEST(Engine, ServiceIsChargedWhereAThresholdIsDueWithNoCycleBetween) {
   EXPECT_DOUBLE_EQ((*e)->Find(1)->standing_since_s, 7200.0 / 16);
 }
 
+// The tiresias preset with scheduler.preempt_for set to `scope`.
+Result<std::unique_ptr<Engine>> TiresiasWith(const model::Topology& topo,
+                                             const std::string& scope) {
+  EngineOptions o = *PresetOptions("tiresias");
+  o.config.preempt_for = scope;
+  return Engine::Create(topo, o);
+}
+
 // scheduler.preempt_for: with every-job (the tiresias preset), a job behind a blocked head of
 // the queue may still preempt running jobs below it; with head, only jobs up to the head may.
 // Job 1 (8 GPUs) is in the last 2D-LAS queue, job 2 (8 GPUs) in the first; the head (16 GPUs)
@@ -446,9 +454,7 @@ TEST(Engine, PreemptForEveryJobLetsAJobBehindABlockedHeadPreempt) {
   for (const std::string scope : {"every-job", "head"}) {
     SCOPED_TRACE(scope);
     auto topo = Tree(2);  // 16 GPUs
-    EngineOptions o = *PresetOptions("tiresias");
-    o.config.preempt_for = scope;
-    auto e = Engine::Create(topo, o);
+    auto e = TiresiasWith(topo, scope);
     ASSERT_TRUE(e);
     ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(8, 1e6)}, 0));
     ASSERT_EQ(Starts((*e)->Cycle(0)), 1);
@@ -475,9 +481,7 @@ TEST(Engine, PreemptForEveryJobTakesAJobDemotedThisInstant) {
   for (const std::string scope : {"every-job", "head"}) {
     SCOPED_TRACE(scope);
     auto topo = Tree(3);  // 24 GPUs
-    EngineOptions o = *PresetOptions("tiresias");
-    o.config.preempt_for = scope;
-    auto e = Engine::Create(topo, o);
+    auto e = TiresiasWith(topo, scope);
     ASSERT_TRUE(e);
     ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(8, 1e6)}, 0));
     ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(8, 1e6)}, 0));
