@@ -153,11 +153,11 @@ void Engine::Accrue(JobRecord& job, double now_s) {
     const double rate = job.HeldGpus();
     // A change of standing on the way (a 2D-LAS threshold passed) is dated when it happened;
     // a crossing a rounding error past `now_s` (the wake-up computed for it) counts as now.
-    const double slack = 1e-9 * std::max(1.0, std::abs(now_s));
-    // While the change kept for it is more than a second past the slack, the policy would name
-    // that change again (to within rounding, far below a second): nothing to step over.
+    const double slack = CrossingSlack(now_s);
+    // While the change kept for it is not due (DueBy), the policy would name that change again
+    // (to within rounding, far below a second): nothing to step over.
     bool crossed = false;
-    for (int step = 0; step < 64 && policies_ && job.next_change_s <= now_s + slack + 1; ++step) {
+    for (int step = 0; step < 64 && policies_ && job.next_change_s <= DueBy(now_s); ++step) {
       auto t = policies_->order->NextChange(job, job.accrued_to_s);
       if (!t || *t > now_s + slack) break;
       const double at = std::clamp(*t, job.accrued_to_s, now_s);

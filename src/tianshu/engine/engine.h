@@ -11,6 +11,8 @@
 //   CycleResult r = e->Cycle(/*now_s=*/0);   // r.decisions: StartJob{1, ranks}
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -491,6 +493,10 @@ class Engine {
   // Gives back what the pods bound to a pending job hold (all of them, or those on `node`).
   void Unbind(JobRecord& r, int node = -1);
   void Accrue(JobRecord& job, double now_s);
+  // A crossing this close past `now_s` (a rounding error of the wake-up computed for it) counts
+  // as now; a change kept for a job up to DueBy(now_s) (a second more) may have come by now.
+  static double CrossingSlack(double now_s) { return 1e-9 * std::max(1.0, std::abs(now_s)); }
+  static double DueBy(double now_s) { return now_s + CrossingSlack(now_s) + 1; }
   // Charges the service of the running jobs whose change of standing is due by `now_s` (kept in
   // change_heap_), so that it is dated when it happened and this cycle's policies see it.
   void AccrueDue(double now_s);

@@ -33,8 +33,7 @@ std::optional<double> Engine::NextWakeup(double now_s) const {
 }
 
 void Engine::AccrueDue(double now_s) {
-  // Accrue's own test: a change kept within a second (plus rounding) of now may have come.
-  const double due_by = now_s + 1e-9 * std::max(1.0, std::abs(now_s)) + 1;
+  const double due_by = DueBy(now_s);  // Accrue's own test
   std::vector<JobId> due;
   while (!change_heap_.empty() && change_heap_.front().first <= due_by) {
     const auto [t, id] = change_heap_.front();

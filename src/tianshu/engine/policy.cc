@@ -124,7 +124,7 @@ class LasOrder final : public OrderPolicy {
   std::optional<double> NextChange(const JobRecord& r, double now_s) const override {
     const double rate = r.HeldGpus();
     if (rate <= 0) return std::nullopt;
-    double attained = r.attained_gpu_s + std::max(0.0, now_s - r.accrued_to_s) * rate;
+    const double attained = ServiceAt(r, now_s);  // (asked of running jobs only)
     // Dated from the last accrual, not from `now_s`: the same time whenever it is asked until
     // the service is accrued again (Engine::NextWakeup keeps it that long).
     const double base = std::min(now_s, r.accrued_to_s);
@@ -322,8 +322,7 @@ class LasPreemption final : public PreemptionPolicy {
       int q = priority < c.spec.priority ? kLowerClass : LasQueueNow(r, v.now_s, o_);
       // Demoted since the previous cycle (the simulator's cycle is at the instant; the
       // server's a tick later).
-      const bool demoted_now = o_.demoted_yields && r.standing_since_s > v.previous_cycle_s &&
-                               LasQueueEntry(r) > LasQueueEntry(c);
+      const bool demoted_now = DemotedNow(v, r) && LasQueueEntry(r) > LasQueueEntry(c);
       // preempted-first: when it joined its queue's running jobs (started, or was demoted).
       const double joined = o_.preempted_first ? std::max(r.start_s, LasQueueEntry(r)) : r.start_s;
       if (q > qc || (q == qc && demoted_now)) cand.push_back({q, joined, id});
