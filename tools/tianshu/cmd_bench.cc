@@ -23,10 +23,11 @@ struct FragFlags {
   double inflate = 1.3;
   bool paper_fgd = false;
   bool paper_typical = false;
-  bool paper_score = false;
   bool paper_order = false;
   bool faithful = false;
-  std::string paper_ties;
+  std::string score = "integer";
+  std::string ties;  // "": shuffled
+  std::string weight = "count";
   double popularity = 0.95;
   OutputFlag output;
 };
@@ -51,12 +52,28 @@ Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
 }
 
 int RunFragmentationCommand(FragFlags f) {
-  // --faithful is the four paper options together, ties shuffled unless --paper-ties says.
+  // --faithful is the paper's workload and order with the plugin's integer score.
   if (f.faithful) {
-    f.paper_typical = f.paper_score = f.paper_order = true;
-    if (f.paper_ties.empty()) f.paper_ties = "shuffled";
+    if (f.score != "integer") {
+      std::cerr << "tianshu bench fragmentation: --faithful scores as the paper's simulator "
+                   "does; it cannot be combined with --score "
+                << f.score << "\n";
+      return kExitUsage;
+    }
+    f.paper_typical = f.paper_order = true;
   }
-  if (f.paper_ties.empty()) f.paper_ties = "random";
+  if (f.ties.empty()) f.ties = "shuffled";
+  if (f.score == "exact" && f.ties != "shuffled") {
+    std::cerr << "tianshu bench fragmentation: --ties applies to --score integer; the exact "
+                 "score breaks ties by the free GPU share, then the node id\n";
+    return kExitUsage;
+  }
+  if (f.paper_fgd && f.weight != "count") {
+    std::cerr << "tianshu bench fragmentation: --paper-fgd weighs the typical tasks by count; "
+                 "it cannot be combined with --weight "
+              << f.weight << "\n";
+    return kExitUsage;
+  }
   std::vector<uint64_t> seeds = {f.seed};
   if (!f.seeds.empty()) {
     auto parsed = ParseSeeds(f.seeds);
@@ -97,18 +114,19 @@ int RunFragmentationCommand(FragFlags f) {
   nlohmann::json runs = nlohmann::json::array();
   double alloc = 0, alloc100 = 0, window = 0, arrived = 0, placed = 0, failed = 0;
   for (uint64_t seed : seeds) {
-    auto r = placement::RunFragmentation(*nodes, *pods, f.strategy,
-                                         {.inflate = f.inflate,
-                                          .seed = seed,
-                                          .workload = {.with_memory = !f.paper_fgd,
-                                                       .weight_by_gpu_share = !f.paper_fgd,
-                                                       .paper_typical = f.paper_typical,
-                                                       .popularity = f.popularity},
-                                          .paper_score = f.paper_score,
-                                          .paper_ties = f.paper_ties == "first"      ? 1
-                                                        : f.paper_ties == "shuffled" ? 2
-                                                                                     : 0,
-                                          .paper_order = f.paper_order});
+    auto r = placement::RunFragmentation(
+        *nodes, *pods, f.strategy,
+        {.inflate = f.inflate,
+         .seed = seed,
+         .workload = {.with_memory = !f.paper_fgd,
+                      .weight_by_gpu_share = f.weight == "share",
+                      .paper_typical = f.paper_typical,
+                      .popularity = f.popularity},
+         .score = f.score == "exact" ? placement::FgdScore::kExact : placement::FgdScore::kInteger,
+         .ties = f.ties == "first"    ? placement::FgdTies::kFirst
+                 : f.ties == "random" ? placement::FgdTies::kRandom
+                                      : placement::FgdTies::kShuffled,
+         .paper_order = f.paper_order});
     if (!r) {
       std::cerr << "tianshu bench fragmentation: " << r.error().message << "\n";
       return kExitInvalid;
@@ -144,9 +162,10 @@ int RunFragmentationCommand(FragFlags f) {
                         {"allocation_ratio_at_100", alloc100 / k},
                         {"allocation_ratio_window", window / k},
                         {"paper_typical", f.paper_typical},
-                        {"paper_score", f.paper_score},
                         {"paper_order", f.paper_order},
-                        {"paper_ties", f.paper_ties},
+                        {"score", f.score},
+                        {"ties", f.ties},
+                        {"weight", f.weight},
                         {"arrived_ratio", arrived / k},
                         {"pods_placed", placed / k},
                         {"pods_failed", failed / k},
@@ -187,16 +206,24 @@ Runner RegisterBench(CLI::App& app) {
                  "covering --popularity of the tasks, CPU-only ones included, by count)");
   frag->add_option("--popularity", flags->popularity, "with --paper-typical")
       ->capture_default_str();
-  frag->add_flag("--paper-score", flags->paper_score,
-                 "FGD's integer score and random ties, as the paper's simulator");
   frag->add_flag("--paper-order", flags->paper_order,
                  "original pods shuffled, copies appended after them (the paper's simulator)");
-  frag->add_option("--paper-ties", flags->paper_ties,
-                   "with --paper-score, which tied node: random (default), first (lowest id), "
-                   "shuffled (first in a node order shuffled per seed)")
+  frag->add_option("--score", flags->score,
+                   "how fgd compares nodes: integer (the published plugin's "
+                   "int(100*sigmoid(dF/1000)), near-equal nodes tie) or exact (the smallest dF)")
+      ->check(CLI::IsMember({"integer", "exact"}))
+      ->capture_default_str();
+  frag->add_option("--ties", flags->ties,
+                   "with --score integer, which tied node: shuffled (default: the first in a "
+                   "node order shuffled per seed), random, first (lowest id)")
       ->check(CLI::IsMember({"random", "first", "shuffled"}));
+  frag->add_option("--weight", flags->weight,
+                   "fgd's typical tasks weighted by count or by the GPU share they ask for")
+      ->check(CLI::IsMember({"count", "share"}))
+      ->capture_default_str();
   frag->add_flag("--faithful", flags->faithful,
-                 "--paper-typical --paper-score --paper-ties shuffled --paper-order together");
+                 "the paper's simulator: --paper-typical --paper-order, integer score, ties "
+                 "shuffled");
   AddOutputFlag(frag, &flags->output);
   return [flags, frag] {
     if (frag->parsed()) return RunFragmentationCommand(*flags);

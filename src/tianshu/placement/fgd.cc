@@ -176,8 +176,11 @@ namespace {
 
 class Fgd final : public Strategy {
  public:
-  Fgd(std::vector<TypicalTask> workload, bool paper_score, int ties, uint64_t seed)
-      : workload_(std::move(workload)), paper_score_(paper_score), ties_(ties), seed_(seed) {}
+  Fgd(std::vector<TypicalTask> workload, FgdScore score, FgdTies ties, uint64_t seed)
+      : workload_(std::move(workload)),
+        integer_score_(score == FgdScore::kInteger),
+        ties_(ties),
+        seed_(seed) {}
   std::string_view Name() const override { return "fgd"; }
 
   Outcome Place(const ClusterState& s, const PlacementRequest& r) const override {
@@ -190,13 +193,13 @@ class Fgd final : public Strategy {
                      .models = r.accelerators,
                      .weight = 1});
     }
-    FragmentationModel fm(workload_.empty() ? own : workload_, topo, paper_score_);
+    FragmentationModel fm(workload_.empty() ? own : workload_, topo, /*count_cpu_only=*/true);
     int best_node = -1;
     double best_delta = 0;
     int best_gpu = -1;
     const int n_nodes = topo.NumNodes();
     int free[64];
-    // paper_score_: the best integer score of the node being scored, and the tied best nodes.
+    // integer_score_: the best integer score of the node being scored, and the tied best nodes.
     int node_in_hand = -1;
     int64_t hand_score = -1;
     int hand_gpu = -1;
@@ -214,9 +217,9 @@ class Fgd final : public Strategy {
       node_in_hand = -1;
     };
     for (int n = 0; n < n_nodes; ++n) {
-      if (paper_score_) settle();
+      if (integer_score_) settle();
       if (NodeCapacity(s, n, r) < r.ranks) continue;
-      if (paper_score_)
+      if (integer_score_ && ties_ == FgdTies::kRandom)
         state_hash = (state_hash ^ static_cast<uint64_t>(s.CpuFreeMilli(n))) * 0x100000001b3ULL;
       const int first = topo.nodes[n].first_gpu;
       const int g_count = std::min(topo.GpusOn(n), 64);
@@ -228,8 +231,8 @@ class Fgd final : public Strategy {
       const int64_t mem_before = s.MemoryFreeBytes(n);
       const int64_t mem_after = mem_before - r.memory_bytes_per_rank * r.ranks;
       auto consider = [&](double delta, int gpu) {
-        if (paper_score_) {
-          // The simulator's integer score; a GPU of this node only replaces an earlier one
+        if (integer_score_) {
+          // The plugin's integer score; a GPU of this node only replaces an earlier one
           // when its score is higher (the first index wins), nodes tie on equal scores.
           const double x = -delta / 1000.0;
           const auto score = static_cast<int64_t>(100.0 / (1.0 + std::exp(-x)));
@@ -272,14 +275,14 @@ class Fgd final : public Strategy {
         consider(fm.Fragmentation(type, cpu_after, view, mem_after) - before, -1);
       }
     }
-    if (paper_score_) {
+    if (integer_score_) {
       settle();
       if (!top.empty()) {
         size_t k = 0;
-        if (ties_ == 0) {
+        if (ties_ == FgdTies::kRandom) {
           internal::Rng rng(state_hash);
           k = static_cast<size_t>(rng.Below(static_cast<int>(top.size())));
-        } else if (ties_ == 2) {
+        } else if (ties_ == FgdTies::kShuffled) {
           auto rank = [&](int node) {
             internal::Rng h(seed_ * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(node));
             return h.Next();
@@ -313,15 +316,15 @@ class Fgd final : public Strategy {
 
  private:
   std::vector<TypicalTask> workload_;
-  bool paper_score_ = false;
-  int ties_ = 0;
+  bool integer_score_ = true;
+  FgdTies ties_ = FgdTies::kShuffled;
   uint64_t seed_ = 42;
 };
 
 }  // namespace
 
 std::unique_ptr<Strategy> NewFgd(const StrategyOptions& o) {
-  return std::make_unique<Fgd>(o.workload, o.fgd_paper_score, o.fgd_paper_ties, o.seed);
+  return std::make_unique<Fgd>(o.workload, o.fgd_score, o.fgd_ties, o.seed);
 }
 
 }  // namespace internal

@@ -186,8 +186,8 @@ Result<FragmentationResult> RunFragmentation(const std::vector<OpenbNode>& nodes
   StrategyOptions so;
   so.seed = options.seed;
   so.workload = TypicalWorkload(originals, options.workload);  // FGD's target: the original pods
-  so.fgd_paper_score = options.paper_score;
-  so.fgd_paper_ties = options.paper_ties;
+  so.fgd_score = options.score;
+  so.fgd_ties = options.ties;
   auto s = MakeStrategy(strategy, so);
   if (!s) return std::unexpected(s.error());
 

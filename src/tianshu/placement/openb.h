@@ -51,9 +51,9 @@ PlacementRequest PodRequest(const OpenbPod& pod);
 struct FragmentationOptions {
   double inflate = 1.3;
   uint64_t seed = 42;
-  WorkloadOptions workload;  // how FGD's target workload is drawn from the pod list
-  bool paper_score = false;  // StrategyOptions.fgd_paper_score
-  int paper_ties = 0;        // StrategyOptions.fgd_paper_ties
+  WorkloadOptions workload;             // how FGD's target workload is drawn from the pod list
+  FgdScore score = FgdScore::kInteger;  // StrategyOptions.fgd_score
+  FgdTies ties = FgdTies::kShuffled;    // StrategyOptions.fgd_ties
   // The order of the paper's simulator (TunePodsByNodeTotalResource with shufflePod): the
   // original pods shuffled, then copies drawn with replacement appended (not shuffled in) until
   // the next copy's per-GPU share would pass `inflate` x capacity.

@@ -90,8 +90,6 @@ TEST_F(OpenbSample, FaithfulRunReportsThePapersWindow) {
   pods.resize(1200);
   FragmentationOptions o{.inflate = 1.3, .seed = 42};
   o.workload.paper_typical = true;
-  o.paper_score = true;
-  o.paper_ties = 2;
   o.paper_order = true;
   auto a = RunFragmentation(nodes, pods, "fgd", o);
   auto b = RunFragmentation(nodes, pods, "fgd", o);

@@ -57,9 +57,6 @@ Status StrategyOptions::Validate() const {
   if (weights.compute < 0 || weights.network < 0 || weights.memory < 0) {
     return Fail("resource_weight: weights cannot be negative");
   }
-  if (fgd_paper_ties < 0 || fgd_paper_ties > 2) {
-    return Fail("fgd_paper_ties must be 0 (random), 1 (first) or 2 (shuffled)");
-  }
   const GeneticOptions& g = genetic;
   if (g.population < 2) return Fail("genetic.population must be at least 2");
   if (g.generations < 0) return Fail("genetic.generations cannot be negative");

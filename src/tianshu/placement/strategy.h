@@ -111,20 +111,25 @@ struct TypicalTask {
   int64_t memory_bytes = 0;         // host memory (0: not considered)
 };
 
+enum class FgdScore { kInteger, kExact };
+enum class FgdTies { kShuffled, kRandom, kFirst };
+
 struct StrategyOptions {
   uint64_t seed = 42;
   model::ResourceWeight weights;  // cluster.resource_weight
   GeneticOptions genetic;
   ExactOptions exact;
   std::vector<TypicalTask> workload;  // FGD's target workload; empty = the request itself
-  // FGD scored as the paper's simulator does (hkust-adsl/kubernetes-scheduler-simulator,
-  // fgd_score.go): int(100 * sigmoid((F_before - F_after) / 1000)), ties among the best nodes
-  // broken at random (kube-scheduler's selectHost), CPU-only typical tasks counted.
-  bool fgd_paper_score = false;
-  // Which of the tied best nodes: 0 at random (kube-scheduler's selectHost), 1 the first (lowest
-  // id), 2 the first in a node order shuffled once per seed (the simulator renames its nodes
-  // with a random prefix).
-  int fgd_paper_ties = 0;
+  // How FGD compares the nodes where a task fits. kInteger: the score of the published FGD
+  // scheduler plugin (hkust-adsl/kubernetes-scheduler-simulator, fgd_score.go),
+  // int(100 * sigmoid((F_before - F_after) / 1000)), so nodes whose fragmentation grows by
+  // amounts within about 40 milli-GPU of each other tie and fgd_ties picks among them.
+  // kExact: the smallest growth, ties to the node with less free GPU share, then the lower id.
+  FgdScore fgd_score = FgdScore::kInteger;
+  // Which of the nodes tied on the integer score: kShuffled the first in a node order shuffled
+  // once per seed (a fixed preference, so load gathers on the same nodes and the others stay
+  // whole), kRandom one at random (kube-scheduler's selectHost), kFirst the lowest id.
+  FgdTies fgd_ties = FgdTies::kShuffled;
 
   [[nodiscard]] Status Validate() const;
 };
