@@ -246,5 +246,30 @@ TEST_F(AgentProcesses, ShimsKillTheirRanksWhenTheLeaseRunsOutEvenWithoutTheAgent
   EXPECT_NE(exited->message.find("fenced"), std::string::npos) << exited->message;
 }
 
+// The shim fails closed: a lease file removed by hand (or by a cleaner of the work directory)
+// fences the rank, where it used to mean "no lease" and kept the rank past any partition.
+// Without a lease the file says "none" and the rank runs on.
+TEST_F(AgentProcesses, ARankWhoseLeaseFileIsRemovedIsFenced) {
+  PosixProcessRunner runner;
+  auto a = Make(runner);
+  ASSERT_TRUE(a->Recover(Now()));
+  a->SetLease(0);
+  a->Apply(Launch("l1", {"/bin/sh", "-c", "sleep 60"}), Now());
+  ASSERT_EQ(a->Running().size(), 1u);
+  EXPECT_EQ(fs_.Read(a->LeasePath()).value_or("").substr(0, 4), "none");
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // three looks of the shim
+  a->Tick(Now());
+  EXPECT_FALSE(Find(*a, wire::ReportKind::kExited)) << "killed without a lease";
+  // A lease of a minute, renewed now: then the file goes.
+  a->SetLease(60 * kNsPerSec);
+  a->RenewLease(BootTimeNs());
+  ASSERT_TRUE(std::filesystem::remove(a->LeasePath()));
+  ASSERT_TRUE(TickUntil(
+      *a, [&] { return Find(*a, wire::ReportKind::kExited); }, 20));
+  const auto* exited = Find(*a, wire::ReportKind::kExited);
+  EXPECT_EQ(exited->signal, SIGKILL);
+  EXPECT_NE(exited->message.find("fenced"), std::string::npos) << exited->message;
+}
+
 }  // namespace
 }  // namespace tianshu::agent

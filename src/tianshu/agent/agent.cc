@@ -33,6 +33,7 @@ Agent::Agent(AgentOptions options, HostInfo host, SystemFiles& fs, CgroupDriver&
                    .journal = [this](const nlohmann::json& record) { JournalOrLog(record); },
                    .journal_flush = [this] { FlushJournal(); },
                    .lease_held = [this] { return LeaseHeld(); },
+                   .lease_file_ready = [this] { return LeaseFileReady(); },
                    .lease_path = LeasePath()} {
   (void)fs_.MakeDirs(options_.workdir);  // a failure shows at the first journal write
   // A lease from before a restart still binds the ranks this agent adopts; one from an earlier
@@ -44,7 +45,9 @@ Agent::Agent(AgentOptions options, HostInfo host, SystemFiles& fs, CgroupDriver&
     const bool this_boot = fields.size() == 2 ? fields[1] == boot_id_ : boot_id_.empty();
     if (!fields.empty() && this_boot && ParseInt64(fields[0], &deadline) && deadline > 0) {
       lease_deadline_ns_ = deadline;
-    } else {
+    } else if (!fields.empty() && this_boot && fields[0] == "none") {
+      lease_file_none_ = true;
+    } else {  // the shims of ranks of this boot (if any) fence: nothing says a lease holds
       (void)fs_.Remove(LeasePath());
     }
   }
@@ -53,9 +56,26 @@ Agent::Agent(AgentOptions options, HostInfo host, SystemFiles& fs, CgroupDriver&
 void Agent::SetLease(int64_t lease_ns) {
   lease_ns_ = std::max<int64_t>(0, lease_ns);
   if (lease_ns_ == 0 && lease_deadline_ns_ != 0) {
-    (void)fs_.Remove(LeasePath());
     lease_deadline_ns_ = 0;
+    lease_file_none_ = false;
+    (void)LeaseFileReady();  // on failure the old deadline stays and its shims fence
   }
+}
+
+Status Agent::LeaseFileReady() {
+  if (lease_deadline_ns_ != 0) return {};
+  if (lease_ns_ != 0) {
+    return Fail("no node lease yet (the server gave one of ", std::to_string(lease_ns_ / 1'000'000),
+                " ms and has answered no heartbeat since): a rank started now would be fenced");
+  }
+  if (lease_file_none_) return {};
+  // No lease in force: the file says so ("none"), since a shim fences on a missing file.
+  if (auto st = fs_.Replace(LeasePath(), "none " + boot_id_ + "\n", SystemFiles::Sync::kThisBoot);
+      !st) {
+    return Fail("cannot write ", LeasePath(), " (each rank's shim reads it): ", st.error().message);
+  }
+  lease_file_none_ = true;
+  return {};
 }
 
 void Agent::RenewLease(int64_t sent_boot_ns) {
@@ -70,6 +90,7 @@ void Agent::RenewLease(int64_t sent_boot_ns) {
   if (fs_.Replace(LeasePath(), std::to_string(deadline) + " " + boot_id_ + "\n",
                   SystemFiles::Sync::kThisBoot)) {
     lease_deadline_ns_ = deadline;
+    lease_file_none_ = false;
   }
 }
 

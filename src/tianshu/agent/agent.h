@@ -115,14 +115,18 @@ class Agent {
   // Per-rank log file of a job (the newest attempt on this node), "" when unknown.
   std::string LogPath(const std::string& job_id, int rank) const;
 
-  // The node lease (fencing). SetLease with the server's lease (0: none, the lease file is
-  // removed); RenewLease after every heartbeat the server answered, with the CLOCK_BOOTTIME
+  // The node lease (fencing). SetLease with the server's lease (0: none, the lease file then
+  // says "none"); RenewLease after every heartbeat the server answered, with the CLOCK_BOOTTIME
   // time it was sent: WORKDIR/lease then holds sent + lease, which every rank's shim checks.
+  // A shim fences its rank on a missing or unreadable file, so before a rank starts the file
+  // says what holds (LeaseFileReady): a deadline, or "none" while the server gives no lease;
+  // with a lease given and no heartbeat answered yet, the rank does not start.
   void SetLease(int64_t lease_ns);
   void RenewLease(int64_t sent_boot_ns);
   // The lease's deadline (CLOCK_BOOTTIME ns; 0: no lease in force) and whether it holds now.
   int64_t LeaseDeadline() const { return lease_deadline_ns_; }
   bool LeaseHeld() const;
+  [[nodiscard]] Status LeaseFileReady();
   std::string LeasePath() const { return options_.workdir + "/lease"; }
 
  private:
@@ -196,6 +200,7 @@ class Agent {
   int64_t lease_ns_ = 0;
   int64_t lease_deadline_ns_ = 0;  // from WORKDIR/lease at start, then from RenewLease
   std::string boot_id_;            // /proc/sys/kernel/random/boot_id: whose clock it counts on
+  bool lease_file_none_ = false;   // WORKDIR/lease says "none" (no lease in force)
 };
 
 }  // namespace tianshu::agent

@@ -475,6 +475,47 @@ TEST(Agent, ALeaseFromAnotherBootIsDropped) {
   EXPECT_EQ(f.fs.DurableReplaces("/w/lease"), 0);
 }
 
+// A shim fences its rank when the lease file is missing (so removing it cannot keep a rank
+// alive past a partition): before a rank starts, the file says what holds. Without a lease it
+// says "none"; with a lease given and no heartbeat answered yet the rank does not start.
+TEST(Agent, TheLeaseFileSaysWhatHoldsBeforeARankStarts) {
+  Fixture f;
+  f.fs.AddFile("/proc/sys/kernel/random/boot_id", "boot-1\n");
+  {
+    Agent a = f.Make();
+    a.SetLease(0);
+    EXPECT_FALSE(f.fs.Read("/w/lease"));  // nothing written until a rank starts
+    a.Apply(LaunchOrder("o1", 1), 0);
+    ASSERT_EQ(f.runner.procs_.size(), 1u);
+    EXPECT_EQ(*f.fs.Read("/w/lease"), "none boot-1\n");
+    // A lease given later replaces it; taken away again, the file says "none" once more.
+    a.SetLease(kSec);
+    a.RenewLease(200000);
+    EXPECT_EQ(*f.fs.Read("/w/lease"), std::to_string(200000 + kSec) + " boot-1\n");
+    a.SetLease(0);
+    EXPECT_EQ(*f.fs.Read("/w/lease"), "none boot-1\n");
+    EXPECT_EQ(a.LeaseDeadline(), 0);
+  }
+  // A restarted agent keeps "none" of this boot as it is.
+  EXPECT_EQ(f.Make().LeaseDeadline(), 0);
+  EXPECT_EQ(*f.fs.Read("/w/lease"), "none boot-1\n");
+  // A lease given, no heartbeat answered: the launch fails and nothing is spawned.
+  Fixture g;
+  Agent b = g.Make();
+  b.SetLease(kSec);
+  b.Apply(LaunchOrder("o2", 1), 0);
+  EXPECT_TRUE(g.runner.procs_.empty());
+  bool told = false;
+  for (const auto& r : b.PendingReports()) {
+    if (r.kind == wire::ReportKind::kExited) {
+      EXPECT_EQ(r.exit_code, 127);
+      told = r.message.find("no node lease yet") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(told);
+  EXPECT_FALSE(g.fs.Read("/w/lease"));
+}
+
 TEST(Agent, StopOfAJobThatIsNotHereIsStoppedAtOnce) {
   Fixture f;
   Agent a = f.Make();

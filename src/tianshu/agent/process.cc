@@ -46,20 +46,25 @@ void SafeItoa(int v, char* buf) {
   ::_exit(127);
 }
 
-// Whether the lease in `path` (decimal CLOCK_BOOTTIME ns) has run out; async-signal-safe (the
-// shim is a child of a threaded process). No file, or one that does not parse: no lease.
+// Whether the lease in `path` has run out; async-signal-safe (the shim is a child of a threaded
+// process). The file holds a CLOCK_BOOTTIME deadline in decimal ns, or "none" while the server
+// gives no lease (the agent writes it before any rank starts). Fails closed: a missing file, a
+// link, or one that holds neither counts as run out, so removing it never keeps a rank alive
+// past a partition. Only a short-lived failure to open it (no descriptor or memory free, a
+// signal) waits for the next look.
 bool LeaseExpired(const char* path) {
   int fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return false;
+  if (fd < 0) return errno != EINTR && errno != EMFILE && errno != ENFILE && errno != ENOMEM;
   char buf[32];
   ssize_t n = ::read(fd, buf, sizeof buf);
   ::close(fd);
+  if (n >= 4 && std::memcmp(buf, "none", 4) == 0) return false;
   int64_t deadline = 0;
   int digits = 0;
   for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9' && digits < 19; ++i, ++digits) {
     deadline = deadline * 10 + (buf[i] - '0');
   }
-  return digits > 0 && BootTimeNs() > deadline;  // clock_gettime is async-signal-safe
+  return digits == 0 || BootTimeNs() > deadline;  // clock_gettime is async-signal-safe
 }
 
 // The shim's record of how the rank ended ("exited 3\n", "signaled 9 fenced\n"): written,
