@@ -106,6 +106,15 @@ TEST(ServerApi, SubmitListGetCancel) {
   auto list = f.Get("/v1/jobs");
   ASSERT_EQ(list.status, 200);
   EXPECT_EQ(list.body["total"], 2);
+  // Unfiltered, the total is counted without a walk: the same figures and order either way.
+  auto oldest = f.Get("/v1/jobs?limit=1");
+  EXPECT_EQ(oldest.body["total"], 2);
+  EXPECT_EQ(oldest.body["shown"], 1);
+  EXPECT_EQ(oldest.body["jobs"][0]["id"], id);
+  auto newest = f.Get("/v1/jobs?limit=1&order=newest");
+  EXPECT_EQ(newest.body["total"], 2);
+  EXPECT_EQ(newest.body["jobs"][0]["id"], json_job.body["id"]);
+  EXPECT_EQ(f.Get("/v1/jobs?limit=5&order=newest").body["shown"], 2);
   EXPECT_EQ(f.Get("/v1/jobs?queue=research").body["total"], 1);
   EXPECT_EQ(f.Get("/v1/jobs?state=running").body["total"], 0);
 

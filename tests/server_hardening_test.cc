@@ -665,5 +665,26 @@ TEST(Fencing, ANodeBackWithTheOldRanksHoldsTheFenceUntilTheyAreGone) {
   EXPECT_LT(std::chrono::steady_clock::now() - gone, std::chrono::milliseconds(2500));
 }
 
+// A job cancelled while fenced leaves the fenced set at once (heartbeats walk that set; a job
+// that ended there behind a node that never came back stayed in it for ever), and a restart
+// does not bring it back. The gauge shows the jobs that wait.
+TEST(Fencing, AJobThatEndsWhileFencedIsNoLongerFenced) {
+  FencingRun run;
+  ASSERT_NO_FATAL_FAILURE(run.Begin(/*lease_ms=*/60000));
+  auto fenced = [&] {
+    const std::string text = run.f.Get("/metrics").text;
+    auto at = text.find("\ntianshu_jobs_fenced ");
+    return at == std::string::npos ? -1 : std::stoi(text.substr(at + 21));
+  };
+  EXPECT_EQ(fenced(), 1);
+  ASSERT_EQ(run.f.Post("/v1/jobs/" + run.id + "/cancel", "").status, 200);
+  EXPECT_EQ(run.f.JobState(run.id), "cancelled");
+  EXPECT_EQ(fenced(), 0);
+  run.f.Stop();
+  run.f.Start(/*lost_after_ms=*/300);
+  EXPECT_EQ(run.f.JobState(run.id), "cancelled");
+  EXPECT_EQ(fenced(), 0);
+}
+
 }  // namespace
 }  // namespace tianshu::testing

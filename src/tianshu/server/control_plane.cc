@@ -245,6 +245,8 @@ void ControlPlane::SetState(Txn& t, Job& j, JobState to, const std::string& reas
   }
   std::string from_name = j.history.empty() ? "" : std::string(JobStateName(from));
   IndexState(j.seq, from, to);
+  if (from != to && IsTerminal(from)) --ended_by_state_[EndedIndex(from)];
+  if (from != to && IsTerminal(to)) ++ended_by_state_[EndedIndex(to)];
   j.state = to;
   j.updated_ms = now_ms;
   j.message = reason;
@@ -261,6 +263,11 @@ void ControlPlane::SetState(Txn& t, Job& j, JobState to, const std::string& reas
   if (IsTerminal(to)) {
     j.target.clear();
     j.reshape.clear();
+    // No next attempt: a fence (ranks that may live on a lost node) guards nothing now, and the
+    // stale ranks are stopped where a node lists them (StopStale) regardless.
+    j.fence_nodes.clear();
+    j.fence_until_ms = 0;
+    fenced_seqs_.erase(j.seq);
   }
   if (IsTerminal(to) || to == JobState::kPending) schedule_dirty_ = true;
 }

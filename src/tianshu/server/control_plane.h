@@ -12,6 +12,7 @@
 // (WaitEvents, Work) wait on real time for at most the duration they are given.
 #pragma once
 
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -147,7 +148,6 @@ struct Job {
   // agents' leases have run out, unless each node's agent says those ranks are gone.
   std::map<std::string, int> fence_nodes;
   int64_t fence_until_ms = 0;
-
   std::vector<std::string> Nodes() const;    // nodes of the placement, node_rank order
   bool OnNode(std::string_view node) const;  // a rank of it is there (Nodes() without a copy)
   // How long it has run, its ended runs and the current one (up to now_ms) added up.
@@ -550,21 +550,21 @@ class ControlPlane {
   int64_t fence_wake_ms_ = 0;      // the earliest fence of a pending job to run out (0: none)
   std::set<int64_t> fenced_seqs_;  // jobs with fence_nodes (heartbeats look at these alone)
   // Indexes over jobs_ by state, kept by SetState (and rebuilt by Load): the jobs that hold a
-  // placement (starting, running, stopping), and the pending ones. A tick looks at these, not
-  // at every job the store keeps.
+  // placement (starting, running, stopping), the pending ones, and how many ended in each
+  // terminal state. A tick or a scrape looks at these, not at every job the store keeps.
   std::set<int64_t> active_seqs_, pending_seqs_;
+  std::array<int64_t, 3> ended_by_state_{};  // succeeded, failed, cancelled
   void IndexState(int64_t seq, JobState from, JobState to);
   // A copy of active_seqs_, for loops whose body may change a job's state.
   std::vector<int64_t> ActiveSeqs() const { return {active_seqs_.begin(), active_seqs_.end()}; }
   int64_t last_tick_ms_ = 0;  // the ticker's last time (a job's service up to now, for views)
   // No node is declared lost before this (the server was starved, or a mass silence ended),
   // nor while most go silent at once.
-  int64_t losses_not_before_ms_ = 0;
-  int64_t mass_silence_since_ms_ = 0;                         // 0: not in a mass silence
-  int64_t starved_since_ms_ = 0, last_starved_ms_ = 0;        // DeferLosses episodes
-  std::vector<std::pair<int64_t, std::string>> quarantined_;  // job seq, why (from Load)
-  std::vector<std::string> skipped_records_;                  // node and order records
-  std::map<std::string, int64_t> idempotency_keys_;           // key -> job seq
+  int64_t losses_not_before_ms_ = 0, mass_silence_since_ms_ = 0;  // 0: not in a mass silence
+  int64_t starved_since_ms_ = 0, last_starved_ms_ = 0;            // DeferLosses episodes
+  std::vector<std::pair<int64_t, std::string>> quarantined_;      // job seq, why (from Load)
+  std::vector<std::string> skipped_records_;                      // node and order records
+  std::map<std::string, int64_t> idempotency_keys_;               // key -> job seq
   struct UserEntry {
     Role role = Role::kUser;
     std::string token_hash, unix_user;

@@ -102,11 +102,17 @@ inline bool TakesNewWork(const NodeEntry& n) {
   return n.state == NodeState::kReady && !n.cordoned && n.probing.empty();
 }
 
-// Per node, per device index: the ranks placed there by the jobs `holding` names (those that
-// hold a placement), as node views list them; with `node`, that node's alone.
-std::map<std::string, std::map<int, json>> AllocationsByNode(const std::map<int64_t, Job>& jobs,
-                                                             const std::set<int64_t>& holding,
-                                                             const std::string& node = "");
+// One rank of a job that holds a placement, on one device of a node.
+struct DeviceHold {
+  std::string node, job;
+  int device = 0, rank = 0, gpu_milli = 0;
+};
+// The ranks the jobs `holding` names (those that hold a placement) have on devices; with
+// `node`, on that node's alone. Cheap enough to take under the lock; the JSON comes after.
+std::vector<DeviceHold> DeviceHolds(const std::map<int64_t, Job>& jobs,
+                                    const std::set<int64_t>& holding, const std::string& node = "");
+// Per node, per device index: those ranks as node views list them.
+std::map<std::string, std::map<int, json>> AllocationsByNode(const std::vector<DeviceHold>& holds);
 // A node's view, with the ranks on each of its devices (`allocations`, from AllocationsByNode).
 json NodeJson(const NodeEntry& n, const std::map<int, json>& allocations, int64_t now_ms);
 
@@ -123,6 +129,10 @@ inline std::vector<int64_t> UnfinishedSeqs(const std::set<int64_t>& pending,
 // Whether a job in state `s` holds its placement (launched, running, or not yet stopped).
 inline bool HoldsPlacement(JobState s) {
   return s == JobState::kStarting || s == JobState::kRunning || s == JobState::kStopping;
+}
+// A terminal state's place in ControlPlane::ended_by_state_.
+inline size_t EndedIndex(JobState s) {
+  return static_cast<size_t>(s) - static_cast<size_t>(JobState::kSucceeded);
 }
 
 // GPU-seconds of service a job has had: its ended runs, and the current one up to now_ms

@@ -167,7 +167,7 @@ Status ControlPlane::Load(int64_t now_ms) {
     j.owner = d.value("owner", "admin");  // jobs from before identities: the admin's
     j.run_as = d.value("run_as", "");
     if (!j.idempotency_key.empty()) idempotency_keys_[j.owner + "/" + j.idempotency_key] = j.seq;
-    if (!j.fence_nodes.empty()) fenced_seqs_.insert(j.seq);
+    if (!j.fence_nodes.empty() && !finished) fenced_seqs_.insert(j.seq);
     jobs_.emplace(j.seq, std::move(j));
   }
   for (const ProgressRow& p : st->progress) {
@@ -284,7 +284,11 @@ Status ControlPlane::Load(int64_t now_ms) {
   active_seqs_.clear();
   pending_seqs_.clear();
   // As if each job came from a terminal state: IndexState then only inserts.
-  for (const auto& [seq, j] : jobs_) IndexState(seq, JobState::kSucceeded, j.state);
+  ended_by_state_ = {};
+  for (const auto& [seq, j] : jobs_) {
+    IndexState(seq, JobState::kSucceeded, j.state);
+    if (IsTerminal(j.state)) ++ended_by_state_[EndedIndex(j.state)];
+  }
   return Ok();
 }
 

@@ -1,6 +1,6 @@
-// What the control plane shows on /metrics (read only): the cluster, each node and GPU, each
-// queue, the scheduling cycle and the store, in the Prometheus text format; docs/api.md lists
-// the families. The HTTP and process families are added by the /metrics route.
+// What the control plane shows on /metrics (read only): the cluster, each queue, the scheduling
+// cycle, the store and the network, then each node and GPU, in the Prometheus text format;
+// docs/api.md lists the families. The HTTP and process families are added by the /metrics route.
 #include "tianshu/server/control_plane_internal.h"
 
 namespace tianshu::server {
@@ -10,6 +10,119 @@ using namespace detail;
 namespace {
 
 std::string Gpu(int device) { return std::to_string(device); }
+
+// The per-node and per-GPU families, from a copy of the nodes taken under the lock: with
+// thousands of nodes these are most of a scrape, and are written after the lock is released.
+void NodeFamilies(Exposition& out, const std::vector<NodeEntry>& nodes,
+                  const std::map<std::string, int64_t>& node_states,
+                  const std::map<std::pair<std::string, int>, int64_t>& gpu_milli) {
+  const auto live = [](const NodeEntry& n) {
+    return n.state == NodeState::kReady || n.state == NodeState::kDegraded;
+  };
+  // A heartbeat of this server run, from a node still alive: its usage figures are current.
+  const auto heard = [&live](const NodeEntry& n) { return live(n) && !n.last.agent_id.empty(); };
+  const double milli = model::kMilliPerGpu;
+  // ---- per node ----
+  out.Family("tianshu_node_state", "gauge", "1 for the state a registered node is in, else 0.");
+  for (const NodeEntry& n : nodes) {
+    for (const auto& [s, count] : node_states) {
+      out.Sample({{"node", n.name}, {"state", s}}, s == NodeStateName(n.state) ? 1 : 0);
+    }
+  }
+  out.Family("tianshu_node_gpus", "gauge", "Accelerators a node registered.");
+  for (const NodeEntry& n : nodes) {
+    out.Sample({{"node", n.name}}, static_cast<double>(n.hardware.devices.size()));
+  }
+  out.Family("tianshu_node_gpus_allocated", "gauge",
+             "GPUs of a node allocated to jobs that hold a placement (whole-GPU equivalents).");
+  for (const NodeEntry& n : nodes) {
+    int64_t m = 0;
+    for (auto it = gpu_milli.lower_bound({n.name, INT32_MIN});
+         it != gpu_milli.end() && it->first.first == n.name; ++it) {
+      m += it->second;
+    }
+    out.Sample({{"node", n.name}}, static_cast<double>(m) / milli);
+  }
+  out.Family("tianshu_node_memory_bytes", "gauge", "Host memory a node registered.");
+  for (const NodeEntry& n : nodes) {
+    out.Sample({{"node", n.name}}, static_cast<double>(n.hardware.memory_bytes));
+  }
+  out.Family("tianshu_node_cpu_utilization_ratio", "gauge",
+             "Host CPU busy fraction (0-1) a live node reported in its last heartbeat.");
+  for (const NodeEntry& n : nodes) {
+    if (heard(n)) out.Sample({{"node", n.name}}, n.last.cpu_utilization);
+  }
+  out.Family("tianshu_node_memory_used_bytes", "gauge",
+             "Host memory in use a live node reported in its last heartbeat.");
+  for (const NodeEntry& n : nodes) {
+    if (heard(n)) out.Sample({{"node", n.name}}, static_cast<double>(n.last.memory_used_bytes));
+  }
+  out.Family("tianshu_node_last_heartbeat_timestamp_seconds", "gauge",
+             "When a live node's last heartbeat reached this server (seconds since the epoch).");
+  for (const NodeEntry& n : nodes) {
+    if (heard(n)) {
+      out.Sample({{"node", n.name}}, static_cast<double>(n.last_heartbeat_ms) / 1000.0);
+    }
+  }
+
+  // ---- per GPU ----
+  out.Family("tianshu_gpu_info", "gauge", "1 for every accelerator a node registered: its model.");
+  for (const NodeEntry& n : nodes) {
+    for (const auto& d : n.hardware.devices) {
+      out.Sample({{"node", n.name}, {"gpu", Gpu(d.index)}, {"model", d.model}, {"uuid", d.uuid}},
+                 1);
+    }
+  }
+  out.Family("tianshu_gpu_allocated_ratio", "gauge",
+             "Share of an accelerator (0-1) allocated to jobs that hold a placement.");
+  for (const NodeEntry& n : nodes) {
+    for (const auto& d : n.hardware.devices) {
+      auto it = gpu_milli.find({n.name, d.index});
+      out.Sample({{"node", n.name}, {"gpu", Gpu(d.index)}},
+                 it == gpu_milli.end() ? 0.0 : static_cast<double>(it->second) / milli);
+    }
+  }
+  // The usage a heartbeat reports per device: only what the agent measured (NVML); a device
+  // without a measurement has no sample (declared devices, no driver, MIG mode).
+  auto usage = [](const NodeEntry& n, int index) -> const wire::DeviceUsage* {
+    for (const auto& u : n.last.devices) {
+      if (u.index == index) return &u;
+    }
+    return nullptr;
+  };
+  out.Family("tianshu_gpu_healthy", "gauge",
+             "1 while an accelerator's node is ready or degraded and its agent does not report "
+             "the device unhealthy, else 0.");
+  for (const NodeEntry& n : nodes) {
+    for (const auto& d : n.hardware.devices) {
+      const wire::DeviceUsage* u = heard(n) ? usage(n, d.index) : nullptr;
+      out.Sample({{"node", n.name}, {"gpu", Gpu(d.index)}}, live(n) && (!u || u->healthy) ? 1 : 0);
+    }
+  }
+  out.Family("tianshu_gpu_utilization_ratio", "gauge",
+             "Compute busy fraction (0-1) of an accelerator as NVML measured it on its node at "
+             "the last heartbeat; no sample where the agent cannot measure it (declared devices, "
+             "no NVIDIA driver, MIG mode).");
+  for (const NodeEntry& n : nodes) {
+    if (!heard(n)) continue;
+    for (const auto& d : n.hardware.devices) {
+      const auto* u = usage(n, d.index);
+      if (u && u->healthy) out.Sample({{"node", n.name}, {"gpu", Gpu(d.index)}}, u->utilization);
+    }
+  }
+  out.Family("tianshu_gpu_memory_used_bytes", "gauge",
+             "Device memory in use as NVML measured it at the last heartbeat; no sample where "
+             "the agent cannot measure it.");
+  for (const NodeEntry& n : nodes) {
+    if (!heard(n)) continue;
+    for (const auto& d : n.hardware.devices) {
+      if (const auto* u = usage(n, d.index); u && u->healthy) {
+        out.Sample({{"node", n.name}, {"gpu", Gpu(d.index)}},
+                   static_cast<double>(u->memory_used_bytes));
+      }
+    }
+  }
+}
 
 }  // namespace
 
@@ -28,7 +141,7 @@ void ControlPlane::CountWait(const Job& j, int64_t now_ms) {
 }
 
 std::string ControlPlane::Metrics() const {
-  std::lock_guard l(mu_);
+  std::unique_lock l(mu_);
   std::map<std::string, int64_t> by_state;
   for (const auto& n : JobStateNames()) by_state[n] = 0;
   // Per queue: every configured queue (or "default" when none is), and any other an unfinished
@@ -41,9 +154,12 @@ std::string ControlPlane::Metrics() const {
   for (const auto& q : options_.config.queues) queues[q.name];
   int64_t allocated_milli = 0;
   std::map<std::pair<std::string, int>, int64_t> gpu_milli;  // (node, device) -> allocated
-  for (const auto& [seq, j] : jobs_) {
+  // The unfinished jobs alone; those that ended are counted by SetState.
+  for (JobState s : {JobState::kSucceeded, JobState::kFailed, JobState::kCancelled}) {
+    by_state[std::string(JobStateName(s))] = ended_by_state_[EndedIndex(s)];
+  }
+  auto unfinished = [&](const Job& j) {
     by_state[std::string(JobStateName(j.state))]++;
-    if (IsTerminal(j.state)) continue;
     QueueFigures& q = queues[j.spec.queue];
     if (j.state == JobState::kPending) q.pending++;
     if (HoldsPlacement(j.state) && !j.colocated) {  // an overlaid service holds no GPU share
@@ -53,7 +169,9 @@ std::string ControlPlane::Metrics() const {
         if (p.device >= 0) gpu_milli[{p.node, p.device}] += j.spec.gpu_milli;
       }
     }
-  }
+  };
+  for (int64_t seq : pending_seqs_) unfinished(jobs_.at(seq));
+  for (int64_t seq : active_seqs_) unfinished(jobs_.at(seq));
   std::map<std::string, int64_t> node_states = {
       {"ready", 0}, {"degraded", 0}, {"failed", 0}, {"lost", 0}};
   int64_t gpus = 0;
@@ -63,11 +181,6 @@ std::string ControlPlane::Metrics() const {
       gpus += static_cast<int64_t>(n.hardware.devices.size());
     }
   }
-  const auto live = [](const NodeEntry& n) {
-    return n.state == NodeState::kReady || n.state == NodeState::kDegraded;
-  };
-  // A heartbeat of this server run, from a node still alive: its usage figures are current.
-  const auto heard = [&live](const NodeEntry& n) { return live(n) && !n.last.agent_id.empty(); };
   const double milli = model::kMilliPerGpu;
 
   Exposition out;
@@ -75,6 +188,10 @@ std::string ControlPlane::Metrics() const {
       .Sample(static_cast<double>(by_state["pending"]));
   out.Family("tianshu_jobs", "gauge", "Jobs by state.");
   for (const auto& [s, n] : by_state) out.Sample({{"state", s}}, static_cast<double>(n));
+  out.Family("tianshu_jobs_fenced", "gauge",
+             "Unfinished jobs whose next attempt waits until their ranks on a lost node are gone "
+             "(that node's lease ran out, or it no longer lists them).")
+      .Sample(static_cast<double>(fenced_seqs_.size()));
   out.Family("tianshu_nodes", "gauge", "Registered nodes by state.");
   for (const auto& [s, n] : node_states) out.Sample({{"state", s}}, static_cast<double>(n));
   const double alloc = static_cast<double>(allocated_milli) / milli;
@@ -82,106 +199,6 @@ std::string ControlPlane::Metrics() const {
              "Accelerators of ready and degraded nodes, allocated or free.")
       .FixedSample({{"state", "allocated"}}, alloc, 3)
       .FixedSample({{"state", "free"}}, static_cast<double>(gpus) - alloc, 3);
-
-  // ---- per node ----
-  out.Family("tianshu_node_state", "gauge", "1 for the state a registered node is in, else 0.");
-  for (const auto& [name, n] : nodes_) {
-    for (const auto& [s, count] : node_states) {
-      out.Sample({{"node", name}, {"state", s}}, s == NodeStateName(n.state) ? 1 : 0);
-    }
-  }
-  out.Family("tianshu_node_gpus", "gauge", "Accelerators a node registered.");
-  for (const auto& [name, n] : nodes_) {
-    out.Sample({{"node", name}}, static_cast<double>(n.hardware.devices.size()));
-  }
-  out.Family("tianshu_node_gpus_allocated", "gauge",
-             "GPUs of a node allocated to jobs that hold a placement (whole-GPU equivalents).");
-  for (const auto& [name, n] : nodes_) {
-    int64_t m = 0;
-    for (auto it = gpu_milli.lower_bound({name, INT32_MIN});
-         it != gpu_milli.end() && it->first.first == name; ++it) {
-      m += it->second;
-    }
-    out.Sample({{"node", name}}, static_cast<double>(m) / milli);
-  }
-  out.Family("tianshu_node_memory_bytes", "gauge", "Host memory a node registered.");
-  for (const auto& [name, n] : nodes_) {
-    out.Sample({{"node", name}}, static_cast<double>(n.hardware.memory_bytes));
-  }
-  out.Family("tianshu_node_cpu_utilization_ratio", "gauge",
-             "Host CPU busy fraction (0-1) a live node reported in its last heartbeat.");
-  for (const auto& [name, n] : nodes_) {
-    if (heard(n)) out.Sample({{"node", name}}, n.last.cpu_utilization);
-  }
-  out.Family("tianshu_node_memory_used_bytes", "gauge",
-             "Host memory in use a live node reported in its last heartbeat.");
-  for (const auto& [name, n] : nodes_) {
-    if (heard(n)) out.Sample({{"node", name}}, static_cast<double>(n.last.memory_used_bytes));
-  }
-  out.Family("tianshu_node_last_heartbeat_timestamp_seconds", "gauge",
-             "When a live node's last heartbeat reached this server (seconds since the epoch).");
-  for (const auto& [name, n] : nodes_) {
-    if (heard(n)) {
-      out.Sample({{"node", name}}, static_cast<double>(n.last_heartbeat_ms) / 1000.0);
-    }
-  }
-
-  // ---- per GPU ----
-  out.Family("tianshu_gpu_info", "gauge", "1 for every accelerator a node registered: its model.");
-  for (const auto& [name, n] : nodes_) {
-    for (const auto& d : n.hardware.devices) {
-      out.Sample({{"node", name}, {"gpu", Gpu(d.index)}, {"model", d.model}, {"uuid", d.uuid}}, 1);
-    }
-  }
-  out.Family("tianshu_gpu_allocated_ratio", "gauge",
-             "Share of an accelerator (0-1) allocated to jobs that hold a placement.");
-  for (const auto& [name, n] : nodes_) {
-    for (const auto& d : n.hardware.devices) {
-      auto it = gpu_milli.find({name, d.index});
-      out.Sample({{"node", name}, {"gpu", Gpu(d.index)}},
-                 it == gpu_milli.end() ? 0.0 : static_cast<double>(it->second) / milli);
-    }
-  }
-  // The usage a heartbeat reports per device: only what the agent measured (NVML); a device
-  // without a measurement has no sample (declared devices, no driver, MIG mode).
-  auto usage = [](const NodeEntry& n, int index) -> const wire::DeviceUsage* {
-    for (const auto& u : n.last.devices) {
-      if (u.index == index) return &u;
-    }
-    return nullptr;
-  };
-  out.Family("tianshu_gpu_healthy", "gauge",
-             "1 while an accelerator's node is ready or degraded and its agent does not report "
-             "the device unhealthy, else 0.");
-  for (const auto& [name, n] : nodes_) {
-    for (const auto& d : n.hardware.devices) {
-      const wire::DeviceUsage* u = heard(n) ? usage(n, d.index) : nullptr;
-      out.Sample({{"node", name}, {"gpu", Gpu(d.index)}}, live(n) && (!u || u->healthy) ? 1 : 0);
-    }
-  }
-  out.Family("tianshu_gpu_utilization_ratio", "gauge",
-             "Compute busy fraction (0-1) of an accelerator as NVML measured it on its node at "
-             "the last heartbeat; no sample where the agent cannot measure it (declared devices, "
-             "no NVIDIA driver, MIG mode).");
-  for (const auto& [name, n] : nodes_) {
-    if (!heard(n)) continue;
-    for (const auto& d : n.hardware.devices) {
-      const auto* u = usage(n, d.index);
-      if (u && u->healthy) out.Sample({{"node", name}, {"gpu", Gpu(d.index)}}, u->utilization);
-    }
-  }
-  out.Family("tianshu_gpu_memory_used_bytes", "gauge",
-             "Device memory in use as NVML measured it at the last heartbeat; no sample where "
-             "the agent cannot measure it.");
-  for (const auto& [name, n] : nodes_) {
-    if (!heard(n)) continue;
-    for (const auto& d : n.hardware.devices) {
-      if (const auto* u = usage(n, d.index); u && u->healthy) {
-        out.Sample({{"node", name}, {"gpu", Gpu(d.index)}},
-                   static_cast<double>(u->memory_used_bytes));
-      }
-    }
-  }
 
   // ---- per queue ----
   out.Family("tianshu_queue_info", "gauge",
@@ -284,6 +301,12 @@ std::string ControlPlane::Metrics() const {
              "Time spent writing to the store in seconds.")
       .Sample(cs.commit_seconds);
   NetworkMetrics(out);
+  // The nodes and GPUs last, from a copy: the lock is not held while they are written.
+  std::vector<NodeEntry> nodes;
+  nodes.reserve(nodes_.size());
+  for (const auto& [name, n] : nodes_) nodes.push_back(n);
+  l.unlock();
+  NodeFamilies(out, nodes, node_states, gpu_milli);
   return out.Take();
 }
 

@@ -448,7 +448,7 @@ ApiResult<json> ControlPlane::AdminNode(const std::string& name, const std::stri
     if (it == nodes_.end()) return Refuse(404, "no node " + name);
     NodeEntry& n = it->second;
     auto view = [&] {
-      return NodeJson(n, AllocationsByNode(jobs_, active_seqs_, name)[name], now_ms);
+      return NodeJson(n, AllocationsByNode(DeviceHolds(jobs_, active_seqs_, name))[name], now_ms);
     };
     auto jobs_here = [&] {
       std::vector<int64_t> out;

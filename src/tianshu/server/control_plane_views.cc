@@ -119,7 +119,28 @@ json ControlPlane::ListJobs(const JobFilter& filter) const {
         auto state = ParseJobState(s);
         return s == "held" || (state && !IsTerminal(*state));
       });
-  if (unfinished) {
+  const bool everything =
+      filter.states.empty() && filter.queue.empty() && filter.owner.empty() && filter.node.empty();
+  if (everything) {
+    // Every job acknowledged matches: all but those of the newest commits not yet durable,
+    // which are the newest jobs (a commit's ticket grows with the seqs it made). The total
+    // needs no walk of every job the store keeps (the console polls the newest 500).
+    int64_t unseen = 0;
+    for (auto it = jobs_.rbegin(); it != jobs_.rend() && it->second.created_ticket > durable;
+         ++it) {
+      ++unseen;
+    }
+    total = static_cast<int64_t>(jobs_.size()) - unseen;
+    const auto shown = static_cast<size_t>(std::clamp<int64_t>(filter.limit, 0, total));
+    if (filter.newest_first) {
+      for (auto it = std::next(jobs_.rbegin(), unseen); out.size() < shown; ++it) {
+        out.push_back(JobJson(it->second, false));
+      }
+    } else {
+      for (auto it = jobs_.begin(); out.size() < shown; ++it)
+        out.push_back(JobJson(it->second, false));
+    }
+  } else if (unfinished) {
     std::vector<int64_t> seqs = UnfinishedSeqs(pending_seqs_, active_seqs_);
     if (filter.newest_first) std::reverse(seqs.begin(), seqs.end());
     for (int64_t seq : seqs) visit(jobs_.at(seq));
@@ -133,17 +154,23 @@ json ControlPlane::ListJobs(const JobFilter& filter) const {
 
 namespace detail {
 
-std::map<std::string, std::map<int, json>> AllocationsByNode(const std::map<int64_t, Job>& jobs,
-                                                             const std::set<int64_t>& holding,
-                                                             const std::string& node) {
-  std::map<std::string, std::map<int, json>> out;
+std::vector<DeviceHold> DeviceHolds(const std::map<int64_t, Job>& jobs,
+                                    const std::set<int64_t>& holding, const std::string& node) {
+  std::vector<DeviceHold> out;
   for (int64_t seq : holding) {
     const Job& j = jobs.at(seq);
     for (const auto& p : j.placement) {
       if (!node.empty() && p.node != node) continue;
-      out[p.node][p.device].push_back(
-          {{"job", j.id}, {"rank", p.rank}, {"gpu_milli", j.spec.gpu_milli}});
+      out.push_back({p.node, j.id, p.device, p.rank, j.spec.gpu_milli});
     }
+  }
+  return out;
+}
+
+std::map<std::string, std::map<int, json>> AllocationsByNode(const std::vector<DeviceHold>& holds) {
+  std::map<std::string, std::map<int, json>> out;
+  for (const DeviceHold& h : holds) {
+    out[h.node][h.device].push_back({{"job", h.job}, {"rank", h.rank}, {"gpu_milli", h.gpu_milli}});
   }
   return out;
 }
@@ -188,17 +215,29 @@ json NodeJson(const NodeEntry& n, const std::map<int, json>& allocations, int64_
 }  // namespace detail
 
 json ControlPlane::ListNodes(int64_t now_ms) const {
-  std::lock_guard l(mu_);
+  // Under the lock, copies only (a listing of thousands of nodes is mostly JSON, which would
+  // hold up heartbeats and the tick): the nodes, one pass over the placed jobs' ranks, and the
+  // static cluster's nodes whose agent has not registered.
+  std::vector<NodeEntry> nodes;
+  std::vector<DeviceHold> holds;
+  std::vector<std::string> waiting;
+  {
+    std::lock_guard l(mu_);
+    nodes.reserve(nodes_.size());
+    for (const auto& [name, n] : nodes_) nodes.push_back(n);
+    holds = DeviceHolds(jobs_, active_seqs_);
+    for (const auto& name : options_.static_nodes) {
+      if (!nodes_.contains(name)) waiting.push_back(name);
+    }
+  }
   json out = json::array();
-  // One pass over the placed jobs for every node (not one per node: the lock is held).
-  const auto allocations = AllocationsByNode(jobs_, active_seqs_);
+  const auto allocations = AllocationsByNode(holds);
   static const std::map<int, json> kNone;
-  for (const auto& [name, n] : nodes_) {
-    auto mine = allocations.find(name);
+  for (const NodeEntry& n : nodes) {
+    auto mine = allocations.find(n.name);
     out.push_back(NodeJson(n, mine != allocations.end() ? mine->second : kNone, now_ms));
   }
-  for (const auto& name : options_.static_nodes) {
-    if (nodes_.contains(name)) continue;
+  for (const auto& name : waiting) {
     out.push_back({{"name", name},
                    {"state", "waiting"},
                    {"message", "in the static cluster " + options_.static_source +
@@ -245,7 +284,8 @@ ApiResult<json> ControlPlane::GetNode(const std::string& name, int64_t now_ms) c
   std::lock_guard l(mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return Refuse(404, "no node " + name);
-  return NodeJson(it->second, AllocationsByNode(jobs_, active_seqs_, name)[name], now_ms);
+  return NodeJson(it->second, AllocationsByNode(DeviceHolds(jobs_, active_seqs_, name))[name],
+                  now_ms);
 }
 
 json ControlPlane::ListQueues(bool count_finished) const {
