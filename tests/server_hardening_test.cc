@@ -667,8 +667,9 @@ TEST(Fencing, ANodeBackWithTheOldRanksHoldsTheFenceUntilTheyAreGone) {
 
 // A job cancelled while fenced leaves the fenced set at once (heartbeats walk that set; a job
 // that ended there behind a node that never came back stayed in it for ever), and a restart
-// does not bring it back. The gauge shows the jobs that wait.
-TEST(Fencing, AJobThatEndsWhileFencedIsNoLongerFenced) {
+// does not bring it back; requeued within the lease, it waits for the old ranks again. The
+// gauge shows the jobs that wait.
+TEST(Fencing, AJobThatEndsWhileFencedIsNoLongerTrackedButARequeueWaits) {
   FencingRun run;
   ASSERT_NO_FATAL_FAILURE(run.Begin(/*lease_ms=*/60000));
   auto fenced = [&] {
@@ -684,6 +685,17 @@ TEST(Fencing, AJobThatEndsWhileFencedIsNoLongerFenced) {
   run.f.Start(/*lost_after_ms=*/300);
   EXPECT_EQ(run.f.JobState(run.id), "cancelled");
   EXPECT_EQ(fenced(), 0);
+  // Requeued inside the lease (60 s): pending behind the same fence, and node-b gets nothing.
+  ASSERT_EQ(run.f.Post("/v1/jobs/" + run.id + "/requeue", "").status, 200);
+  EXPECT_EQ(fenced(), 1);
+  ASSERT_EQ(run.b->Register().status, 200);
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(run.NextLaunch({}, false), "") << "a requeued job started inside its fence";
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(run.f.JobState(run.id), "pending");
+  EXPECT_NE(run.f.Get("/v1/jobs/" + run.id).body["message"].get<std::string>().find("fenced until"),
+            std::string::npos);
 }
 
 }  // namespace

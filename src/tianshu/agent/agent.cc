@@ -33,7 +33,6 @@ Agent::Agent(AgentOptions options, HostInfo host, SystemFiles& fs, CgroupDriver&
                    .journal = [this](const nlohmann::json& record) { JournalOrLog(record); },
                    .journal_flush = [this] { FlushJournal(); },
                    .lease_held = [this] { return LeaseHeld(); },
-                   .lease_file_ready = [this] { return LeaseFileReady(); },
                    .lease_path = LeasePath()} {
   (void)fs_.MakeDirs(options_.workdir);  // a failure shows at the first journal write
   // A lease from before a restart still binds the ranks this agent adopts; one from an earlier
@@ -55,26 +54,38 @@ Agent::Agent(AgentOptions options, HostInfo host, SystemFiles& fs, CgroupDriver&
 
 void Agent::SetLease(int64_t lease_ns) {
   lease_ns_ = std::max<int64_t>(0, lease_ns);
-  if (lease_ns_ == 0 && lease_deadline_ns_ != 0) {
-    lease_deadline_ns_ = 0;
-    lease_file_none_ = false;
-    (void)LeaseFileReady();  // on failure the old deadline stays and its shims fence
-  }
+  // Taken away: the file says "none" (on failure the old deadline stays, and LeaseHeld says
+  // so; the next launch tries again).
+  if (lease_ns_ == 0 && lease_deadline_ns_ != 0) (void)LeaseFileReady();
 }
 
 Status Agent::LeaseFileReady() {
-  if (lease_deadline_ns_ != 0) return {};
-  if (lease_ns_ != 0) {
+  if (lease_ns_ == 0) {
+    // No lease in force: the file says so ("none"), since a shim fences on a missing file.
+    // Looked at before every launch (it may have been removed), written where it does not say so.
+    if (lease_deadline_ns_ == 0 && lease_file_none_) {
+      auto text = fs_.ReadUntrusted(LeasePath(), 128);
+      if (text && text->starts_with("none")) return {};
+    }
+    if (auto st = fs_.Replace(LeasePath(), "none " + boot_id_ + "\n", SystemFiles::Sync::kThisBoot);
+        !st) {
+      return Fail("cannot write ", LeasePath(),
+                  " (each rank's shim reads it): ", st.error().message);
+    }
+    lease_deadline_ns_ = 0;
+    lease_file_none_ = true;
+    return {};
+  }
+  if (lease_deadline_ns_ == 0) {
     return Fail("no node lease yet (the server gave one of ", std::to_string(lease_ns_ / 1'000'000),
-                " ms and has answered no heartbeat since): a rank started now would be fenced");
+                " ms and no request of this agent has been answered since): a rank started now "
+                "would be fenced");
   }
-  if (lease_file_none_) return {};
-  // No lease in force: the file says so ("none"), since a shim fences on a missing file.
-  if (auto st = fs_.Replace(LeasePath(), "none " + boot_id_ + "\n", SystemFiles::Sync::kThisBoot);
-      !st) {
-    return Fail("cannot write ", LeasePath(), " (each rank's shim reads it): ", st.error().message);
+  if (!LeaseHeld()) {
+    return Fail("the node lease ran out ",
+                std::to_string((BootTimeNs() - lease_deadline_ns_) / 1'000'000),
+                " ms ago (no heartbeat answered since): a rank started now would be fenced");
   }
-  lease_file_none_ = true;
   return {};
 }
 
@@ -171,6 +182,20 @@ void Agent::Apply(const wire::WorkOrder& order, int64_t now_ns) {
     seen_orders_.insert(order.id);
     ++orders_applied_["rejected"];
     return;
+  }
+  if (order.kind == wire::OrderKind::kLaunch && !jobs_.count(Key(order.job_id, order.attempt))) {
+    // A rank's shim kills it on a missing lease file or a lapsed lease: start nothing then (not
+    // journaled, so a restart does not start it either) and let the server place the attempt
+    // again (a rejected launch is retried).
+    if (Status ready = LeaseFileReady(); !ready) {
+      Report({.order_id = order.id,
+              .kind = wire::ReportKind::kRejected,
+              .job_id = order.job_id,
+              .message = ready.error().message});
+      seen_orders_.insert(order.id);
+      ++orders_applied_["rejected"];
+      return;
+    }
   }
   JournalOrLog({{"t", "order"}, {"order", wire::ToJson(order)}});
   FlushJournal();  // the order is on disk before anything is done for it

@@ -118,9 +118,9 @@ class Agent {
   // The node lease (fencing). SetLease with the server's lease (0: none, the lease file then
   // says "none"); RenewLease after every heartbeat the server answered, with the CLOCK_BOOTTIME
   // time it was sent: WORKDIR/lease then holds sent + lease, which every rank's shim checks.
-  // A shim fences its rank on a missing or unreadable file, so before a rank starts the file
-  // says what holds (LeaseFileReady): a deadline, or "none" while the server gives no lease;
-  // with a lease given and no heartbeat answered yet, the rank does not start.
+  // A shim fences its rank on a missing or unreadable file, so before a launch starts ranks
+  // the file says what holds (LeaseFileReady): a deadline that has not passed, or "none" while
+  // the server gives no lease. Otherwise the launch is rejected (the server retries it).
   void SetLease(int64_t lease_ns);
   void RenewLease(int64_t sent_boot_ns);
   // The lease's deadline (CLOCK_BOOTTIME ns; 0: no lease in force) and whether it holds now.

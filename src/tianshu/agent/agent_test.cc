@@ -444,7 +444,9 @@ TEST(Agent, OnlyACurrentAttemptPromotesLatest) {
   f.fs.AddFile(marker, R"({"step": 20, "path": "/ckpt/j-1/attempt-1/step-20.pt"})");
   a.Tick(3 * kSec);
   EXPECT_EQ(*f.fs.Read("/ckpt/j-1/latest"), "attempt-1/step-10.pt\n");
-  // The next attempt resumes from it.
+  // The next attempt resumes from it (once a heartbeat is answered again: under a lease that
+  // ran out a launch is rejected).
+  a.RenewLease(BootTimeNs());
   wire::WorkOrder second = LaunchOrder("o2", 1);
   second.attempt = 2;
   a.Apply(second, 4 * kSec);
@@ -476,8 +478,10 @@ TEST(Agent, ALeaseFromAnotherBootIsDropped) {
 }
 
 // A shim fences its rank when the lease file is missing (so removing it cannot keep a rank
-// alive past a partition): before a rank starts, the file says what holds. Without a lease it
-// says "none"; with a lease given and no heartbeat answered yet the rank does not start.
+// alive past a partition): before a launch starts ranks, the file says what holds. Without a
+// lease it says "none" (written again if someone removed it); with a lease given and none
+// renewed yet, or one that ran out, the launch is rejected (the server retries it elsewhere;
+// exit 127 would have failed the job for good) and nothing is journaled for it.
 TEST(Agent, TheLeaseFileSaysWhatHoldsBeforeARankStarts) {
   Fixture f;
   f.fs.AddFile("/proc/sys/kernel/random/boot_id", "boot-1\n");
@@ -495,25 +499,39 @@ TEST(Agent, TheLeaseFileSaysWhatHoldsBeforeARankStarts) {
     a.SetLease(0);
     EXPECT_EQ(*f.fs.Read("/w/lease"), "none boot-1\n");
     EXPECT_EQ(a.LeaseDeadline(), 0);
+    // Removed by hand: the next launch writes it again before its ranks start.
+    ASSERT_TRUE(f.fs.Remove("/w/lease"));
+    wire::WorkOrder next = LaunchOrder("o3", 1);
+    next.attempt = 2;
+    a.Apply(next, kSec);
+    EXPECT_EQ(f.runner.procs_.size(), 2u);
+    EXPECT_EQ(*f.fs.Read("/w/lease"), "none boot-1\n");
   }
   // A restarted agent keeps "none" of this boot as it is.
   EXPECT_EQ(f.Make().LeaseDeadline(), 0);
   EXPECT_EQ(*f.fs.Read("/w/lease"), "none boot-1\n");
-  // A lease given, no heartbeat answered: the launch fails and nothing is spawned.
+  // A lease given, none renewed yet; then one that ran out: rejected, nothing spawned.
   Fixture g;
   Agent b = g.Make();
   b.SetLease(kSec);
-  b.Apply(LaunchOrder("o2", 1), 0);
-  EXPECT_TRUE(g.runner.procs_.empty());
-  bool told = false;
-  for (const auto& r : b.PendingReports()) {
-    if (r.kind == wire::ReportKind::kExited) {
-      EXPECT_EQ(r.exit_code, 127);
-      told = r.message.find("no node lease yet") != std::string::npos;
+  auto rejected = [&](const std::string& order, const std::string& why) {
+    for (const auto& r : b.PendingReports()) {
+      if (r.order_id == order && r.kind == wire::ReportKind::kRejected) {
+        return r.message.find(why) != std::string::npos;
+      }
     }
-  }
-  EXPECT_TRUE(told);
+    return false;
+  };
+  b.Apply(LaunchOrder("o2", 1), 0);
+  EXPECT_TRUE(rejected("o2", "no node lease yet"));
   EXPECT_FALSE(g.fs.Read("/w/lease"));
+  b.RenewLease(BootTimeNs() - 2 * kSec);  // ran out a second ago
+  wire::WorkOrder late = LaunchOrder("o4", 1);
+  late.attempt = 2;
+  b.Apply(late, 0);
+  EXPECT_TRUE(rejected("o4", "the node lease ran out"));
+  EXPECT_TRUE(g.runner.procs_.empty());
+  EXPECT_EQ(g.fs.Read("/w/journal.jsonl").value_or("").find("\"o4\""), std::string::npos);
 }
 
 TEST(Agent, StopOfAJobThatIsNotHereIsStoppedAtOnce) {

@@ -231,6 +231,7 @@ int64_t Session::Step(int64_t now_ns) {
                               .hardware = agent_.Hardware(),
                               .running = agent_.Running()};
     for (const auto& [k, v] : options_.labels) req.hardware.labels[k] = v;
+    const int64_t register_sent_ns = BootTimeNs();  // the server counts it as a heartbeat
     auto resp = server_.Register(req);
     if (!resp) {
       ++stats_.register_failures;
@@ -241,6 +242,7 @@ int64_t Session::Step(int64_t now_ns) {
     ++registrations_;
     if (options_.on_register) options_.on_register(*resp);
     agent_.SetLease(resp->lease_ms * 1'000'000);
+    agent_.RenewLease(register_sent_ns);  // orders may come (the watcher) before a heartbeat
     backoff_.Reset();
     heartbeat_ns_ = std::max<int64_t>(resp->heartbeat_interval_ms, 50) * 1'000'000;
   }

@@ -324,7 +324,11 @@ class Fgd final : public Strategy {
 }  // namespace
 
 std::unique_ptr<Strategy> NewFgd(const StrategyOptions& o) {
-  return std::make_unique<Fgd>(o.workload, o.fgd_score, o.fgd_ties, o.seed);
+  // Without a target workload (the engine's and the server's `scheduler.algorithm: fgd` score a
+  // job against itself, so most nodes tie), the exact score and its best-fit ties: the integer
+  // score was measured with a target workload only (openb).
+  return std::make_unique<Fgd>(o.workload, o.workload.empty() ? FgdScore::kExact : o.fgd_score,
+                               o.fgd_ties, o.seed);
 }
 
 }  // namespace internal

@@ -125,6 +125,8 @@ struct StrategyOptions {
   // int(100 * sigmoid((F_before - F_after) / 1000)), so nodes whose fragmentation grows by
   // amounts within about 40 milli-GPU of each other tie and fgd_ties picks among them.
   // kExact: the smallest growth, ties to the node with less free GPU share, then the lower id.
+  // With no `workload` (a job scored against itself, as the engine and the server do), FGD
+  // always scores kExact.
   FgdScore fgd_score = FgdScore::kInteger;
   // Which of the nodes tied on the integer score: kShuffled the first in a node order shuffled
   // once per seed (a fixed preference, so load gathers on the same nodes and the others stay

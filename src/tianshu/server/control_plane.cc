@@ -263,11 +263,11 @@ void ControlPlane::SetState(Txn& t, Job& j, JobState to, const std::string& reas
   if (IsTerminal(to)) {
     j.target.clear();
     j.reshape.clear();
-    // No next attempt: a fence (ranks that may live on a lost node) guards nothing now, and the
-    // stale ranks are stopped where a node lists them (StopStale) regardless.
-    j.fence_nodes.clear();
-    j.fence_until_ms = 0;
+    // Heartbeats track the fences of unfinished jobs alone. The record keeps its fence: a
+    // requeue (below) within the lease must still wait for the old ranks.
     fenced_seqs_.erase(j.seq);
+  } else if (IsTerminal(from) && !j.fence_nodes.empty()) {
+    fenced_seqs_.insert(j.seq);
   }
   if (IsTerminal(to) || to == JobState::kPending) schedule_dirty_ = true;
 }

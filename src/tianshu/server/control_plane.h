@@ -548,7 +548,7 @@ class ControlPlane {
   bool schedule_dirty_ = true;
   int64_t ledger_wake_ms_ = 0;     // the ledger's next wake-up (NextWakeup; 0: none)
   int64_t fence_wake_ms_ = 0;      // the earliest fence of a pending job to run out (0: none)
-  std::set<int64_t> fenced_seqs_;  // jobs with fence_nodes (heartbeats look at these alone)
+  std::set<int64_t> fenced_seqs_;  // unfinished jobs with fence_nodes (heartbeats look at these)
   // Indexes over jobs_ by state, kept by SetState (and rebuilt by Load): the jobs that hold a
   // placement (starting, running, stopping), the pending ones, and how many ended in each
   // terminal state. A tick or a scrape looks at these, not at every job the store keeps.

@@ -167,10 +167,6 @@ void JobRun::StartRank(const JobContext& ctx, RankRun& r, const IsolationPlan& p
   // its checkpoint directory become theirs; the agent's own state stays root's.
   std::vector<std::string> owned;
   if (!order.launch->run_as.empty()) owned = {user_dir, attempt_dir};
-  if (spawn_error.empty() && !argv.empty()) {
-    // A shim fences its rank when the lease file is missing: it must say what holds first.
-    if (auto ready = ctx.lease_file_ready(); !ready) spawn_error = ready.error().message;
-  }
   Result<int64_t> pid = Fail(spawn_error);
   if (spawn_error.empty()) {
     pid = ctx.runner.Spawn({.argv = argv,

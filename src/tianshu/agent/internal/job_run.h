@@ -36,7 +36,6 @@ struct JobContext {
   std::function<void(const nlohmann::json&)> journal;  // appended before the agent acts on
   std::function<void()> journal_flush;                 // what journal held, on disk now
   std::function<bool()> lease_held;                    // the node lease holds now
-  std::function<Status()> lease_file_ready;            // the lease file says what holds
   std::string lease_path;                              // checked by every rank's shim
 };
 
