@@ -275,6 +275,17 @@ TEST_F(ServerViews, ListingUnfinishedJobsGivesWhatTheFullWalkGives) {
   const json all = cp_->ListJobs({.states = {"cancelled", "running"}, .newest_first = true});
   EXPECT_EQ(ids(all), (std::vector<std::string>{c, a})) << all.dump();
 
+  // Unfiltered (the console's poll of the newest): counted without a walk, the same as the walk
+  // over every state gives, both ways round.
+  for (bool newest_first : {true, false}) {
+    server::JobFilter every{.newest_first = newest_first, .limit = 2};
+    const json quick_all = cp_->ListJobs(every);
+    every.states = {"pending",   "starting", "running",  "stopping",
+                    "succeeded", "failed",   "cancelled"};
+    EXPECT_EQ(quick_all, cp_->ListJobs(every)) << newest_first;
+    EXPECT_EQ(quick_all["shown"], 2);
+  }
+
   // The queues without the finished counts (the console's sampler): the same figures else.
   const json full = cp_->ListQueues(), quick = cp_->ListQueues(/*count_finished=*/false);
   ASSERT_EQ(full["queues"].size(), 1u) << full.dump();

@@ -174,28 +174,20 @@ void Agent::Apply(const wire::WorkOrder& order, int64_t now_ns) {
     }
     return;
   }
-  if (Status s = wire::ValidateOrder(order); !s) {
+  // Refused before anything is journaled (a restart does not carry it out either).
+  auto reject = [&](const std::string& why) {
     Report({.order_id = order.id,
             .kind = wire::ReportKind::kRejected,
             .job_id = order.job_id,
-            .message = s.error().message});
+            .message = why});
     seen_orders_.insert(order.id);
     ++orders_applied_["rejected"];
-    return;
-  }
+  };
+  if (Status s = wire::ValidateOrder(order); !s) return reject(s.error().message);
   if (order.kind == wire::OrderKind::kLaunch && !jobs_.count(Key(order.job_id, order.attempt))) {
-    // A rank's shim kills it on a missing lease file or a lapsed lease: start nothing then (not
-    // journaled, so a restart does not start it either) and let the server place the attempt
-    // again (a rejected launch is retried).
-    if (Status ready = LeaseFileReady(); !ready) {
-      Report({.order_id = order.id,
-              .kind = wire::ReportKind::kRejected,
-              .job_id = order.job_id,
-              .message = ready.error().message});
-      seen_orders_.insert(order.id);
-      ++orders_applied_["rejected"];
-      return;
-    }
+    // A rank's shim kills it on a missing lease file or a lapsed lease: start nothing then, and
+    // let the server place the attempt again (a rejected launch is retried).
+    if (Status ready = LeaseFileReady(); !ready) return reject(ready.error().message);
   }
   JournalOrLog({{"t", "order"}, {"order", wire::ToJson(order)}});
   FlushJournal();  // the order is on disk before anything is done for it

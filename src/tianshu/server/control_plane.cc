@@ -245,8 +245,8 @@ void ControlPlane::SetState(Txn& t, Job& j, JobState to, const std::string& reas
   }
   std::string from_name = j.history.empty() ? "" : std::string(JobStateName(from));
   IndexState(j.seq, from, to);
-  if (from != to && IsTerminal(from)) --ended_by_state_[EndedIndex(from)];
-  if (from != to && IsTerminal(to)) ++ended_by_state_[EndedIndex(to)];
+  if (from != to && IsTerminal(from)) --ended_[j.spec.queue][EndedIndex(from)];
+  if (from != to && IsTerminal(to)) ++ended_[j.spec.queue][EndedIndex(to)];
   j.state = to;
   j.updated_ms = now_ms;
   j.message = reason;

@@ -553,7 +553,7 @@ class ControlPlane {
   // placement (starting, running, stopping), the pending ones, and how many ended in each
   // terminal state. A tick or a scrape looks at these, not at every job the store keeps.
   std::set<int64_t> active_seqs_, pending_seqs_;
-  std::array<int64_t, 3> ended_by_state_{};  // succeeded, failed, cancelled
+  std::map<std::string, std::array<int64_t, 3>> ended_;  // per queue: succeeded/failed/cancelled
   void IndexState(int64_t seq, JobState from, JobState to);
   // A copy of active_seqs_, for loops whose body may change a job's state.
   std::vector<int64_t> ActiveSeqs() const { return {active_seqs_.begin(), active_seqs_.end()}; }

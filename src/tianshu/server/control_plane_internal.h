@@ -130,7 +130,7 @@ inline std::vector<int64_t> UnfinishedSeqs(const std::set<int64_t>& pending,
 inline bool HoldsPlacement(JobState s) {
   return s == JobState::kStarting || s == JobState::kRunning || s == JobState::kStopping;
 }
-// A terminal state's place in ControlPlane::ended_by_state_.
+// A terminal state's place in ControlPlane::ended_ (per queue: succeeded, failed, cancelled).
 inline size_t EndedIndex(JobState s) {
   return static_cast<size_t>(s) - static_cast<size_t>(JobState::kSucceeded);
 }

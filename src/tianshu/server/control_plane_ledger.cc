@@ -26,23 +26,21 @@ std::vector<engine::JobId> Sorted(std::span<const engine::JobId> ids) {
 // Where the indexes SetState and the fence code keep differ from a walk over every job ("" when
 // they agree): pending, holding a placement, ended per terminal state, fenced and unfinished.
 std::string IndexDiff(const std::map<int64_t, Job>& jobs, const std::set<int64_t>& pending,
-                      const std::set<int64_t>& active, const std::array<int64_t, 3>& ended,
+                      const std::set<int64_t>& active,
+                      const std::map<std::string, std::array<int64_t, 3>>& ended,
                       const std::set<int64_t>& fenced) {
   std::set<int64_t> p, a, f;
-  std::array<int64_t, 3> e{};
+  std::map<std::string, std::array<int64_t, 3>> e;
+  for (const auto& [queue, counts] : ended) e[queue];  // a queue kept at zero compares equal
   for (const auto& [seq, j] : jobs) {
     if (j.state == JobState::kPending) p.insert(seq);
     if (HoldsPlacement(j.state)) a.insert(seq);
-    if (IsTerminal(j.state)) ++e[EndedIndex(j.state)];
+    if (IsTerminal(j.state)) ++e[j.spec.queue][EndedIndex(j.state)];
     if (!j.fence_nodes.empty() && !IsTerminal(j.state)) f.insert(seq);
   }
   if (p != pending) return "the pending index differs from the records";
   if (a != active) return "the index of jobs holding a placement differs from the records";
-  if (e != ended) {
-    return "ended jobs counted " + std::to_string(ended[0]) + "/" + std::to_string(ended[1]) + "/" +
-           std::to_string(ended[2]) + ", the records hold " + std::to_string(e[0]) + "/" +
-           std::to_string(e[1]) + "/" + std::to_string(e[2]) + " (succeeded/failed/cancelled)";
-  }
+  if (e != ended) return "the ended jobs counted per queue and state differ from the records";
   if (f != fenced) return "the fenced jobs differ from the unfinished records with fence nodes";
   return "";
 }
@@ -274,8 +272,7 @@ bool ControlPlane::PrepareLedger(int64_t now_ms, const std::vector<Job*>& pendin
     runtimes_in_ledger_ = runtimes_added_;
   }
   if (options_.verify_ledger) {
-    const std::string bad =
-        IndexDiff(jobs_, pending_seqs_, active_seqs_, ended_by_state_, fenced_seqs_);
+    const std::string bad = IndexDiff(jobs_, pending_seqs_, active_seqs_, ended_, fenced_seqs_);
     if (!bad.empty()) {
       ++ledger_stats_.mismatches;
       ledger_stats_.last_mismatch = bad;

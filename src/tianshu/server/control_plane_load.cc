@@ -284,10 +284,10 @@ Status ControlPlane::Load(int64_t now_ms) {
   active_seqs_.clear();
   pending_seqs_.clear();
   // As if each job came from a terminal state: IndexState then only inserts.
-  ended_by_state_ = {};
+  ended_.clear();
   for (const auto& [seq, j] : jobs_) {
     IndexState(seq, JobState::kSucceeded, j.state);
-    if (IsTerminal(j.state)) ++ended_by_state_[EndedIndex(j.state)];
+    if (IsTerminal(j.state)) ++ended_[j.spec.queue][EndedIndex(j.state)];
   }
   return Ok();
 }

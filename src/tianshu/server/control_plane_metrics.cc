@@ -156,7 +156,8 @@ std::string ControlPlane::Metrics() const {
   std::map<std::pair<std::string, int>, int64_t> gpu_milli;  // (node, device) -> allocated
   // The unfinished jobs alone; those that ended are counted by SetState.
   for (JobState s : {JobState::kSucceeded, JobState::kFailed, JobState::kCancelled}) {
-    by_state[std::string(JobStateName(s))] = ended_by_state_[EndedIndex(s)];
+    int64_t& n = by_state[std::string(JobStateName(s))];
+    for (const auto& [queue, counts] : ended_) n += counts[EndedIndex(s)];
   }
   auto unfinished = [&](const Job& j) {
     by_state[std::string(JobStateName(j.state))]++;
