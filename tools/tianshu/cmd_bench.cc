@@ -26,7 +26,7 @@ struct FragFlags {
   bool paper_order = false;
   bool faithful = false;
   std::string score = "integer";
-  std::string ties;  // "": shuffled
+  std::string ties = "shuffled";
   std::string weight = "count";
   double popularity = 0.95;
   OutputFlag output;
@@ -62,7 +62,6 @@ int RunFragmentationCommand(FragFlags f) {
     }
     f.paper_typical = f.paper_order = true;
   }
-  if (f.ties.empty()) f.ties = "shuffled";
   if (f.score == "exact" && f.ties != "shuffled") {
     std::cerr << "tianshu bench fragmentation: --ties applies to --score integer; the exact "
                  "score breaks ties by the free GPU share, then the node id\n";
@@ -214,9 +213,10 @@ Runner RegisterBench(CLI::App& app) {
       ->check(CLI::IsMember({"integer", "exact"}))
       ->capture_default_str();
   frag->add_option("--ties", flags->ties,
-                   "with --score integer, which tied node: shuffled (default: the first in a "
-                   "node order shuffled per seed), random, first (lowest id)")
-      ->check(CLI::IsMember({"random", "first", "shuffled"}));
+                   "with --score integer, which tied node: shuffled (the first in a node order "
+                   "shuffled per seed), random, first (lowest id)")
+      ->check(CLI::IsMember({"random", "first", "shuffled"}))
+      ->capture_default_str();
   frag->add_option("--weight", flags->weight,
                    "fgd's typical tasks weighted by count or by the GPU share they ask for")
       ->check(CLI::IsMember({"count", "share"}))

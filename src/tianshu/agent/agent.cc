@@ -44,9 +44,8 @@ Agent::Agent(AgentOptions options, HostInfo host, SystemFiles& fs, CgroupDriver&
     const bool this_boot = fields.size() == 2 ? fields[1] == boot_id_ : boot_id_.empty();
     if (!fields.empty() && this_boot && ParseInt64(fields[0], &deadline) && deadline > 0) {
       lease_deadline_ns_ = deadline;
-    } else if (!fields.empty() && this_boot && fields[0] == "none") {
-      lease_file_none_ = true;
-    } else {  // the shims of ranks of this boot (if any) fence: nothing says a lease holds
+    } else if (fields.empty() || !this_boot || fields[0] != "none") {
+      // The shims of ranks of this boot (if any) fence: nothing says a lease holds.
       (void)fs_.Remove(LeasePath());
     }
   }
@@ -63,17 +62,16 @@ Status Agent::LeaseFileReady() {
   if (lease_ns_ == 0) {
     // No lease in force: the file says so ("none"), since a shim fences on a missing file.
     // Looked at before every launch (it may have been removed), written where it does not say so.
-    if (lease_deadline_ns_ == 0 && lease_file_none_) {
-      auto text = fs_.ReadUntrusted(LeasePath(), 128);
-      if (text && text->starts_with("none")) return {};
-    }
-    if (auto st = fs_.Replace(LeasePath(), "none " + boot_id_ + "\n", SystemFiles::Sync::kThisBoot);
-        !st) {
-      return Fail("cannot write ", LeasePath(),
-                  " (each rank's shim reads it): ", st.error().message);
+    const auto text = fs_.ReadUntrusted(LeasePath(), 128);
+    if (!text || !text->starts_with("none")) {
+      if (auto st =
+              fs_.Replace(LeasePath(), "none " + boot_id_ + "\n", SystemFiles::Sync::kThisBoot);
+          !st) {
+        return Fail("cannot write ", LeasePath(),
+                    " (each rank's shim reads it): ", st.error().message);
+      }
     }
     lease_deadline_ns_ = 0;
-    lease_file_none_ = true;
     return {};
   }
   if (lease_deadline_ns_ == 0) {
@@ -101,7 +99,6 @@ void Agent::RenewLease(int64_t sent_boot_ns) {
   if (fs_.Replace(LeasePath(), std::to_string(deadline) + " " + boot_id_ + "\n",
                   SystemFiles::Sync::kThisBoot)) {
     lease_deadline_ns_ = deadline;
-    lease_file_none_ = false;
   }
 }
 

@@ -200,7 +200,6 @@ class Agent {
   int64_t lease_ns_ = 0;
   int64_t lease_deadline_ns_ = 0;  // from WORKDIR/lease at start, then from RenewLease
   std::string boot_id_;            // /proc/sys/kernel/random/boot_id: whose clock it counts on
-  bool lease_file_none_ = false;   // WORKDIR/lease says "none" (no lease in force)
 };
 
 }  // namespace tianshu::agent

@@ -16,13 +16,13 @@ namespace tianshu::placement {
 using model::kMilliPerGpu;
 
 FragmentationModel::FragmentationModel(const std::vector<TypicalTask>& workload,
-                                       const model::Topology& topology, bool count_cpu_only) {
+                                       const model::Topology& topology) {
   double total = 0;
   double cpu_only = 0;
   for (const TypicalTask& t : workload) {
     if (t.gpus > 0 && t.gpu_milli > 0) {
       total += t.weight;
-    } else if (count_cpu_only && t.weight > 0) {
+    } else if (t.weight > 0) {
       cpu_only += t.weight;
     }
   }
@@ -193,7 +193,7 @@ class Fgd final : public Strategy {
                      .models = r.accelerators,
                      .weight = 1});
     }
-    FragmentationModel fm(workload_.empty() ? own : workload_, topo, /*count_cpu_only=*/true);
+    FragmentationModel fm(workload_.empty() ? own : workload_, topo);
     int best_node = -1;
     double best_delta = 0;
     int best_gpu = -1;

@@ -23,9 +23,10 @@ namespace tianshu::placement {
 
 class FragmentationModel {
  public:
-  // Tasks without GPUs are ignored (they fragment no GPU); weights are normalised to sum 1.
-  FragmentationModel(const std::vector<TypicalTask>& workload, const model::Topology& topology,
-                     bool count_cpu_only = false);
+  // Weights are normalised to sum 1. A task without GPUs (only a paper_typical workload keeps
+  // them) counts all free GPU share of a node as fragment, as in the paper's simulator; a
+  // workload of such tasks alone fragments nothing.
+  FragmentationModel(const std::vector<TypicalTask>& workload, const model::Topology& topology);
 
   // F_n(M) in milli-GPUs for a node of server type `type` with `cpu_free` and the given free
   // share per GPU (any order).
@@ -49,9 +50,7 @@ class FragmentationModel {
     double weight = 0;  // total weight
   };
   std::vector<Group> groups_;
-  // With count_cpu_only: the weight of tasks without GPUs, which (as in the paper's simulator)
-  // count all free GPU share of a node as fragment.
-  double cpu_only_weight_ = 0;
+  double cpu_only_weight_ = 0;  // the weight of tasks without GPUs
 };
 
 // How a pod list becomes a target workload. The paper's FGD counts tasks and does not check

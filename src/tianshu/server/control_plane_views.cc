@@ -137,8 +137,9 @@ json ControlPlane::ListJobs(const JobFilter& filter) const {
         out.push_back(JobJson(it->second, false));
       }
     } else {
-      for (auto it = jobs_.begin(); out.size() < shown; ++it)
+      for (auto it = jobs_.begin(); out.size() < shown; ++it) {
         out.push_back(JobJson(it->second, false));
+      }
     }
   } else if (unfinished) {
     std::vector<int64_t> seqs = UnfinishedSeqs(pending_seqs_, active_seqs_);
@@ -313,7 +314,8 @@ json ControlPlane::ListQueues(bool count_finished) const {
       q.gpu_milli += static_cast<int64_t>(j.placement.size()) * j.spec.gpu_milli;
     }
   };
-  for (int64_t seq : UnfinishedSeqs(pending_seqs_, active_seqs_)) count(jobs_.at(seq));
+  for (int64_t seq : pending_seqs_) count(jobs_.at(seq));  // in any order: counts
+  for (int64_t seq : active_seqs_) count(jobs_.at(seq));
   if (count_finished) {
     for (const auto& [queue, counts] : ended_) {
       queues[queue].done += counts[0] + counts[1] + counts[2];
