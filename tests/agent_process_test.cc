@@ -136,7 +136,15 @@ TEST_F(AgentProcesses, StopAsksForACheckpointThenTerminates) {
       "$TIANSHU_CHECKPOINT_MARKER' USR1; touch \"$TIANSHU_READY_FILE\"; "
       "while :; do sleep 0.05; done";
   a->Apply(Launch("l1", {"/bin/sh", "-c", script}), Now());
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the trap be set
+  // Stopped once its trap is set (its ready file exists), not after a fixed pause: on a loaded
+  // machine the shell took longer than 300 ms and no checkpoint was asked for.
+  auto ready = [&] {
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir_)) {
+      if (e.path().extension() == ".ready") return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(TickUntil(*a, ready, 20));
   a->Apply(Stop(true, 2000), Now());
   ASSERT_TRUE(TickUntil(
       *a, [&] { return Find(*a, wire::ReportKind::kStopped); }, 20));
