@@ -26,6 +26,39 @@ TEST(Cli, ValidateAcceptsExamples) {
   EXPECT_NE(r.out.find("training job 'ddp-gpt': 4 GPUs"), std::string::npos) << r.out;
 }
 
+// A scenario names its cluster and config files relative to itself, as its job files: the
+// shipped ones run from any directory (here /), and a name with no file beside the scenario (a
+// preset, a fat-tree spec) is read as before.
+TEST(Cli, AScenarioFindsItsClusterAndConfigFilesBesideIt) {
+  auto r = RunCommand("cd / && " + kBin + " simulate --trace " + kSource +
+                      "/examples/scenarios/serve-and-train-64.yaml -o json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  std::vector<std::string> columns;
+  for (const auto& c : j["configs"]) columns.push_back(c["config"].get<std::string>());
+  EXPECT_EQ(columns, (std::vector<std::string>{"slurm", "engine", "time-slice", "tianshu"}));
+  r = RunCommand("cd / && " + kBin + " validate " + kSource +
+                 "/examples/scenarios/three-giants.yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("scenario 'three-giants': 3 jobs on 4096 GPUs"), std::string::npos) << r.out;
+  // Beside the scenario first: a file of the same name in the working directory is not read.
+  auto dir = std::filesystem::temp_directory_path() / "tianshu-cli-beside";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "s");
+  std::ofstream(dir / "s" / "c.yaml")
+      << "kind: cluster\nname: beside\nnode_groups:\n  - name: a\n    count: 2\n"
+         "    accelerator: {model: A100-80GB, count: 8}\n"
+         "fabric:\n  nodes_per_leaf: 2\n  tiers: [{name: leaf}]\n";
+  std::ofstream(dir / "c.yaml") << "not: a cluster\n";
+  std::ofstream(dir / "s" / "w.yaml")
+      << "name: w\ncluster: c.yaml\nconfigs: [mainstream]\njobs:\n"
+         "  - spec: {kind: training, model: llama2-7b, gpus: 8}\n    duration: 60\n";
+  r = RunCommand("cd " + dir.string() + " && " + kBin + " simulate --trace s/w.yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("w (1 jobs) on s/c.yaml, 16 GPUs"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, ValidateRejectsABadScenarioWithLineAndField) {
   auto dir = std::filesystem::temp_directory_path() / "tianshu-cli-scenario";
   std::filesystem::create_directories(dir);

@@ -80,8 +80,8 @@ model::ValidationResult ValidateScenario(const std::string& path, const YAML::No
     return v;
   }
   if (!w->cluster.empty()) {
-    // As `tianshu simulate` reads it: relative to the working directory (the repository root
-    // for the shipped scenarios); the bare names of the data sets found as there.
+    // As `tianshu simulate` reads it: a file relative to the scenario (LoadWorkload resolved
+    // it), else to the working directory; the bare names of the data sets found as there.
     auto spec = ResolveClusterSpec(w->cluster, "");
     if (!spec) {
       add(root["cluster"], "cluster", spec.error().message);

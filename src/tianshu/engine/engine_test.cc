@@ -87,8 +87,8 @@ TEST(Engine, LasPreemptsJobsWithMoreService) {
   EXPECT_EQ((*e)->Find(2)->state, JobState::kRunning);
 }
 
-// The preemption cost model (scheduler.preemption_cost_model), on the tianshu preset (which does
-// not turn it on by itself). Jobs 1 and 2 hold all 16 GPUs from t=0 and have passed the first
+// The preemption cost model (scheduler.preemption_cost_model), on the tianshu preset (which
+// turns it on). Jobs 1 and 2 hold all 16 GPUs from t=0 and have passed the first
 // 2D-LAS limit; job 3, arriving at t=4000, outranks both, and 2D-LAS offers the higher id first.
 // Job 4 (16 GPUs, no run time) waits behind it. The cost model evicts a job only when it has more
 // left than the newcomer's run plus the 60 s restart, and, while another job waits, spares the job
@@ -136,7 +136,7 @@ TEST(Engine, TheCostModelEvictsOnlyJobsWhoseEvictionPays) {
            Case{.what = "the model off", .newcomer_s = 50000, .cost_model = false, .evicted = {2}},
        }) {
     EngineOptions o = *PresetOptions("tianshu");
-    EXPECT_FALSE(o.config.preemption_cost_model);
+    EXPECT_TRUE(o.config.preemption_cost_model);
     o.config.preemption_cost_model = c.cost_model;
     auto e = Engine::Create(topo, o);
     ASSERT_TRUE(e) << e.error().message;

@@ -150,6 +150,8 @@ Result<EngineOptions> PresetOptions(std::string_view name) {
   if (n == "tianshu") {
     model::EngineConfig config;
     config.colocation = "priority";  // inference services overlay training's GPUs
+    // A preemption goes ahead only where it is predicted to pay (engine::KeepVictimsThatPay).
+    config.preemption_cost_model = true;
     auto o = OptionsFromConfig(config);
     if (o) o->preset = "tianshu";
     return o;

@@ -156,8 +156,8 @@ struct EngineConfig {
   // inside its priority class, evict only those whose eviction is predicted, by the runtime
   // estimates, to pay: more run left than the newcomer's run plus restart_overhead, and, while
   // others wait too, not the job ending last (it sets the drain) (engine::KeepVictimsThatPay).
-  // Without the estimates it decides on, the policy's rule stands. No preset sets it
-  // (docs/simulate.md: it shortens the average JCT and can cost throughput).
+  // Without the estimates it decides on, the policy's rule stands. The `tianshu` preset sets
+  // it (docs/simulate.md: it shortens the average JCT and can cost throughput).
   bool preemption_cost_model = false;
   std::vector<QueueConfig> queues;  // queues: [] (then every job runs in "default")
   NetworkConfig network;

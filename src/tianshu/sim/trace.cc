@@ -320,6 +320,7 @@ Result<double> YamlSeconds(const YAML::Node& n, const std::string& what) {
 
 // A YAML workload (also a scenario):
 //   name: ...; description: ...; cluster: SPEC; configs: [mainstream, tianshu]; claims: [...]
+//   (a cluster or config file relative to this file, else to the working directory)
 //   jobs:
 //     - job: ../jobs/dense-1.2t.yaml   # a job file (relative to this file), or
 //       spec: {...}                    # an inline job document
@@ -340,9 +341,20 @@ Result<Workload> LoadYamlWorkload(const std::string& path) {
     w.name =
         root["name"] ? root["name"].as<std::string>() : std::filesystem::path(path).stem().string();
     if (root["description"]) w.description = root["description"].as<std::string>();
-    if (root["cluster"]) w.cluster = root["cluster"].as<std::string>();
+    // A cluster or config file named relative to this file, as `job:` files are; a name with
+    // no such file there (a preset, a fat-tree spec, a path from the working directory) as is.
+    auto beside = [&](std::string name) {
+      std::error_code ec;
+      const std::filesystem::path p = dir / name;
+      if (!name.empty() && std::filesystem::path(name).is_relative() &&
+          std::filesystem::is_regular_file(p, ec)) {
+        name = p.lexically_normal().string();
+      }
+      return name;
+    };
+    if (root["cluster"]) w.cluster = beside(root["cluster"].as<std::string>());
     if (root["configs"]) {
-      for (const auto& c : root["configs"]) w.configs.push_back(c.as<std::string>());
+      for (const auto& c : root["configs"]) w.configs.push_back(beside(c.as<std::string>()));
     }
     if (root["claims"]) {
       for (const auto& c : root["claims"]) w.claims.push_back(c.as<std::string>());
