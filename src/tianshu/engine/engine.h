@@ -295,13 +295,17 @@ struct EngineOptions {
   // nodes or leaves than needed counts as too slow to start on, and a running job is not moved).
   std::function<double(const model::JobSpec& job, std::span<const placement::RankSlot> ranks)>
       placement_slowdown;
+  // Seconds one checkpoint of `job` on `ranks` takes to write (the speed model's; both drivers
+  // set it); empty, or a value <= 0: not known, counted as nothing.
+  std::function<double(const model::JobSpec& job, std::span<const placement::RankSlot> ranks)>
+      checkpoint_write_s;
   // With the consolidation wait on and placement_slowdown set: a running job whose placement
   // is predicted more than the tolerance slower than a compact one is moved (checkpoint,
   // restart; a MigrateJob) to a compact placement of the free capacity when the run time it
-  // is predicted to save exceeds `upgrade_min_saving_s` (the restart and the re-warming it
-  // costs). At most `upgrade_tries_per_cycle` placement searches per cycle; never while the
-  // queue's head is blocked (the free capacity is the head's).
-  double upgrade_min_saving_s = 1800;
+  // is predicted to save exceeds what the move costs it: the checkpoint it writes before it
+  // stops (checkpoint_write_s) and the restart pause (config.restart_overhead_s). At most
+  // `upgrade_tries_per_cycle` placement searches per cycle; never while the queue's head is
+  // blocked (the free capacity is the head's).
   int upgrade_tries_per_cycle = 8;
   // Co-location (config.colocation other than "none"): an inference service may overlay GPUs
   // that running training jobs hold whole, up to one GPU's worth (kMilliPerGpu) of inference

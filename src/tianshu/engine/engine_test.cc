@@ -127,6 +127,11 @@ TEST(Engine, TheCostModelEvictsOnlyJobsWhoseEvictionPays) {
            .job1_s = 0,
            .job2_s = 100000,
            .evicted = {2}},
+           Case{.what = "both past their run times: the drain unknown",
+           .newcomer_s = 100,
+           .job1_s = 3000,
+           .job2_s = 3500,
+           .evicted = {2}},
            Case{.what = "no run time for the newcomer", .newcomer_s = 0, .evicted = {2}},
            Case{.what = "no run time for job 2", .newcomer_s = 100, .job2_s = 0, .evicted = {2}},
            Case{.what = "a lower class",
@@ -1004,12 +1009,23 @@ TEST(Engine, InferenceOverlaysTrainingGpusWithinTheBudget) {
   }
 }
 
-// Topology upgrade: a job that had to take a split placement (two half nodes) moves to a
-// whole node by checkpoint and restart once one frees, because the predicted time it saves
-// (its remaining run at half speed) is far above the restart.
-TEST(Engine, SplitJobMovesToACompactPlacementWhenOneFrees) {
-  auto topo = Tree(2);  // 2 nodes x 8 GPUs
+// Topology upgrade: job 3 (8 GPUs, `job3_s` long) has to take a split placement (two half
+// nodes, predicted to run at half speed) at t=2; job 1 ends at t=10, and the returned cycle
+// may move job 3 to the whole node that frees.
+struct SplitStart {
+  std::unique_ptr<Engine> engine;
+  CycleResult at_10;
+};
+SplitStart SplitJobThenANodeFrees(const model::Topology& topo, double job3_s,
+                                  int64_t restart_s = 60, double checkpoint_s = 0) {
   EngineOptions o = *PresetOptions("slurm");
+  o.config.restart_overhead_s = restart_s;
+  if (checkpoint_s > 0) {
+    o.checkpoint_write_s = [checkpoint_s](const model::JobSpec&,
+                                          std::span<const placement::RankSlot>) {
+      return checkpoint_s;
+    };
+  }
   o.placement_small = "spread";  // the two small jobs land on different nodes
   o.small_job_max_gpus = 4;
   o.compact_max_wait_s = 1;  // wait one second for a compact placement, then take a split one
@@ -1018,27 +1034,41 @@ TEST(Engine, SplitJobMovesToACompactPlacementWhenOneFrees) {
     return ranks.front().node == ranks.back().node ? 1.0 : 2.0;
   };
   auto e = Engine::Create(topo, o);
-  ASSERT_TRUE(e) << e.error().message;
+  if (!e) {
+    ADD_FAILURE() << e.error().message;
+    return {};
+  }
   auto half = [](double duration_s) {  // one node, four GPUs
     model::JobSpec j = Job(0, duration_s);
     j.nodes = 1;
     j.gpus_per_node = 4;
     return j;
   };
-  ASSERT_TRUE((*e)->Apply(SubmitJob{1, half(10)}, 0));
-  ASSERT_TRUE((*e)->Apply(SubmitJob{2, half(1000)}, 0));
-  ASSERT_EQ(Starts((*e)->Cycle(0)), 2);
-  ASSERT_NE((*e)->Find(1)->placement[0].node, (*e)->Find(2)->placement[0].node);
-  ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(8, 100000)}, 0));
+  EXPECT_TRUE((*e)->Apply(SubmitJob{1, half(10)}, 0));
+  EXPECT_TRUE((*e)->Apply(SubmitJob{2, half(1000)}, 0));
+  EXPECT_EQ(Starts((*e)->Cycle(0)), 2);
+  EXPECT_NE((*e)->Find(1)->placement[0].node, (*e)->Find(2)->placement[0].node);
+  EXPECT_TRUE((*e)->Apply(SubmitJob{3, Job(8, job3_s)}, 0));
   CycleResult r = (*e)->Cycle(0);
   EXPECT_EQ(r.stats.held_for_compact, 1);  // waits for a whole node first
-  r = (*e)->Cycle(2);
-  ASSERT_EQ(Starts(r), 1);
-  const JobRecord* j3 = (*e)->Find(3);
-  EXPECT_DOUBLE_EQ(j3->run_slowdown, 2.0);
-  // Job 1 ends: its node has 8 free GPUs once job 3 leaves its half: job 3 moves there.
-  ASSERT_TRUE((*e)->Apply(JobFinished{1, true, ""}, 10));
+  EXPECT_EQ(Starts((*e)->Cycle(2)), 1);
+  if ((*e)->Find(3) == nullptr || (*e)->Find(3)->state != JobState::kRunning) {
+    ADD_FAILURE() << "job 3 did not start split";
+    return {};
+  }
+  EXPECT_DOUBLE_EQ((*e)->Find(3)->run_slowdown, 2.0);
+  EXPECT_TRUE((*e)->Apply(JobFinished{1, true, ""}, 10));
   r = (*e)->Cycle(10);
+  return {std::move(*e), std::move(r)};
+}
+
+// The move pays: the predicted time it saves (its remaining run at half speed) is far above
+// the restart.
+TEST(Engine, SplitJobMovesToACompactPlacementWhenOneFrees) {
+  auto topo = Tree(2);  // 2 nodes x 8 GPUs
+  auto [e, r] = SplitJobThenANodeFrees(topo, 100000);
+  ASSERT_NE(e, nullptr);
+  // Job 1 ends: its node has 8 free GPUs once job 3 leaves its half: job 3 moves there.
   ASSERT_EQ(r.stats.upgraded, 1);
   ASSERT_EQ(r.decisions.size(), 1u);
   const auto* m = std::get_if<MigrateJob>(&r.decisions[0]);
@@ -1050,12 +1080,41 @@ TEST(Engine, SplitJobMovesToACompactPlacementWhenOneFrees) {
   EXPECT_NE(m->reason.find("predicted to run 100% slower where it is"), std::string::npos)
       << m->reason;
   EXPECT_NE(m->reason.find("saves 1666 min"), std::string::npos) << m->reason;
+  const JobRecord* j3 = e->Find(3);
   EXPECT_EQ(j3->migrations, 1);
   EXPECT_DOUBLE_EQ(j3->run_slowdown, 1.0);
   EXPECT_NEAR(j3->progress, 8.0 / (2 * 100000), 1e-12);  // 8 s at half speed
-  EXPECT_EQ((*e)->State().AllocatedGpuMilli(), 12000);   // jobs 2 and 3, nothing held twice
+  EXPECT_EQ(e->State().AllocatedGpuMilli(), 12000);      // jobs 2 and 3, nothing held twice
   // Already compact: nothing more to do.
-  EXPECT_EQ((*e)->Cycle(11).stats.upgraded, 0);
+  EXPECT_EQ(e->Cycle(11).stats.upgraded, 0);
+}
+
+// A move is priced against what it costs the job: the checkpoint it writes first
+// (EngineOptions::checkpoint_write_s) and the restart pause (scheduler.restart_overhead). At
+// t=10 job 3 has done 4 s of its work, so at half speed the move saves its run left, the
+// estimate less 4 s: 70 s of a 74 s job beats a 60 s restart but not an 80 s one, nor 60 s
+// plus a 20 s checkpoint, but 40 s plus 20 s; 58 s of a 62 s job does not beat 60 s (its whole
+// estimate would); any saving beats a free restart with nothing to write.
+TEST(Engine, AMoveHappensOnlyWhereItSavesMoreThanTheRestart) {
+  auto topo = Tree(2);
+  struct Case {
+    double job3_s;
+    int64_t restart_s;
+    double checkpoint_s;
+    bool moves;
+  };
+  for (const Case& c : {Case{74, 60, 0, true}, Case{74, 80, 0, false}, Case{74, 60, 20, false},
+                        Case{74, 40, 20, true}, Case{62, 60, 0, false}, Case{54, 60, 0, false},
+                        Case{54, 0, 0, true}}) {
+    auto [e, r] = SplitJobThenANodeFrees(topo, c.job3_s, c.restart_s, c.checkpoint_s);
+    ASSERT_NE(e, nullptr);
+    const std::string what = std::to_string(c.job3_s) + " s job, restart " +
+                             std::to_string(c.restart_s) + " s, checkpoint " +
+                             std::to_string(c.checkpoint_s) + " s";
+    EXPECT_EQ(r.stats.upgraded, c.moves ? 1 : 0) << what;
+    EXPECT_EQ(r.decisions.size(), c.moves ? 1u : 0u) << what;
+    EXPECT_EQ(e->Find(3)->run_slowdown, c.moves ? 1.0 : 2.0) << what;
+  }
 }
 
 TEST(Policies, NamesNoOneRegisteredAreRefusedListingTheRegisteredOnes) {

@@ -243,7 +243,8 @@ void KeepVictimsThatPay(const CycleView& v, const JobRecord& c, double restart_s
     if (std::find(gone.begin(), gone.end(), id) != gone.end()) continue;
     last = std::max(last, std::pair{end_of(v.Job(id)), id});
   }
-  if (last.first >= kNever) last.second = -1;
+  // Nor when the last is past its estimate (taken to end now): nothing tells the drain then.
+  if (last.first >= kNever || last.first <= v.now_s) last.second = -1;
   std::erase_if(*victims, [&](JobId id) {
     const JobRecord& r = v.Job(id);
     if (r.spec.priority < c.spec.priority) return false;

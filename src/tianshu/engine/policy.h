@@ -192,9 +192,9 @@ std::optional<std::string> BoundMigration();
 //  - a job with no more left than the candidate's run plus `restart_s`: the swap lowers the sum
 //    of completion times only when the victim has more left (the exchange argument behind SRPT);
 //  - while other jobs wait too, the job expected to end last (on a tie, the highest id), if
-//    every running job has an estimate: the cluster drains when it ends, and evicted it would
-//    wait behind the waiting jobs of less service, moving the drain by more than the
-//    candidate's run.
+//    every running job has an estimate and that job is not past its own: the cluster drains
+//    when it ends, and evicted it would wait behind the waiting jobs of less service, moving
+//    the drain by more than the candidate's run.
 // Jobs in `gone` (evicted earlier in the cycle) are not running. Victims of a lower priority
 // class stay (a class is a promise, not a trade), and so does every victim when the candidate's
 // run time is unknown, and each victim without an estimate or past it: the policy's rule stands.

@@ -323,4 +323,10 @@ std::optional<double> PredictedSlowdown(PerfModel& model, const model::JobSpec& 
   return p.StepSeconds(model.AloneFraction(p), 1) / ideal;
 }
 
+double PredictedCheckpointWriteS(PerfModel& model, const model::JobSpec& spec,
+                                 std::span<const placement::RankSlot> ranks) {
+  const JobPerf p = model.Evaluate(spec, ranks);
+  return p.opaque ? 0.0 : p.ckpt_write_s;
+}
+
 }  // namespace tianshu::estimate

@@ -102,5 +102,9 @@ class PerfModel {
 // when the model cannot price the job (no model, an opaque job).
 std::optional<double> PredictedSlowdown(PerfModel& model, const model::JobSpec& spec,
                                         std::span<const placement::RankSlot> ranks);
+// Seconds one checkpoint of `spec` on `ranks` takes to write: what a move costs beyond the
+// restart (engine::EngineOptions::checkpoint_write_s), in both drivers. 0 for an opaque job.
+double PredictedCheckpointWriteS(PerfModel& model, const model::JobSpec& spec,
+                                 std::span<const placement::RankSlot> ranks);
 
 }  // namespace tianshu::estimate

@@ -150,7 +150,8 @@ struct EngineConfig {
   // scheduler.restart_overhead: how long a job restarted from its checkpoint (after a
   // preemption, a resize or a migration) takes before it makes progress again: re-launch,
   // rendezvous, checkpoint load. `tianshu simulate` charges it to every resumed start (a live
-  // restart takes what it takes); the elastic and defrag policies weigh their own restart_s.
+  // restart takes what it takes); with the checkpoint write it is the price a topology move
+  // must beat, in both drivers; the elastic and defrag policies weigh their own restart_s.
   int64_t restart_overhead_s = 60;
   // scheduler.preemption_cost_model: of the victims the preemption policy offers a waiting job
   // inside its priority class, evict only those whose eviction is predicted, by the runtime

@@ -180,6 +180,11 @@ Result<std::unique_ptr<engine::Engine>> ControlPlane::ReplayLedger(int64_t now_m
                                                     std::span<const placement::RankSlot> ranks) {
     return estimate::PredictedSlowdown(*perf, spec, ranks).value_or(0.0);
   };
+  // What a move costs a job beyond the restart: the checkpoint it writes before it stops.
+  options.checkpoint_write_s = [perf = perf_.get()](const model::JobSpec& spec,
+                                                    std::span<const placement::RankSlot> ranks) {
+    return estimate::PredictedCheckpointWriteS(*perf, spec, ranks);
+  };
   if (options_.config.colocation != "none") {
     // An overlay is taken only where the serving model (estimate/serving.h, as in the
     // simulator) admits it next to the services already there (overlay_taken_).

@@ -344,13 +344,19 @@ void Sim::Sample(double t) {
     out_.samples.push_back(s);
   }
 }
-// The engine's consolidation test and co-location check ask the same models the run is priced
-// with, unless the caller gave its own.
+// The engine's consolidation test, move price and co-location check ask the same models the run
+// is priced with, unless the caller gave its own.
 void Sim::InstallModelHooks() {
   if (!eo_.placement_slowdown) {
     eo_.placement_slowdown = [this](const model::JobSpec& spec,
                                     std::span<const placement::RankSlot> ranks) {
       return estimate::PredictedSlowdown(pm_, spec, ranks).value_or(1.0);
+    };
+  }
+  if (!eo_.checkpoint_write_s) {
+    eo_.checkpoint_write_s = [this](const model::JobSpec& spec,
+                                    std::span<const placement::RankSlot> ranks) {
+      return estimate::PredictedCheckpointWriteS(pm_, spec, ranks);
     };
   }
   gpus_.Configure(ColocationFrom(eo_.config.colocation), static_cast<size_t>(topo_.NumGpus()));

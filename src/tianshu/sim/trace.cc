@@ -341,14 +341,17 @@ Result<Workload> LoadYamlWorkload(const std::string& path) {
     w.name =
         root["name"] ? root["name"].as<std::string>() : std::filesystem::path(path).stem().string();
     if (root["description"]) w.description = root["description"].as<std::string>();
-    // A cluster or config file named relative to this file, as `job:` files are; a name with
-    // no such file there (a preset, a fat-tree spec, a path from the working directory) as is.
+    // A cluster or config file (a name ending in .yaml or .yml) relative to this file, as
+    // `job:` files are; any other name (a preset, a data set, a fat-tree spec), and a file not
+    // found there (a path from the working directory), as written.
     auto beside = [&](std::string name) {
+      const std::filesystem::path as_written(name);
+      const std::string ext = as_written.extension().string();
       std::error_code ec;
-      const std::filesystem::path p = dir / name;
-      if (!name.empty() && std::filesystem::path(name).is_relative() &&
+      const std::filesystem::path p = dir / as_written;
+      if ((ext == ".yaml" || ext == ".yml") && as_written.is_relative() &&
           std::filesystem::is_regular_file(p, ec)) {
-        name = p.lexically_normal().string();
+        name = p.string();  // not normalised: `..` after a linked directory stays its parent's
       }
       return name;
     };

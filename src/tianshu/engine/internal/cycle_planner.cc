@@ -462,24 +462,31 @@ void CyclePlanner::UpgradeSpreadJobs() {
     }
     const double est = r.EstimatedDurationS();
     const double remaining = est > 0 ? est * (1 - ProgressNow(r, est, view_.now_s)) : 0;
-    if (est <= 0 || remaining * (r.run_slowdown - 1) < options_.upgrade_min_saving_s) continue;
+    const double restart_s = static_cast<double>(options_.config.restart_overhead_s);
+    if (est <= 0 || remaining * (r.run_slowdown - 1) <= restart_s) continue;
     // Where no compact placement could exist even on its own GPUs, nothing is tried (and the
     // state is not touched).
     if (!CompactMayExist(work_, r.request, r.placement)) continue;
+    const double cost = MoveCostS(r);
+    if (remaining * (r.run_slowdown - 1) <= cost) continue;
     // Tried in place (no copy of the state per job): the job's own GPUs count as free while it
     // is tried, and it takes them back unless it moves.
     const placement::Outcome held = placement::PlacedOutcome(r.placement);
     if (!placement::Release(&work_, r.request, held)) continue;
     double saved = 0;
-    placement::Outcome po = TryCompact(r, remaining, &tries, &saved);
+    placement::Outcome po = TryCompact(r, remaining, cost, &tries, &saved);
     if (!po.placed() || !placement::Apply(&work_, r.request, po)) {
       (void)placement::Apply(&work_, r.request, held);  // exactly as it was
       continue;
     }
     const int slower_pct = static_cast<int>(std::lround((r.run_slowdown - 1) * 100));
+    const std::string saves = saved < 120
+                                  ? std::to_string(std::lround(saved)) + " s"
+                                  : std::to_string(static_cast<int64_t>(saved / 60)) + " min";
     std::string reason = "a compact placement is free: predicted to run " +
                          std::to_string(slower_pct) + "% slower where it is, the move saves " +
-                         std::to_string(static_cast<int64_t>(saved / 60)) + " min of its run";
+                         saves + " of its run for " + std::to_string(std::lround(cost)) +
+                         " s of checkpoint and restart";
     result_.decisions.emplace_back(
         std::in_place_type<MigrateJob>,
         MigrateJob{.id = id, .ranks = std::move(po.ranks), .reason = std::move(reason)});
@@ -487,8 +494,14 @@ void CyclePlanner::UpgradeSpreadJobs() {
   }
 }
 
-placement::Outcome CyclePlanner::TryCompact(const JobRecord& r, double remaining, int* tries,
-                                            double* saved) {
+double CyclePlanner::MoveCostS(const JobRecord& r) const {
+  const double write_s =
+      options_.checkpoint_write_s ? options_.checkpoint_write_s(r.spec, r.placement) : 0;
+  return std::max(0.0, write_s) + static_cast<double>(options_.config.restart_overhead_s);
+}
+
+placement::Outcome CyclePlanner::TryCompact(const JobRecord& r, double remaining, double cost,
+                                            int* tries, double* saved) {
   if (!CompactMayExist(work_, r.request)) return {};
   ++*tries;
   const placement::Strategy* use = StrategyFor(r, policies_.placement.get());
@@ -496,7 +509,7 @@ placement::Outcome CyclePlanner::TryCompact(const JobRecord& r, double remaining
   placement::Outcome po = use->Place(work_, r.request);
   if (!po.placed() || consolidation_.TooSlowToStart(r, po.ranks)) return {};
   *saved = remaining * (r.run_slowdown - consolidation_.RunSlowdown(r, po.ranks));
-  if (*saved < options_.upgrade_min_saving_s) return {};
+  if (*saved <= cost) return {};
   return po;
 }
 

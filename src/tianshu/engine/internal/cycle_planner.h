@@ -87,8 +87,14 @@ class CyclePlanner {
   const placement::Strategy* StrategyFor(const JobRecord& j,
                                          const placement::Strategy* otherwise) const;
   // A compact placement for running `r` (its GPUs released in the working state) that saves
-  // enough of its `remaining` run, counting each search in `tries`; unplaced if none.
-  placement::Outcome TryCompact(const JobRecord& r, double remaining, int* tries, double* saved);
+  // more of its `remaining` run than the move's `cost`, counting each search in `tries`;
+  // unplaced if none.
+  placement::Outcome TryCompact(const JobRecord& r, double remaining, double cost, int* tries,
+                                double* saved);
+  // What moving running `r` costs it: the checkpoint it writes before it stops
+  // (EngineOptions::checkpoint_write_s) and the restart pause (scheduler.restart_overhead)
+  // before it makes progress again; a move pays when the run time it saves is longer.
+  double MoveCostS(const JobRecord& r) const;
   // Whether this cycle already decided something for `id`.
   bool Decided(JobId id) const;
   void RefreshFree();
