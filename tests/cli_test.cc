@@ -59,6 +59,32 @@ TEST(Cli, AScenarioFindsItsClusterAndConfigFilesBesideIt) {
   std::filesystem::remove_all(dir);
 }
 
+// `validate` reads a scenario's configurations as `tianshu simulate` would: a preset in any
+// case passes, a name that is neither a preset nor a file fails at its line, and so does an
+// engine config file beside the scenario with a bad key (its own file, line and field).
+TEST(Cli, ValidateChecksAScenariosConfigurations) {
+  auto dir = std::filesystem::temp_directory_path() / "tianshu-cli-configs";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string jobs =
+      "jobs:\n  - spec: {kind: training, model: llama2-7b, gpus: 8}\n    duration: 60\n";
+  std::ofstream(dir / "bad-engine.yaml") << "kind: engine\nscheduler:\n  algoritm: genetic\n";
+  std::ofstream(dir / "s.yaml") << "name: s\nconfigs: [Tianshu, nope.yaml, bad-engine.yaml]\n"
+                                << jobs;
+  auto r = RunCommand("cd / && " + kBin + " validate " + (dir / "s.yaml").string());
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.err.find("s.yaml:2:20: configs[1]: unknown configuration 'nope.yaml'"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("bad-engine.yaml:3:3: scheduler.algoritm: unknown key"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("configs[0]"), std::string::npos) << r.err;
+  std::ofstream(dir / "s.yaml") << "name: s\nconfigs: [Tianshu, mainstream]\n" << jobs;
+  r = RunCommand("cd / && " + kBin + " validate " + (dir / "s.yaml").string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, ValidateRejectsABadScenarioWithLineAndField) {
   auto dir = std::filesystem::temp_directory_path() / "tianshu-cli-scenario";
   std::filesystem::create_directories(dir);

@@ -196,6 +196,11 @@ int Run(const SimulateFlags& f) {
 
 }  // namespace
 
+std::string SimulationConfigProblem(const std::string& name) {
+  auto o = ConfigFor(name);
+  return o ? std::string() : o.error().message;
+}
+
 Runner RegisterSimulate(CLI::App& app) {
   auto f = std::make_shared<SimulateFlags>();
   auto* cmd = app.add_subcommand(

@@ -79,6 +79,16 @@ model::ValidationResult ValidateScenario(const std::string& path, const YAML::No
     v.diagnostics.push_back({path, 0, 0, "", message});
     return v;
   }
+  // Each configuration as `tianshu simulate` reads it (a file found beside the scenario).
+  const YAML::Node configs = root["configs"];
+  for (size_t i = 0; i < w->configs.size(); ++i) {
+    const std::string problem = SimulationConfigProblem(w->configs[i]);
+    if (!problem.empty()) {
+      add(configs.IsSequence() && i < configs.size() ? configs[i] : configs,
+          "configs[" + std::to_string(i) + "]", problem);
+    }
+  }
+  if (!v.diagnostics.empty()) return v;
   if (!w->cluster.empty()) {
     // As `tianshu simulate` reads it: a file relative to the scenario (LoadWorkload resolved
     // it), else to the working directory; the bare names of the data sets found as there.

@@ -52,6 +52,9 @@ Runner RegisterTopology(CLI::App& app);
 Runner RegisterPlan(CLI::App& app);
 Runner RegisterBench(CLI::App& app);
 Runner RegisterSimulate(CLI::App& app);  // cmd_simulate.cc
+// What is wrong with a `--config` name as `tianshu simulate` reads it (a preset, any case, or an
+// engine config file), or "" when nothing is (cmd_simulate.cc).
+std::string SimulationConfigProblem(const std::string& name);
 Runner RegisterAgent(CLI::App& app);
 Runner RegisterServe(CLI::App& app);  // cmd_serve.cc
 Runner RegisterUp(CLI::App& app);
