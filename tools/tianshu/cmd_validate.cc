@@ -75,6 +75,10 @@ model::ValidationResult ValidateScenario(const std::string& path, const YAML::No
   auto w = sim::LoadWorkload("yaml:" + path, {});
   if (!w) {
     std::string message = w.error().message;
+    if (message.starts_with(path + ":") && !message.starts_with(path + ": ")) {
+      v.diagnostics.push_back({"", 0, 0, "", message});  // placed already (file:line:column)
+      return v;
+    }
     if (message.starts_with(path + ": ")) message.erase(0, path.size() + 2);
     v.diagnostics.push_back({path, 0, 0, "", message});
     return v;

@@ -328,6 +328,27 @@ Result<double> YamlSeconds(const YAML::Node& n, const std::string& what) {
 //       duration: 24h                  # ideal run time (else iterations x ideal step)
 //       count: 1                       # copies, `every` apart
 //       every: 0
+// The problems of job `index`'s inline spec, which was checked as the re-emitted `text`, each
+// placed at the scenario's own node for the field (else the spec's) and named under
+// jobs[index].spec, one per line.
+std::string PlacedInScenario(const std::string& path, const YAML::Node& spec, int index,
+                             const std::string& text) {
+  const std::string field = "jobs[" + std::to_string(index) + "].spec";
+  std::vector<std::string> lines;
+  for (model::Diagnostic d : model::ValidateText(path, text).diagnostics) {
+    const std::string head = d.path.substr(0, d.path.find_first_of(".["));
+    const YAML::Node at = !head.empty() && spec.IsMap() && spec[head] ? spec[head] : spec;
+    d.line = at.Mark().line + 1;
+    d.column = at.Mark().column + 1;
+    d.path = d.path.empty() ? field : field + "." + d.path;
+    lines.push_back(d.ToString());
+  }
+  if (lines.empty()) lines.push_back(path + ": " + field + ": not a job spec");
+  std::string all;
+  for (const std::string& l : lines) all += (all.empty() ? "" : "\n") + l;
+  return all;
+}
+
 Result<Workload> LoadYamlWorkload(const std::string& path) {
   Workload w;
   YAML::Node root;
@@ -380,6 +401,7 @@ Result<Workload> LoadYamlWorkload(const std::string& path) {
         YAML::Emitter out;
         out << sp;
         spec = model::LoadJobText(where, out.c_str());
+        if (!spec) return Fail(PlacedInScenario(path, item["spec"], index - 1, out.c_str()));
       }
       if (!spec) return Fail(where, ": ", spec.error().message);
       double submit = 0, duration = spec->duration_s, every = 0;
