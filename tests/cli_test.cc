@@ -100,16 +100,15 @@ TEST(Cli, ValidateRejectsABadScenarioWithLineAndField) {
   EXPECT_NE(r.err.find("nope.yaml: cannot open"), std::string::npos) << r.err;
   // An inline spec's problem is placed at the scenario's own line and column (the field's, else
   // the spec's), under jobs[N].spec, by validate and simulate alike.
+  const std::string bad_gpus =
+      "  - spec:\n      kind: training\n      model: llama2-7b\n      gpus: -3\n";
   std::ofstream(dir / "s.yaml") << "name: s\njobs:\n  - spec: {kind: training, gpus: 8}\n"
-                                   "  - spec:\n      kind: training\n      model: llama2-7b\n"
-                                   "      gpus: -3\n";
+                                << bad_gpus;
   r = RunCommand(kBin + " validate " + (dir / "s.yaml").string());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("s.yaml:3:11: jobs[0].spec.model: is required"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("s.yaml: "), std::string::npos) << r.err;  // no unplaced line
-  std::ofstream(dir / "s.yaml") << "name: s\njobs:\n"
-                                   "  - spec:\n      kind: training\n      model: llama2-7b\n"
-                                   "      gpus: -3\n";
+  std::ofstream(dir / "s.yaml") << "name: s\njobs:\n" << bad_gpus;
   r = RunCommand(kBin + " simulate --trace " + (dir / "s.yaml").string());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("s.yaml:6:13: jobs[0].spec.gpus: must be"), std::string::npos) << r.err;

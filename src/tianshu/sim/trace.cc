@@ -318,16 +318,6 @@ Result<double> YamlSeconds(const YAML::Node& n, const std::string& what) {
   return static_cast<double>(*ns) / 1e9;
 }
 
-// A YAML workload (also a scenario):
-//   name: ...; description: ...; cluster: SPEC; configs: [mainstream, tianshu]; claims: [...]
-//   (a cluster or config file relative to this file, else to the working directory)
-//   jobs:
-//     - job: ../jobs/dense-1.2t.yaml   # a job file (relative to this file), or
-//       spec: {...}                    # an inline job document
-//       submit: 0                      # seconds or a duration ("2h")
-//       duration: 24h                  # ideal run time (else iterations x ideal step)
-//       count: 1                       # copies, `every` apart
-//       every: 0
 // The problems of job `index`'s inline spec, which was checked as the re-emitted `text`, each
 // placed at the scenario's own node for the field (else the spec's) and named under
 // jobs[index].spec, one per line.
@@ -344,11 +334,24 @@ std::string PlacedInScenario(const std::string& path, const YAML::Node& spec, in
     lines.push_back(d.ToString());
   }
   if (lines.empty()) lines.push_back(path + ": " + field + ": not a job spec");
-  std::string all;
-  for (const std::string& l : lines) all += (all.empty() ? "" : "\n") + l;
-  return all;
+  return Join(lines, "\n");
 }
 
+// Whether a file name says YAML (.yaml or .yml).
+bool IsYamlName(const std::string& name) {
+  return EndsWith(name, ".yaml") || EndsWith(name, ".yml");
+}
+
+// A YAML workload (also a scenario):
+//   name: ...; description: ...; cluster: SPEC; configs: [mainstream, tianshu]; claims: [...]
+//   (a cluster or config file relative to this file, else to the working directory)
+//   jobs:
+//     - job: ../jobs/dense-1.2t.yaml   # a job file (relative to this file), or
+//       spec: {...}                    # an inline job document
+//       submit: 0                      # seconds or a duration ("2h")
+//       duration: 24h                  # ideal run time (else iterations x ideal step)
+//       count: 1                       # copies, `every` apart
+//       every: 0
 Result<Workload> LoadYamlWorkload(const std::string& path) {
   Workload w;
   YAML::Node root;
@@ -367,11 +370,9 @@ Result<Workload> LoadYamlWorkload(const std::string& path) {
     // found there (a path from the working directory), as written.
     auto beside = [&](std::string name) {
       const std::filesystem::path as_written(name);
-      const std::string ext = as_written.extension().string();
       std::error_code ec;
       const std::filesystem::path p = dir / as_written;
-      if ((ext == ".yaml" || ext == ".yml") && as_written.is_relative() &&
-          std::filesystem::is_regular_file(p, ec)) {
+      if (IsYamlName(name) && as_written.is_relative() && std::filesystem::is_regular_file(p, ec)) {
         name = p.string();  // not normalised: `..` after a linked directory stays its parent's
       }
       return name;
@@ -449,7 +450,7 @@ Result<Workload> LoadYamlWorkload(const std::string& path) {
 // The workload kind of a file from its name or its header ("" when neither tells). An
 // unreadable file is an error that says why (missing, truncated), not an unknown kind.
 Result<std::string> DetectKind(const std::string& path) {
-  if (EndsWith(path, ".yaml") || EndsWith(path, ".yml")) return "yaml";
+  if (IsYamlName(path)) return "yaml";
   auto text = ReadDataFile(path);
   if (!text) return std::unexpected(text.error());
   std::string header = ToLower(text->substr(0, text->find('\n')));

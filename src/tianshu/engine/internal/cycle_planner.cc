@@ -462,13 +462,18 @@ void CyclePlanner::UpgradeSpreadJobs() {
     }
     const double est = r.EstimatedDurationS();
     const double remaining = est > 0 ? est * (1 - ProgressNow(r, est, view_.now_s)) : 0;
-    const double restart_s = static_cast<double>(options_.config.restart_overhead_s);
-    if (est <= 0 || remaining * (r.run_slowdown - 1) <= restart_s) continue;
+    // The most a move could save (to a placement at full speed), first against the restart
+    // alone, then, once a compact placement may exist, against the whole move's cost (the
+    // checkpoint's price asks the speed model).
+    const double most_saved = remaining * (r.run_slowdown - 1);
+    if (est <= 0 || most_saved <= static_cast<double>(options_.config.restart_overhead_s)) {
+      continue;
+    }
     // Where no compact placement could exist even on its own GPUs, nothing is tried (and the
     // state is not touched).
     if (!CompactMayExist(work_, r.request, r.placement)) continue;
     const double cost = MoveCostS(r);
-    if (remaining * (r.run_slowdown - 1) <= cost) continue;
+    if (most_saved <= cost) continue;
     // Tried in place (no copy of the state per job): the job's own GPUs count as free while it
     // is tried, and it takes them back unless it moves.
     const placement::Outcome held = placement::PlacedOutcome(r.placement);
