@@ -56,6 +56,16 @@ TEST(Cli, AScenarioFindsItsClusterAndConfigFilesBesideIt) {
   r = RunCommand("cd " + dir.string() + " && " + kBin + " simulate --trace s/w.yaml");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("w (1 jobs) on s/c.yaml, 16 GPUs"), std::string::npos) << r.out;
+  // A file beside the scenario named like a preset does not shadow it: only .yaml/.yml names
+  // are looked for there.
+  std::ofstream(dir / "s" / "tianshu") << "not: an engine config\n";
+  std::ofstream(dir / "s" / "w.yaml")
+      << "name: w\ncluster: c.yaml\nconfigs: [tianshu]\njobs:\n"
+         "  - spec: {kind: training, model: llama2-7b, gpus: 8}\n    duration: 60\n";
+  r = RunCommand("cd / && " + kBin + " simulate --trace " + (dir / "s" / "w.yaml").string() +
+                 " -o json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["configs"][0]["config"], "tianshu") << r.out;
   std::filesystem::remove_all(dir);
 }
 
