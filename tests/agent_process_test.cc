@@ -126,6 +126,33 @@ TEST_F(AgentProcesses, ReportsTheExitCodeAndKeepsTheLog) {
   EXPECT_EQ(*log, "rank 0 sees 1\n");
 }
 
+// The shim holds SIGCHLD to wait on its rank (and ignores the stop signals to outlive it), and
+// the agent blocks the signals it waits for and ignores SIGPIPE: the rank itself starts with no
+// signal blocked and none ignored, also under a lease.
+TEST_F(AgentProcesses, ARankStartsWithNoSignalBlockedOrIgnored) {
+  PosixProcessRunner runner;
+  auto a = Make(runner);
+  ASSERT_TRUE(a->Recover(Now()));
+  a->SetLease(60 * kNsPerSec);
+  a->RenewLease(BootTimeNs());
+  // As `tianshu agent` runs (tools/tianshu: main.cc and cmd_agent.cc), for the launch only.
+  sigset_t agents, before;
+  sigemptyset(&agents);
+  for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&agents, s);
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &agents, &before), 0);
+  auto* pipe_before = ::signal(SIGPIPE, SIG_IGN);
+  // grep itself, not a shell (which clears its mask when it starts).
+  a->Apply(Launch("l1", {"grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"}), Now());
+  ::signal(SIGPIPE, pipe_before);
+  ASSERT_EQ(::pthread_sigmask(SIG_SETMASK, &before, nullptr), 0);
+  ASSERT_TRUE(TickUntil(
+      *a, [&] { return Find(*a, wire::ReportKind::kExited); }, 20));
+  EXPECT_EQ(Find(*a, wire::ReportKind::kExited)->exit_code, 0);
+  auto log = fs_.Read(a->LogPath("j-7", 0));
+  ASSERT_TRUE(log);
+  EXPECT_EQ(*log, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+}
+
 TEST_F(AgentProcesses, StopAsksForACheckpointThenTerminates) {
   PosixProcessRunner runner;
   auto a = Make(runner);

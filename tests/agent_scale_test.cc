@@ -4,7 +4,9 @@
 // the job's duration) run to completion, and prints: time to allocate all, allocations per
 // second, GPU utilization over the run, leaf switches spanned per job. A benchmark: it prints
 // and asserts only that the burst completes. Sizes: TIANSHU_SCALE_AGENTS, TIANSHU_SCALE_JOBS
-// (CTest runs it with 500 jobs: tests/CMakeLists.txt).
+// (CTest runs it with 500 jobs: tests/CMakeLists.txt). TIANSHU_SCALE_WORKLOAD (a workload CSV),
+// TIANSHU_SCALE_HOLD (submit held, release at once), TIANSHU_SCALE_REAL_RANKS (`sleep`
+// processes, not placeholders) and TIANSHU_SCALE_BINARY (another build, for an A/B): below.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -41,7 +43,9 @@ int EnvInt(const char* name, int fallback) {
 }
 
 pid_t Spawn(std::vector<std::string> args, const std::string& log) {
-  args.insert(args.begin(), TIANSHU_BINARY);
+  // TIANSHU_SCALE_BINARY: another build of tianshu, to compare two on the same machine state.
+  const char* other = std::getenv("TIANSHU_SCALE_BINARY");
+  args.insert(args.begin(), other != nullptr && *other != '\0' ? other : TIANSHU_BINARY);
   return tianshu::testing::SpawnLogged(std::move(args), log);
 }
 
@@ -195,6 +199,9 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
   // TIANSHU_SCALE_HOLD=1: every job is submitted held, then all are released in one call (as
   // the Slurm peer does with sbatch -H and scontrol release); the clock starts at the release.
   const bool hold = EnvInt("TIANSHU_SCALE_HOLD", 0) != 0;
+  // TIANSHU_SCALE_REAL_RANKS=1: each rank is a real process (`sleep DURATION`, through the
+  // agent's shim) instead of a placeholder, so the overhead includes spawning and reaping.
+  const bool real_ranks = EnvInt("TIANSHU_SCALE_REAL_RANKS", 0) != 0;
   const int total_gpus = kAgents * kGpusPerNode;
   std::atomic<int> next{0}, accepted{0};
   std::vector<std::string> ids(kJobsRun);
@@ -207,7 +214,9 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
         auto [g, d] = jobs[i];
         std::string yaml = "kind: training\nname: sleep-" + std::to_string(i) +
                            "\nmodel: {profile: llama2-7b}\nparallelism: {tp: 1, pp: 1}\ngpus: " +
-                           std::to_string(g) + "\nduration: " + std::to_string(d) + "s\n";
+                           std::to_string(g) + "\n" +
+                           (real_ranks ? "run: {command: [sleep, \"" + std::to_string(d) + "\"]}\n"
+                                       : "duration: " + std::to_string(d) + "s\n");
         auto r = c.Post(hold ? "/v1/jobs?hold=true" : "/v1/jobs", yaml, "application/yaml");
         if (r && r->ok()) {
           ids[i] = r->body.value("id", "");

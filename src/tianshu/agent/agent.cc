@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <thread>
 
 #include "tianshu/agent/progress_file.h"
@@ -371,9 +372,12 @@ Status Agent::Recover(int64_t now_ns) {
   std::vector<wire::WorkOrder> launches, stops;
   std::map<std::string, std::map<int, nlohmann::json>> starts, exits;  // order -> rank -> rec
   std::set<std::string> done_orders;
+  std::string journal_boot;  // "" in a journal from before boot records
   for (const auto& rec : records) {
     std::string t = rec.value("t", "");
-    if (t == "seen") {
+    if (t == "boot") {
+      journal_boot = rec.value("id", "");
+    } else if (t == "seen") {
       seen_orders_.insert(rec.value("id", ""));
     } else if (t == "order") {
       auto o = wire::WorkOrderFromJson(rec["order"]);
@@ -389,7 +393,41 @@ Status Agent::Recover(int64_t now_ns) {
       done_orders.insert(rec.value("order", ""));
     }
   }
+  // A journal of an earlier boot names processes that the machine's restart ended (and it is
+  // not flushed to disk, so its tail may be gone): nothing in it is started, adopted or stopped
+  // again. Each rank it ordered that had not ended is reported ended with the machine, so the
+  // server fails the attempt at once instead of waiting for the node's fence.
+  if (!journal_boot.empty() && !boot_id_.empty() && journal_boot != boot_id_) {
+    int ended = 0;
+    for (const wire::WorkOrder& o : launches) {
+      if (done_orders.count(o.id) || !o.launch) continue;
+      for (const wire::RankLaunch& rank : o.launch->ranks) {
+        auto ex = exits[o.id].find(rank.rank);
+        wire::Report r{.order_id = o.id,
+                       .kind = wire::ReportKind::kExited,
+                       .job_id = o.job_id,
+                       .rank = rank.rank,
+                       .signal = SIGKILL,
+                       .message = "the machine restarted while the rank ran; it ended with it"};
+        if (ex != exits[o.id].end() && !ex->second.value("unknown", false)) {
+          r.exit_code = ex->second.value("code", 0);
+          r.signal = ex->second.value("signal", 0);
+          r.message.clear();
+        }
+        Report(std::move(r));
+      }
+      done_orders.insert(o.id);
+      ++ended;
+    }
+    stops.clear();
+    if (ended > 0) {
+      recovery_warnings_.push_back(
+          journal_.path() + ": written before the machine restarted (boot " + journal_boot +
+          "): " + std::to_string(ended) + " launch(es) not resumed, their ranks reported ended");
+    }
+  }
   std::vector<nlohmann::json> kept;
+  if (!boot_id_.empty()) kept.push_back({{"t", "boot"}, {"id", boot_id_}});
   for (const std::string& id : seen_orders_) {
     bool live = std::any_of(launches.begin(), launches.end(), [&](const wire::WorkOrder& o) {
       return o.id == id && !done_orders.count(id);
@@ -424,7 +462,7 @@ Status Agent::Recover(int64_t now_ns) {
                 .job_id = o.job_id,
                 .rank = r.launch.rank,
                 .exit_code = r.exit.exit_code,
-                .signal = r.exit.signal,
+                .signal = r.exit.unknown ? SIGKILL : r.exit.signal,  // as TickRank reports it
                 .step = r.last_step});
         continue;
       }

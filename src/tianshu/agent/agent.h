@@ -139,7 +139,7 @@ class Agent {
   std::vector<JobRun*> JobsOf(const std::string& job_id, int attempt);
   void Report(wire::Report r);
   // Journal records wait in journal_pending_ while a JournalBatch is open (an order's Apply, a
-  // Tick) and go to disk together (one fdatasync) when it closes, and so before any report of
+  // Tick) and go to the file together (one write) when it closes, and so before any report of
   // them leaves the agent. An order's record and a spawned rank's start are written at once;
   // whatever waits is written before any process starts or is signalled (journal_first_).
   void JournalOrLog(const nlohmann::json& record);

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <map>
 
 #include "tianshu/agent/discovery.h"
 
@@ -302,6 +303,68 @@ TEST(Agent, ARestartedAgentAdoptsItsRanksAndStartsNothingTwice) {
   EXPECT_EQ(f.runner.procs_.size(), 2u);
 }
 
+// The journal is not flushed to disk: after the machine restarts it may have lost its tail (an
+// order kept, its ranks' starts gone), and what it names died with the machine. A journal of an
+// earlier boot is therefore not resumed: nothing is started, adopted or stopped again, and each
+// rank that had not ended is reported ended (SIGKILL), so the server fails the attempt at once.
+TEST(Agent, AJournalOfAnEarlierBootIsNotResumed) {
+  Fixture f;
+  f.fs.AddFile("/proc/sys/kernel/random/boot_id", "boot-1\n");
+  {
+    Agent a = f.Make();
+    ASSERT_TRUE(a.Recover(0));
+    a.Apply(LaunchOrder("o1", 2), 0);
+    f.runner.Exit(101, {3, 0, false});
+    a.Tick(kSec);
+  }  // the machine restarts: rank 2 (pid 100) was running, rank 3 had exited with 3
+  f.fs.AddFile("/proc/sys/kernel/random/boot_id", "boot-2\n");
+  const size_t spawned = f.runner.procs_.size();
+  Agent b = f.Make();
+  ASSERT_TRUE(b.Recover(2 * kSec));
+  EXPECT_EQ(f.runner.procs_.size(), spawned);  // nothing started again
+  EXPECT_TRUE(b.Running().empty());            // nor adopted
+  std::map<int, wire::Report> exited;
+  for (const auto& r : b.PendingReports()) {
+    EXPECT_NE(r.kind, wire::ReportKind::kStarted);
+    if (r.kind == wire::ReportKind::kExited) exited[r.rank] = r;
+  }
+  ASSERT_EQ(exited.size(), 2u);
+  EXPECT_EQ(exited[2].signal, SIGKILL);
+  EXPECT_NE(exited[2].message.find("machine restarted"), std::string::npos) << exited[2].message;
+  EXPECT_EQ(exited[3].exit_code, 3);  // what the journal recorded
+  EXPECT_EQ(exited[3].signal, 0);
+  ASSERT_EQ(b.RecoveryWarnings().size(), 1u);
+  EXPECT_NE(b.RecoveryWarnings()[0].find("boot boot-1"), std::string::npos)
+      << b.RecoveryWarnings()[0];
+  b.Apply(LaunchOrder("o1", 2), 3 * kSec);  // redelivered: acknowledged only
+  EXPECT_EQ(f.runner.procs_.size(), spawned);
+  // The compacted journal is this boot's: the next start finds nothing to resume or report.
+  Agent c = f.Make();
+  ASSERT_TRUE(c.Recover(4 * kSec));
+  EXPECT_TRUE(c.RecoveryWarnings().empty());
+  EXPECT_TRUE(c.PendingReports().empty());
+}
+
+// A rank that ended while the agent was away without an exit file (its shim was killed with
+// it) is reported killed: it was reported as exit 0, which the server counts as success.
+TEST(Agent, ARankWhoseEndIsUnknownIsReportedKilledNotSucceeded) {
+  Fixture f;
+  {
+    Agent a = f.Make();
+    ASSERT_TRUE(a.Recover(0));
+    a.Apply(LaunchOrder("o1", 1), 0);
+  }
+  Agent b = f.Make();
+  ASSERT_TRUE(b.Recover(kSec));
+  ASSERT_EQ(b.Running().size(), 1u);
+  f.runner.Exit(b.Running()[0].pid, {0, 0, true});
+  b.Tick(2 * kSec);
+  const wire::Report& e = b.PendingReports().back();
+  ASSERT_EQ(e.kind, wire::ReportKind::kExited);
+  EXPECT_EQ(e.signal, SIGKILL);
+  EXPECT_NE(e.message.find("exit status unknown"), std::string::npos) << e.message;
+}
+
 // Found: a rank appended one line to the journal (its path follows from the checkpoint
 // marker's) and the next agent start exited with "corrupt journal record". Now the line is
 // skipped, named and kept aside, and the ranks the journal knows are still adopted.
@@ -357,7 +420,7 @@ int Lines(const std::string& text) {
   return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
 }
 
-// The journal's records go to disk in as few appends (fdatasyncs) as what they promise allows:
+// The journal's records go to the file in as few appends (writes) as what they promise allows:
 // an order at once, before anything is done for it; a spawned rank's start at once, before the
 // next spawn; placeholder starts together at the end of the order, and a tick's exits together.
 // An 8-rank placeholder launch wrote 9 appends and its end 9 (the Slurm peer's burst spent its

@@ -1,6 +1,9 @@
-// The agent's local journal: one JSON object per line, appended and fsynced before the agent
-// acts, so that a restarted agent knows every order it accepted, every rank it started (pid
-// and kernel start time) and every exit it saw — and neither loses nor duplicates a rank.
+// The agent's local journal: one JSON object per line, appended before the agent acts, so that
+// a restarted agent knows every order it accepted, every rank it started (pid and kernel start
+// time) and every exit it saw — and neither loses nor duplicates a rank. Appends are not
+// flushed to disk: the ranks they record are processes of this boot, gone after a crash of the
+// machine (the server then counts the node lost and its jobs' attempts failed), and a
+// restarted agent reads what was written from the page cache.
 //   Journal j(fs, "/var/lib/tianshu/agent/journal.jsonl");
 //   (void)j.AppendAll(std::vector<nlohmann::json>{{{"t", "order"}, {"order", ...}}});
 #pragma once
@@ -19,7 +22,7 @@ namespace tianshu::agent {
 class Journal {
  public:
   Journal(SystemFiles& fs, std::string path) : fs_(fs), path_(std::move(path)) {}
-  // Appends records durably, in order, with one write and one fdatasync. Thread-compatible.
+  // Appends records in order, with one write. Thread-compatible.
   [[nodiscard]] Status AppendAll(std::span<const nlohmann::json> records);
   struct Contents {
     std::vector<nlohmann::json> records;  // in order

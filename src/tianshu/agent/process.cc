@@ -217,18 +217,27 @@ Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
     if (devnull >= 0) ::dup2(devnull, 0);
     // The working directory is entered by the rank, as its user (below): the kernel's
     // permission checks then confine it.
-    // Unblock everything the agent may have blocked; the shim ignores the stop signals so that
-    // it outlives the rank and records how it ended.
-    sigset_t none;
+    // The shim holds SIGCHLD only (its wait below takes it, so the rank's end is seen at
+    // once), not what the agent may have blocked; it ignores the stop signals so that it
+    // outlives the rank and records how it ended.
+    sigset_t none, chld;
     sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    ::sigprocmask(SIG_SETMASK, &chld, nullptr);
     const int kIgnored[] = {SIGUSR1, SIGUSR2, SIGTERM, SIGINT, SIGHUP, SIGQUIT};
     for (int s : kIgnored) ::signal(s, SIG_IGN);
     ::signal(SIGCHLD, SIG_DFL);
     pid_t rank = ::fork();
     if (rank < 0) ShimFail("fork");
     if (rank == 0) {
-      for (int s : kIgnored) ::signal(s, SIG_DFL);  // SIG_IGN would survive exec
+      // Both survive exec: the rank starts with no signal blocked and none ignored (the shim's
+      // stop signals, and SIGPIPE, which every tianshu command ignores: a rank's `cmd | head`
+      // would see EPIPE instead of ending quietly).
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      for (int s = 1; s < NSIG; ++s) {
+        if (s != SIGKILL && s != SIGSTOP) ::signal(s, SIG_DFL);  // refused for libc's own
+      }
       if (account && as_root) {  // groups, then gid, then uid: each later step drops the right
         if (::setgroups(account->groups.size(), account->groups.data()) != 0) ShimFail("setgroups");
         if (::setgid(account->gid) != 0) ShimFail("setgid");
@@ -262,8 +271,10 @@ Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
           ::kill(0, SIGKILL);
           ::_exit(128 + SIGKILL);
         }
+        // Until the rank ends (its SIGCHLD, held above, ends the wait at once; one that came
+        // since the waitpid is pending and ends it too) or the lease is due for another look.
         timespec pause{0, 200'000'000};
-        ::nanosleep(&pause, nullptr);
+        (void)::sigtimedwait(&chld, nullptr, &pause);
       }
     }
     char line[48] = {0};

@@ -33,7 +33,8 @@ struct SpawnSpec {
   std::string run_as;
   std::vector<std::string> owned_dirs;  // given to run_as (chown) before the rank starts
   // Fencing: the shim reads this file (the agent's lease: a CLOCK_BOOTTIME deadline in ns,
-  // renewed by every heartbeat the server answered) every 200 ms and, once it has passed,
+  // renewed by every heartbeat the server answered) every 200 ms (between looks it waits on
+  // the rank's SIGCHLD, so an ending rank is seen at once) and, once it has passed,
   // kills the rank's whole process group, writing "signaled 9 fenced". "none": no lease; a
   // missing file or one that holds neither counts as run out.
   std::string lease_path;

@@ -40,7 +40,8 @@ class SystemFiles {
   // Writes `data` in one write(2) call (cgroup files need exactly that). No truncation
   // semantics beyond O_WRONLY|O_TRUNC|O_CREAT for regular files. Fails with errno's text.
   [[nodiscard]] virtual Status Write(const std::string& path, const std::string& data) = 0;
-  // Appends and fsyncs (the journal).
+  // Appends in one write(2), not flushed to disk (the journal: what it records are processes
+  // of this boot, which a crash of the machine ends; a restarted agent reads the page cache).
   [[nodiscard]] virtual Status Append(const std::string& path, const std::string& data) = 0;
   // Names in a directory, sorted, without "." and "..". Empty list on a missing directory is
   // an error, not an empty result.
@@ -102,7 +103,7 @@ class FakeSystemFiles final : public SystemFiles {
     auto it = durable_replaces_.find(path);
     return it == durable_replaces_.end() ? 0 : it->second;
   }
-  // How many Append calls wrote to this path (each is one fdatasync on the real file system).
+  // How many Append calls wrote to this path (each is one write(2) on the real file system).
   int Appends(const std::string& path) const {
     auto it = appends_.find(path);
     return it == appends_.end() ? 0 : it->second;
