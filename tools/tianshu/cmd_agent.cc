@@ -232,7 +232,9 @@ int Run(const AgentArgs& a) {
     return kExitFailure;
   }
   for (const auto& w : core.RecoveryWarnings()) {
-    LogLine(LogLevel::kWarning, "agent") << w << " (skipped; kept in the .rejected file)";
+    const bool corrupt = w.ends_with(": corrupt journal record");
+    LogLine(LogLevel::kWarning, "agent")
+        << w << (corrupt ? " (skipped; kept in the .rejected file)" : "");
   }
   // The devices' usage (NVML) for heartbeats and /metrics; none where it cannot be measured.
   std::unique_ptr<agent::DeviceMonitor> monitor;

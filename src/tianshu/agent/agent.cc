@@ -419,6 +419,14 @@ Status Agent::Recover(int64_t now_ns) {
       done_orders.insert(o.id);
       ++ended;
     }
+    // Its stops are done (nothing of theirs runs here): said so, else a stop the server sends
+    // again would only be acknowledged (its id is seen) and the job would wait in stopping.
+    for (const wire::WorkOrder& stop : stops) {
+      Report({.order_id = stop.id,
+              .kind = wire::ReportKind::kStopped,
+              .job_id = stop.job_id,
+              .message = "the machine restarted: nothing of the job runs on this node"});
+    }
     stops.clear();
     if (ended > 0) {
       recovery_warnings_.push_back(

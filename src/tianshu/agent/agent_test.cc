@@ -316,6 +316,7 @@ TEST(Agent, AJournalOfAnEarlierBootIsNotResumed) {
     a.Apply(LaunchOrder("o1", 2), 0);
     f.runner.Exit(101, {3, 0, false});
     a.Tick(kSec);
+    a.Apply(StopOrder("s1", false, 5000), kSec);  // rank 2 is sent SIGTERM, and stays
   }  // the machine restarts: rank 2 (pid 100) was running, rank 3 had exited with 3
   f.fs.AddFile("/proc/sys/kernel/random/boot_id", "boot-2\n");
   const size_t spawned = f.runner.procs_.size();
@@ -324,10 +325,15 @@ TEST(Agent, AJournalOfAnEarlierBootIsNotResumed) {
   EXPECT_EQ(f.runner.procs_.size(), spawned);  // nothing started again
   EXPECT_TRUE(b.Running().empty());            // nor adopted
   std::map<int, wire::Report> exited;
+  const wire::Report* stopped = nullptr;
   for (const auto& r : b.PendingReports()) {
     EXPECT_NE(r.kind, wire::ReportKind::kStarted);
     if (r.kind == wire::ReportKind::kExited) exited[r.rank] = r;
+    if (r.kind == wire::ReportKind::kStopped) stopped = &r;
   }
+  // The stop is done: the server, which may send it again, would otherwise wait on it.
+  ASSERT_NE(stopped, nullptr);
+  EXPECT_EQ(stopped->order_id, "s1");
   ASSERT_EQ(exited.size(), 2u);
   EXPECT_EQ(exited[2].signal, SIGKILL);
   EXPECT_NE(exited[2].message.find("machine restarted"), std::string::npos) << exited[2].message;
