@@ -22,6 +22,7 @@
 #include "tianshu/agent/cgroup.h"
 #include "tianshu/agent/device_monitor.h"
 #include "tianshu/agent/discovery.h"
+#include "tianshu/agent/journal.h"
 #include "tianshu/agent/log_server.h"
 #include "tianshu/agent/net_counters.h"
 #include "tianshu/agent/process.h"
@@ -232,7 +233,7 @@ int Run(const AgentArgs& a) {
     return kExitFailure;
   }
   for (const auto& w : core.RecoveryWarnings()) {
-    const bool corrupt = w.ends_with(": corrupt journal record");
+    const bool corrupt = w.ends_with(agent::Journal::kCorruptRecord);
     LogLine(LogLevel::kWarning, "agent")
         << w << (corrupt ? " (skipped; kept in the .rejected file)" : "");
   }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
 #include <thread>
 
 #include "tianshu/agent/progress_file.h"
@@ -364,6 +363,15 @@ std::vector<wire::JobProgress> Agent::Progress() {
 
 wire::Hardware Agent::Hardware() const { return HardwareReport(host_); }
 
+namespace {
+
+// How a journaled `exit` record says the rank ended.
+ProcessExit RecordedExit(const nlohmann::json& rec) {
+  return {rec.value("code", 0), rec.value("signal", 0), rec.value("unknown", false)};
+}
+
+}  // namespace
+
 Status Agent::Recover(int64_t now_ns) {
   auto contents = journal_.ReadAll();
   if (!contents) return std::unexpected(contents.error());
@@ -402,19 +410,18 @@ Status Agent::Recover(int64_t now_ns) {
     for (const wire::WorkOrder& o : launches) {
       if (done_orders.count(o.id) || !o.launch) continue;
       for (const wire::RankLaunch& rank : o.launch->ranks) {
+        // A rank with no exit record had not ended before the restart: an end nobody saw.
         auto ex = exits[o.id].find(rank.rank);
-        wire::Report r{.order_id = o.id,
-                       .kind = wire::ReportKind::kExited,
-                       .job_id = o.job_id,
-                       .rank = rank.rank,
-                       .signal = SIGKILL,
-                       .message = "the machine restarted while the rank ran; it ended with it"};
-        if (ex != exits[o.id].end() && !ex->second.value("unknown", false)) {
-          r.exit_code = ex->second.value("code", 0);
-          r.signal = ex->second.value("signal", 0);
-          r.message.clear();
-        }
-        Report(std::move(r));
+        const ProcessExit e =
+            ex != exits[o.id].end() ? RecordedExit(ex->second) : ProcessExit{.unknown = true};
+        Report({.order_id = o.id,
+                .kind = wire::ReportKind::kExited,
+                .job_id = o.job_id,
+                .rank = rank.rank,
+                .exit_code = e.exit_code,
+                .signal = ReportedSignal(e),
+                .message =
+                    e.unknown ? "the machine restarted while the rank ran; it ended with it" : ""});
       }
       done_orders.insert(o.id);
       ++ended;
@@ -463,14 +470,13 @@ Status Agent::Recover(int64_t now_ns) {
       if (ex != exits[o.id].end()) {
         kept.push_back(ex->second);
         r.exited = true;
-        r.exit = {ex->second.value("code", 0), ex->second.value("signal", 0),
-                  ex->second.value("unknown", false)};
+        r.exit = RecordedExit(ex->second);
         Report({.order_id = o.id,
                 .kind = wire::ReportKind::kExited,
                 .job_id = o.job_id,
                 .rank = r.launch.rank,
                 .exit_code = r.exit.exit_code,
-                .signal = r.exit.unknown ? SIGKILL : r.exit.signal,  // as TickRank reports it
+                .signal = ReportedSignal(r.exit),
                 .step = r.last_step});
         continue;
       }

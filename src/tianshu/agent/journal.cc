@@ -28,7 +28,7 @@ Result<Journal::Contents> Journal::ReadAll() {
       // A torn append (a crash mid-write) is a last line without its newline; a complete
       // line that is not a record was put there.
       if (i + 1 == lines.size()) break;
-      out.skipped.push_back(path_ + ":" + std::to_string(i + 1) + ": corrupt journal record");
+      out.skipped.push_back(path_ + ":" + std::to_string(i + 1) + std::string(kCorruptRecord));
       rejected += lines[i].substr(0, 4096) + "\n";
       continue;
     }

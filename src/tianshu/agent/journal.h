@@ -2,14 +2,15 @@
 // a restarted agent knows every order it accepted, every rank it started (pid and kernel start
 // time) and every exit it saw — and neither loses nor duplicates a rank. Appends are not
 // flushed to disk: the ranks they record are processes of this boot, gone after a crash of the
-// machine (the server then counts the node lost and its jobs' attempts failed), and a
-// restarted agent reads what was written from the page cache.
+// machine (a journal of an earlier boot is not resumed: Agent::Recover), and a restarted agent
+// reads what was written from the page cache.
 //   Journal j(fs, "/var/lib/tianshu/agent/journal.jsonl");
 //   (void)j.AppendAll(std::vector<nlohmann::json>{{{"t", "order"}, {"order", ...}}});
 #pragma once
 
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +22,8 @@ namespace tianshu::agent {
 
 class Journal {
  public:
+  // How ReadAll names a line it skipped: "path:line" then this.
+  static constexpr std::string_view kCorruptRecord = ": corrupt journal record";
   Journal(SystemFiles& fs, std::string path) : fs_(fs), path_(std::move(path)) {}
   // Appends records in order, with one write. Thread-compatible.
   [[nodiscard]] Status AppendAll(std::span<const nlohmann::json> records);

@@ -9,6 +9,7 @@
 //                            .exit_path = "/tmp/r0.exit"});
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -46,6 +47,10 @@ struct ProcessExit {
   bool unknown = false;  // neither the kernel nor the exit file could tell
   bool fenced = false;   // the shim killed it: the agent's lease ran out
 };
+
+// The signal a rank's end is reported with: an end nobody saw (no exit file, its shim killed
+// with it) counts as SIGKILL, never as an exit 0 that the server would take for success.
+inline int ReportedSignal(const ProcessExit& e) { return e.unknown ? SIGKILL : e.signal; }
 
 // CLOCK_BOOTTIME in ns: the clock of leases (it keeps counting through a suspend).
 int64_t BootTimeNs();

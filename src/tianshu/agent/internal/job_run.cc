@@ -350,8 +350,7 @@ void JobRun::TickRank(const JobContext& ctx, RankRun& r, int64_t now_ns) {
   r.exit = *e;
   std::string msg;
   if (e->unknown) {
-    // No exit file: its shim was killed too (SIGKILL: an OOM kill, a kill of the group), so
-    // the rank is reported killed, never as an exit 0 that would count as its success.
+    // No exit file: its shim was killed too (an OOM kill, a kill of the group): ReportedSignal.
     msg = "ended while the agent was away; exit status unknown (no exit file: counted as killed)";
   } else if (e->fenced) {
     msg = "killed by SIGKILL: fenced (no heartbeat answered within the node lease)";
@@ -391,7 +390,7 @@ void JobRun::TickRank(const JobContext& ctx, RankRun& r, int64_t now_ns) {
               .job_id = order.job_id,
               .rank = r.launch.rank,
               .exit_code = e->exit_code,
-              .signal = e->unknown ? SIGKILL : e->signal,
+              .signal = ReportedSignal(*e),
               .step = r.last_step,
               .message = msg,
               .probe = probe});
