@@ -384,7 +384,9 @@ Status Agent::Recover(int64_t now_ns) {
   for (const auto& rec : records) {
     std::string t = rec.value("t", "");
     if (t == "boot") {
-      journal_boot = rec.value("id", "");
+      // Only as the first line, where compaction writes it: a line appended later (by a rank
+      // running as the agent's user) cannot make every rank here an earlier boot's.
+      if (&rec == &records.front()) journal_boot = rec.value("id", "");
     } else if (t == "seen") {
       seen_orders_.insert(rec.value("id", ""));
     } else if (t == "order") {

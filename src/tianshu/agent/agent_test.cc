@@ -351,6 +351,24 @@ TEST(Agent, AJournalOfAnEarlierBootIsNotResumed) {
   EXPECT_TRUE(c.PendingReports().empty());
 }
 
+// The boot record counts only as the journal's first line: one appended later (a rank that runs
+// as the agent's user can append) does not make a restart in the same boot drop every rank.
+TEST(Agent, ABootRecordAppendedLaterIsNotTheJournals) {
+  Fixture f;
+  f.fs.AddFile("/proc/sys/kernel/random/boot_id", "boot-1\n");
+  {
+    Agent a = f.Make();
+    ASSERT_TRUE(a.Recover(0));
+    a.Apply(LaunchOrder("o1", 2), 0);
+  }  // the agent dies with two ranks running
+  ASSERT_TRUE(f.fs.Append("/w/journal.jsonl", "{\"t\": \"boot\", \"id\": \"boot-0\"}\n"));
+  Agent b = f.Make();
+  ASSERT_TRUE(b.Recover(kSec));
+  EXPECT_EQ(b.Running().size(), 2u);  // adopted, not reported killed
+  EXPECT_TRUE(b.RecoveryWarnings().empty());
+  for (const auto& r : b.PendingReports()) EXPECT_NE(r.kind, wire::ReportKind::kExited);
+}
+
 // A rank that ended while the agent was away without an exit file (its shim was killed with
 // it) is reported killed: it was reported as exit 0, which the server counts as success.
 TEST(Agent, ARankWhoseEndIsUnknownIsReportedKilledNotSucceeded) {
