@@ -56,6 +56,55 @@ std::vector<double> TypeSlowdowns(const model::Topology& t) {
   return out;
 }
 
+bool NoneCheaper(const ClusterState& s, const PlacementRequest& r, const Outcome& o) {
+  const model::Topology& t = s.topology();
+  if (!o.placed() || o.ranks.empty() || r.gpu_milli != model::kMilliPerGpu ||
+      static_cast<int>(o.ranks.size()) != r.ranks) {
+    return false;
+  }
+  // Forced: whole-GPU ranks on every whole GPU that is free, so any feasible placement has the
+  // same ranks on each node, and the cost depends on nothing else.
+  if (s.SwitchFreeWholeGpus(t.Root()) == r.ranks) return true;
+  // The lower bound. Compute and memory are the same on every node where every node type has
+  // the same accelerator speed, memory and GPU count (the server makes a type per label set, so
+  // a leaf label alone makes types that differ in nothing priced here); the network term grows
+  // with the nodes, the blocks of each tier and the blocks' loads (every c > 0).
+  const model::ServerType& first = t.types.front();
+  for (const model::ServerType& ty : t.types) {
+    if (ty.gpus_per_node != first.gpus_per_node ||
+        ty.accelerator.peak_tflops != first.accelerator.peak_tflops ||
+        ty.accelerator.memory_bytes != first.accelerator.memory_bytes) {
+      return false;
+    }
+  }
+  const int per_node = first.gpus_per_node;
+  if (per_node <= 0) return false;
+  std::set<int> nodes;
+  for (const RankSlot& slot : o.ranks) nodes.insert(slot.node);
+  const int min_nodes = (r.ranks + per_node - 1) / per_node;
+  if (static_cast<int>(nodes.size()) != min_nodes) return false;
+  const int levels = static_cast<int>(t.tiers.size()) - 1;  // tiers below the root
+  for (int level = 0; level < levels; ++level) {
+    // The most nodes any block of this level holds, a block being what EvaluateBatch counts:
+    // a node's ancestor at the level, which is a higher switch where a tier is skipped (a leaf
+    // right under the core).
+    int block_nodes = 0;
+    for (int n = 0; n < t.NumNodes(); ++n) {
+      block_nodes = std::max(block_nodes, t.switches[t.AncestorAt(n, level)].gpus / per_node);
+    }
+    if (block_nodes <= 0) return false;
+    std::set<int> blocks;
+    for (int n : nodes) blocks.insert(t.AncestorAt(n, level));
+    if (static_cast<int>(blocks.size()) != (min_nodes + block_nodes - 1) / block_nodes) {
+      return false;
+    }
+    for (int b : blocks) {
+      if (s.SwitchLoad(b) > 0) return false;
+    }
+  }
+  return true;
+}
+
 BatchCost EvaluateBatch(const ClusterState& s, std::span<const PlacementRequest> requests,
                         std::span<const Outcome> outcomes, const model::ResourceWeight& w) {
   const model::Topology& t = s.topology();

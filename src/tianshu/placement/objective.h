@@ -38,6 +38,15 @@ std::vector<double> TierCosts(const model::Topology& topology);
 // Slowdown of a node type's accelerator against the fastest in the cluster (>= 0).
 std::vector<double> TypeSlowdowns(const model::Topology& topology);
 
+// Whether no placement of `r` in `s` can cost less than `o` under EvaluateBatch, whatever the
+// (non-negative) weights: every feasible placement takes the same GPUs (`o`, of whole GPUs,
+// leaves none free in the cluster), or `o` is at the cost's lower bound (node types that differ
+// in nothing the cost prices; the fewest nodes the ranks fit on and, at every switch tier below
+// the root, the fewest blocks those nodes fit under, each block unloaded in `s`). A search may stop
+// at such an `o`: the genetic strategy returns topology's placement at once when it is one (a gang
+// of whole leaves on an idle fabric, a job that takes all that is free).
+bool NoneCheaper(const ClusterState& s, const PlacementRequest& r, const Outcome& o);
+
 BatchCost EvaluateBatch(const ClusterState& snapshot, std::span<const PlacementRequest> requests,
                         std::span<const Outcome> outcomes, const model::ResourceWeight& weights);
 

@@ -297,18 +297,19 @@ void ControlPlane::NodeEvent(Txn& t, NodeEntry& n, NodeState to, const std::stri
 
 void ControlPlane::AddOrder(Txn& t, const std::string& node, wire::WorkOrder order) {
   if (orders_.contains(order.id)) return;  // the same order is never sent twice
-  t.orders.push_back({order.id, node, order.job_id, kOutstanding, wire::Dump(wire::ToJson(order))});
+  std::string doc = wire::Dump(wire::ToJson(order));
+  t.orders.push_back({order.id, node, order.job_id, kOutstanding, doc});
   std::string id = order.id;
   node_orders_[node].push_back(id);
-  orders_[id] = OrderEntry{std::move(order), node, next_order_seq_++, kNotCommitted};
+  orders_[id] =
+      OrderEntry{std::move(order), node, next_order_seq_++, kNotCommitted, std::move(doc)};
   t.wake_work.insert(node);
 }
 
 void ControlPlane::FinishOrder(Txn& t, const std::string& id, const std::string& status) {
   auto it = orders_.find(id);
   if (it == orders_.end()) return;
-  t.orders.push_back({id, it->second.node, it->second.order.job_id, status,
-                      wire::Dump(wire::ToJson(it->second.order))});
+  t.orders.push_back({id, it->second.node, it->second.order.job_id, status, it->second.doc});
   auto& list = node_orders_[it->second.node];
   list.erase(std::remove(list.begin(), list.end(), id), list.end());
   orders_.erase(it);

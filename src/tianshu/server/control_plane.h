@@ -375,6 +375,7 @@ class ControlPlane {
     std::string node;
     uint64_t seq = 0;     // in this server run's order of adding (Work's cursors)
     uint64_t ticket = 0;  // the commit that makes it durable (0: loaded, durable)
+    std::string doc;      // `order` as the store holds it (wire JSON), kept for its status rows
   };
 
   ControlPlane(std::unique_ptr<Store> store, ControlPlaneOptions options);
