@@ -40,6 +40,8 @@ struct Fixture {
     host.declared_accelerators = true;
   }
   Agent Make() { return Agent(options, host, fs, *cgroups, runner); }
+  // The machine's boot, as the agent reads it (a new id: the machine restarted).
+  void Boot(const std::string& id) { fs.AddFile("/proc/sys/kernel/random/boot_id", id + "\n"); }
 };
 
 wire::WorkOrder LaunchOrder(const std::string& id, int ranks, std::string backend = "cuda") {
@@ -309,7 +311,7 @@ TEST(Agent, ARestartedAgentAdoptsItsRanksAndStartsNothingTwice) {
 // rank that had not ended is reported ended (SIGKILL), so the server fails the attempt at once.
 TEST(Agent, AJournalOfAnEarlierBootIsNotResumed) {
   Fixture f;
-  f.fs.AddFile("/proc/sys/kernel/random/boot_id", "boot-1\n");
+  f.Boot("boot-1");
   {
     Agent a = f.Make();
     ASSERT_TRUE(a.Recover(0));
@@ -318,7 +320,7 @@ TEST(Agent, AJournalOfAnEarlierBootIsNotResumed) {
     a.Tick(kSec);
     a.Apply(StopOrder("s1", false, 5000), kSec);  // rank 2 is sent SIGTERM, and stays
   }  // the machine restarts: rank 2 (pid 100) was running, rank 3 had exited with 3
-  f.fs.AddFile("/proc/sys/kernel/random/boot_id", "boot-2\n");
+  f.Boot("boot-2");
   const size_t spawned = f.runner.procs_.size();
   Agent b = f.Make();
   ASSERT_TRUE(b.Recover(2 * kSec));
@@ -355,7 +357,7 @@ TEST(Agent, AJournalOfAnEarlierBootIsNotResumed) {
 // as the agent's user can append) does not make a restart in the same boot drop every rank.
 TEST(Agent, ABootRecordAppendedLaterIsNotTheJournals) {
   Fixture f;
-  f.fs.AddFile("/proc/sys/kernel/random/boot_id", "boot-1\n");
+  f.Boot("boot-1");
   {
     Agent a = f.Make();
     ASSERT_TRUE(a.Recover(0));
@@ -547,7 +549,7 @@ TEST(Agent, OnlyACurrentAttemptPromotesLatest) {
 // boot is dropped (else its far deadline would never be renewed and shims never fence).
 TEST(Agent, ALeaseFromAnotherBootIsDropped) {
   Fixture f;
-  f.fs.AddFile("/proc/sys/kernel/random/boot_id", "boot-2\n");
+  f.Boot("boot-2");
   f.fs.AddFile("/w/lease", "999999999999999999 boot-1\n");
   EXPECT_EQ(f.Make().LeaseDeadline(), 0);
   EXPECT_FALSE(f.fs.Read("/w/lease"));
@@ -571,7 +573,7 @@ TEST(Agent, ALeaseFromAnotherBootIsDropped) {
 // exit 127 would have failed the job for good) and nothing is journaled for it.
 TEST(Agent, TheLeaseFileSaysWhatHoldsBeforeARankStarts) {
   Fixture f;
-  f.fs.AddFile("/proc/sys/kernel/random/boot_id", "boot-1\n");
+  f.Boot("boot-1");
   {
     Agent a = f.Make();
     a.SetLease(0);
