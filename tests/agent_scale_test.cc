@@ -202,6 +202,10 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
   // TIANSHU_SCALE_REAL_RANKS=1: each rank is a real process (`sleep DURATION`, through the
   // agent's shim) instead of a placeholder, so the overhead includes spawning and reaping.
   const bool real_ranks = EnvInt("TIANSHU_SCALE_REAL_RANKS", 0) != 0;
+  // TIANSHU_SCALE_LEAVES=minimum (or N): every job asks for `topology: {leaves: ...}`, a
+  // required bound on the leaf switches it spans (as Slurm's --switches=N).
+  const char* leaves_env = std::getenv("TIANSHU_SCALE_LEAVES");
+  const std::string leaf_bound = leaves_env != nullptr ? leaves_env : "";
   const int total_gpus = kAgents * kGpusPerNode;
   std::atomic<int> next{0}, accepted{0};
   std::vector<std::string> ids(kJobsRun);
@@ -215,6 +219,7 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
         std::string yaml = "kind: training\nname: sleep-" + std::to_string(i) +
                            "\nmodel: {profile: llama2-7b}\nparallelism: {tp: 1, pp: 1}\ngpus: " +
                            std::to_string(g) + "\n" +
+                           (leaf_bound.empty() ? "" : "topology: {leaves: " + leaf_bound + "}\n") +
                            (real_ranks ? "run: {command: [sleep, \"" + std::to_string(d) + "\"]}\n"
                                        : "duration: " + std::to_string(d) + "s\n");
         auto r = c.Post(hold ? "/v1/jobs?hold=true" : "/v1/jobs", yaml, "application/yaml");

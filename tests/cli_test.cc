@@ -190,6 +190,31 @@ TEST(Cli, SimulateReadsPolicyLibraryNamesAndPluginOptionsFromAConfig) {
                 ":2:12: plugins.defrag.max_moves: must be between 1 and 100000, got \"0\"\n");
 }
 
+// `simulate --leaves` gives every job a leaf bound (topology.leaves): on Philly's first 3,000
+// jobs under the mainstream preset (which spreads gangs) communication takes a smaller share;
+// a bad bound is refused, naming the flag, before anything runs.
+TEST(Cli, SimulateLeavesBoundsEveryJobAndRefusesABadBound) {
+  const std::string args =
+      " simulate -t philly --max-jobs 3000 --config mainstream --no-progress -o json";
+  auto comm_share = [&](const std::string& more) {
+    auto r = RunCommand(kBin + args + more);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    if (j.is_discarded() || j["configs"].empty()) return -1.0;
+    return j["configs"][0]["comm_share"].get<double>();
+  };
+  const double spread = comm_share("");
+  const double bound = comm_share(" --leaves minimum");
+  EXPECT_GT(bound, 0);
+  EXPECT_LT(bound, spread);
+  auto r = RunCommand(kBin + args + " --leaves fewest");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.err,
+            "tianshu simulate: --leaves: must be `minimum` or a whole number of leaf switches "
+            "(at least 1), got 'fewest'\n");
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
 // `simulate` starts itself once more with huge pages for glibc's heap (main.cc): the results
 // are the same with (TIANSHU_HUGE_PAGES unset) and without (set), and it still runs where the
 // dynamic loader is named as the program: there /proc/self/exe is the loader, which started

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <ctime>
 #include <map>
+#include <memory>
+#include <set>
 #include <thread>
 
 #include "server_fixture.h"
@@ -296,6 +298,47 @@ TEST(ServerApi, NodeRegistrationPlacementLossAndRetry) {
   EXPECT_NE(metrics->text.find("tianshu_nodes_lost_total 1"), std::string::npos);
   EXPECT_NE(metrics->text.find("tianshu_jobs{state=\"succeeded\"} 1"), std::string::npos);
   EXPECT_NE(metrics->text.find("tianshu_job_retries_total 1"), std::string::npos);
+}
+
+// topology.leaves through the server: its nodes' "leaf" labels make the leaves. A 12-GPU job
+// can never sit under one leaf, and waits saying so; an 8-GPU job bound to one leaf takes the
+// two nodes of leaf l1, where first fit (the server's strategy here) would take node-a of l0
+// and node-b; a job that then waits says it waits within its bound.
+TEST(ServerApi, ALeafBoundIsHonouredOnTheNodesLeafLabels) {
+  ServerFixture f;
+  f.config.algorithm = "first-fit";
+  f.config.small_job_algorithm = "same";
+  f.config.long_queue_algorithm = "same";
+  f.Start();
+  std::vector<std::unique_ptr<FakeAgent>> agents;
+  for (auto [node, leaf] : {std::pair{"node-a", "l0"}, {"node-b", "l1"}, {"node-c", "l1"}}) {
+    agents.push_back(std::make_unique<FakeAgent>(f, node, 4));
+    agents.back()->labels["leaf"] = leaf;
+    ASSERT_EQ(agents.back()->Register().status, 200);
+  }
+  auto never = f.Post("/v1/jobs", JobYaml("never", 12, "topology: {leaves: 1}\n"));
+  ASSERT_EQ(never.status, 201) << never.text;
+  const std::string never_id = never.body["id"];
+  ASSERT_TRUE(WaitFor([&] {
+    return f.Get("/v1/jobs/" + never_id).body.value("message", "").find("topology.leaves") !=
+           std::string::npos;
+  })) << f.Get("/v1/jobs/" + never_id).body.dump(2);
+  EXPECT_EQ(f.JobState(never_id), "pending");
+  auto r = f.Post("/v1/jobs", JobYaml("bound", 8, "topology: {leaves: 1}\n"));
+  ASSERT_EQ(r.status, 201) << r.text;
+  const std::string id = r.body["id"];
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(id) == "starting"; })) << f.JobState(id);
+  const auto job = f.Get("/v1/jobs/" + id).body;
+  std::set<std::string> nodes;
+  for (const auto& p : job["placement"]) nodes.insert(p["node"]);
+  EXPECT_EQ(nodes, (std::set<std::string>{"node-b", "node-c"})) << job.dump(2);
+  auto waits = f.Post("/v1/jobs", JobYaml("waits", 8, "topology: {leaves: minimum}\n"));
+  ASSERT_EQ(waits.status, 201) << waits.text;
+  const std::string waits_id = waits.body["id"];
+  ASSERT_TRUE(WaitFor([&] {
+    return f.Get("/v1/jobs/" + waits_id).body.value("message", "") ==
+           "waiting for capacity within topology.leaves: minimum";
+  })) << f.Get("/v1/jobs/" + waits_id).body.dump(2);
 }
 
 TEST(ServerApi, WorkOrdersAreIdempotentAndFailuresRetryUpToMaxRetries) {

@@ -156,6 +156,9 @@ class FakeAgent {
         devices_(devices),
         agent_id_(agent_id.empty() ? node_ + "-agent-1" : std::move(agent_id)) {}
 
+  // Node labels it registers with ("leaf": the leaf switch the server places it under).
+  std::map<std::string, std::string> labels;
+
   server::ApiResponse Register(const std::vector<wire::RunningRank>& running = {}) {
     wire::RegisterRequest r;
     r.node = node_;
@@ -167,6 +170,7 @@ class FakeAgent {
     }
     r.hardware.cpu_milli = 64000;
     r.hardware.memory_bytes = int64_t{512} << 30;
+    r.hardware.labels = labels;
     r.running = running;
     // With the node's credential once it has one, else the admin token (which may join).
     auto res =

@@ -37,6 +37,7 @@ struct SimulateFlags {
   std::string jobs_csv;
   std::string report;
   std::string fail_nodes;
+  std::string leaves;    // "minimum" or N: every job's topology.leaves
   std::string data_dir;  // "": found as data_sets.h says
   bool progress = false;
   bool no_progress = false;
@@ -138,6 +139,18 @@ int Run(const SimulateFlags& f) {
   so.estimates = f.estimates == "history" ? sim::Estimates::kHistory
                  : f.estimates == "none"  ? sim::Estimates::kNone
                                           : sim::Estimates::kTrace;
+  if (!f.leaves.empty()) {
+    if (ToLower(f.leaves) == "minimum") {
+      so.max_leaves = model::kFewestLeaves;
+    } else if (int64_t n = 0; ParseInt64(f.leaves, &n) && n >= 1 && n <= 1'000'000) {
+      so.max_leaves = static_cast<int>(n);
+    } else {
+      std::cerr << "tianshu simulate: --leaves: must be `minimum` or a whole number of leaf "
+                   "switches (at least 1), got '"
+                << f.leaves << "'\n";
+      return kExitInvalid;
+    }
+  }
   if (!f.fail_nodes.empty()) {
     auto ns = ParseDurationNs(f.fail_nodes);
     if (!ns || *ns <= 0) {
@@ -232,6 +245,9 @@ Runner RegisterSimulate(CLI::App& app) {
       ->check(CLI::IsMember({"trace", "history", "none"}));
   cmd->add_option("--jobs-csv", f->jobs_csv, "Write one row per job");
   cmd->add_option("--report", f->report, "Write a self-contained HTML report");
+  cmd->add_option("--leaves", f->leaves,
+                  "Every job asks for topology.leaves: minimum (the fewest leaf switches that "
+                  "hold it) or N, a requirement rather than a preference");
   cmd->add_option("--fail-nodes", f->fail_nodes,
                   "Inject node failures: mean time between failures per node (e.g. 30d)");
   cmd->add_option("--data", f->data_dir,

@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 
 #include "tianshu/engine/internal/sort_keys.h"
@@ -36,6 +37,14 @@ int Starts(const CycleResult& r) {
   int n = 0;
   for (const auto& d : r.decisions) n += std::holds_alternative<StartJob>(d);
   return n;
+}
+
+// An 8-GPU job of `duration_s` submitted at `at` and running on all of `node`'s GPUs.
+void RunOnNode(Engine& e, JobId id, int node, double duration_s, int priority = 0, double at = 0) {
+  ASSERT_TRUE(e.Apply(SubmitJob{id, Job(8, duration_s, priority)}, at));
+  std::vector<placement::RankSlot> ranks;
+  for (int g = 0; g < 8; ++g) ranks.push_back({.node = node, .gpu = node * 8 + g});
+  ASSERT_TRUE(e.Restore(id, ranks, at));
 }
 
 TEST(Engine, StartsWhatFitsAndHoldsCapacity) {
@@ -1217,6 +1226,112 @@ TEST(Engine, WaitsForACompactPlacementUpToItsLimit) {
       EXPECT_EQ((*e)->Find(3)->state, JobState::kRunning);
     }
   }
+}
+
+// A job's topology.leaves is a requirement: with one node free under each leaf, a 16-GPU job
+// asking for the fewest leaves waits (a job without the bound starts spread at once) and
+// starts under one leaf once one frees.
+TEST(Engine, ALeafBoundJobWaitsInsteadOfSpreading) {
+  auto topo = Tree(4);  // leaf 0: nodes 0-1, leaf 1: nodes 2-3
+  for (bool bound : {true, false}) {
+    auto e = Engine::Create(topo, *PresetOptions("mainstream"));
+    ASSERT_TRUE(e) << e.error().message;
+    RunOnNode(**e, 1, 0, 100);
+    RunOnNode(**e, 2, 2, 1000);
+    model::JobSpec job = Job(16, 500);
+    if (bound) job.max_leaves = model::kFewestLeaves;
+    ASSERT_TRUE((*e)->Apply(SubmitJob{3, job}, 1));
+    (void)(*e)->Cycle(1);
+    auto leaves = [&] {
+      std::set<int> l;
+      for (const auto& slot : (*e)->Find(3)->placement) l.insert(topo.nodes[slot.node].leaf);
+      return l;
+    };
+    if (!bound) {
+      ASSERT_EQ((*e)->Find(3)->state, JobState::kRunning);
+      EXPECT_EQ(leaves().size(), 2u);
+      continue;
+    }
+    EXPECT_EQ((*e)->Find(3)->state, JobState::kPending);
+    ASSERT_TRUE((*e)->Apply(JobFinished{1, true, ""}, 100));
+    (void)(*e)->Cycle(100);
+    ASSERT_EQ((*e)->Find(3)->state, JobState::kRunning);
+    EXPECT_EQ(leaves(), (std::set<int>{topo.nodes[0].leaf}));
+  }
+}
+
+// A bound no idle cluster meets is refused at the first cycle, even while the job's count
+// does not fit (it would otherwise hold a FIFO queue until GPUs free), and what is behind it
+// runs.
+TEST(Engine, ALeafBoundNoLeafCanMeetIsRefusedAtOnce) {
+  auto topo = Tree(4);  // two leaves of 16 GPUs
+  auto e = Engine::Create(topo, *PresetOptions("mainstream"));
+  ASSERT_TRUE(e) << e.error().message;
+  ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(16, 1000)}, 0));
+  ASSERT_EQ(Starts((*e)->Cycle(0)), 1);
+  model::JobSpec never = Job(24, 100);
+  never.max_leaves = 1;
+  ASSERT_TRUE((*e)->Apply(SubmitJob{2, never}, 1));
+  ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(8, 100)}, 2));
+  CycleResult r = (*e)->Cycle(2);
+  EXPECT_EQ((*e)->Find(2)->state, JobState::kFailed);
+  EXPECT_NE((*e)->Find(2)->reason.find("topology.leaves"), std::string::npos)
+      << (*e)->Find(2)->reason;
+  EXPECT_EQ((*e)->Find(3)->state, JobState::kRunning);
+}
+
+// Preempting for a job with a leaf bound evicts only the victims whose nodes it takes: the
+// first victim frees GPUs under the wrong leaf, the second the leaf it gets, and the first
+// keeps running.
+TEST(Engine, PreemptionForALeafBoundJobSparesVictimsItDoesNotUse) {
+  auto topo = Tree(4);  // leaf 0: nodes 0-1, leaf 1: nodes 2-3
+  auto e = Engine::Create(topo, *PresetOptions("tiresias"));
+  ASSERT_TRUE(e) << e.error().message;
+  RunOnNode(**e, 1, 3, 100000, /*priority=*/5);  // a higher class: never a victim
+  RunOnNode(**e, 3, 0, 100000);
+  ASSERT_EQ(Starts((*e)->Cycle(0)), 0);
+  RunOnNode(**e, 2, 2, 100000, 0, /*at=*/5);  // the most recently started of equals: first victim
+  ASSERT_EQ(Starts((*e)->Cycle(5)), 0);
+  model::JobSpec bound = Job(16, 100, /*priority=*/1);
+  bound.max_leaves = 1;
+  ASSERT_TRUE((*e)->Apply(SubmitJob{4, bound}, 10));
+  CycleResult r = (*e)->Cycle(10);
+  ASSERT_EQ((*e)->Find(4)->state, JobState::kRunning);
+  std::set<int> leaves;
+  for (const auto& slot : (*e)->Find(4)->placement) leaves.insert(topo.nodes[slot.node].leaf);
+  EXPECT_EQ(leaves.size(), 1u);
+  EXPECT_EQ(r.stats.preempted, 1);
+  EXPECT_EQ((*e)->Find(2)->state, JobState::kRunning);
+  EXPECT_NE((*e)->Find(3)->state, JobState::kRunning);
+}
+
+// A blocked head with a leaf bound holds the nodes of the leaf it will get, also when its
+// count is free now but split over leaves: job 5 then backfills beside that leaf, and the
+// head starts when the leaf frees. (A count reservation holds nothing back once the count is
+// free, and the backfilled job took the head's leaf.)
+TEST(Engine, ABlockedLeafBoundHeadHoldsTheLeafItWillGet) {
+  auto topo = Tree(4);  // leaf 0: nodes 0-1, leaf 1: nodes 2-3
+  auto e = Engine::Create(topo, *PresetOptions("slurm"));
+  ASSERT_TRUE(e) << e.error().message;
+  RunOnNode(**e, 1, 0, 200);
+  RunOnNode(**e, 2, 2, 100);
+  RunOnNode(**e, 3, 3, 1000);
+  model::JobSpec head = Job(16, 100);
+  head.max_leaves = model::kFewestLeaves;
+  ASSERT_TRUE((*e)->Apply(SubmitJob{4, head}, 1));
+  ASSERT_TRUE((*e)->Apply(SubmitJob{5, Job(8, 5000)}, 2));
+  (void)(*e)->Cycle(2);
+  EXPECT_EQ((*e)->Find(5)->state, JobState::kPending);  // would end after the head's start
+  ASSERT_TRUE((*e)->Apply(JobFinished{2, true, ""}, 100));
+  CycleResult r = (*e)->Cycle(100);  // nodes 1 and 2 free: the count, not a leaf
+  EXPECT_TRUE(r.stats.head_blocked);
+  ASSERT_EQ((*e)->Find(5)->state, JobState::kRunning);
+  EXPECT_EQ((*e)->Find(5)->placement.front().node, 2);
+  ASSERT_TRUE((*e)->Apply(JobFinished{1, true, ""}, 200));
+  (void)(*e)->Cycle(200);
+  ASSERT_EQ((*e)->Find(4)->state, JobState::kRunning);
+  for (const auto& slot : (*e)->Find(4)->placement)
+    EXPECT_EQ(topo.nodes[slot.node].leaf, topo.nodes[0].leaf);
 }
 
 // EASY backfill plans a blocked gang on the nodes it will get (as Slurm's backfill does), not

@@ -4,6 +4,11 @@
 
 namespace tianshu::model {
 
+std::string LeafBoundName(int max_leaves) {
+  if (max_leaves == kFewestLeaves) return "minimum";
+  return max_leaves > 0 ? std::to_string(max_leaves) : "";
+}
+
 std::string_view GroupScopeName(GroupScope s) {
   switch (s) {
     case GroupScope::kNvlink:

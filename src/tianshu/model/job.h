@@ -34,6 +34,11 @@ enum class CheckpointMode {
   kSync,   // training stops while the checkpoint is written
 };
 
+// JobSpec::max_leaves for `topology: {leaves: minimum}`.
+inline constexpr int kFewestLeaves = -1;
+// How a job wrote its leaf bound: "minimum", "3"; "" for none.
+std::string LeafBoundName(int max_leaves);
+
 // Nested gang groups: every consecutive block of `size` ranks (in rank order) sits inside one
 // domain of `within`: a tensor-parallel group inside one NVLink domain, a pipeline stage
 // inside one leaf switch.
@@ -142,6 +147,10 @@ struct JobSpec {
   double duration_s = 0;   // expected run time under ideal placement, optional
   InferenceSpec inference;
   std::vector<RankGroup> groups;  // nested gang groups, innermost first (checked to nest)
+  // topology.leaves: the most leaf switches the job may span, a requirement, not a preference
+  // (Slurm's --switches=N, Kueue's podset-required-topology): 0 any (the scheduler's compact
+  // placement and wait apply), kFewestLeaves the fewest that could hold it, else N >= 1.
+  int max_leaves = 0;
   RunSpec run;
 
   // Accelerators asked for: gpus, else nodes * gpus_per_node (0 when neither is given).

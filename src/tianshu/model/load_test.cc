@@ -318,6 +318,21 @@ TEST(Job, ProfileAndOverrides) {
   ASSERT_TRUE(params) << params.error().message;
   EXPECT_EQ(params->model.parameters, 1'300'000'000);
   EXPECT_TRUE(params->parallelism.automatic);
+  EXPECT_EQ(params->max_leaves, 0);  // no bound unless asked
+  for (const auto& [text, want] :
+       std::vector<std::pair<std::string, int>>{{"topology: {leaves: minimum}", kFewestLeaves},
+                                                {"topology: {leaves: Minimum}", kFewestLeaves},
+                                                {"topology: {leaves: 3}", 3}}) {
+    auto b = LoadJobText("b.yaml", "name: b\nmodel: llama2-7b\ngpus: 64\n" + text + "\n");
+    ASSERT_TRUE(b) << text << ": " << b.error().message;
+    EXPECT_EQ(b->max_leaves, want) << text;
+  }
+  auto unknown = LoadJobText("u.yaml",
+                             "name: u\nmodel: llama2-7b\ngpus: 64\n"
+                             "topology: {leafs: 2}\n");
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.error().message.find("topology.leafs"), std::string::npos)
+      << unknown.error().message;
 }
 
 TEST(Job, CatalogueCoversTheReferenceModels) {

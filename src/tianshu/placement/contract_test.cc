@@ -7,6 +7,7 @@
 #include "tianshu/placement/fit.h"
 #include "tianshu/placement/groups.h"
 #include "tianshu/placement/internal/testing.h"
+#include "tianshu/placement/leaves.h"
 #include "tianshu/placement/strategy.h"
 
 namespace tianshu::placement {
@@ -14,6 +15,20 @@ namespace {
 
 using testing::ContiguousDomains;
 using testing::FatTree2048;
+
+// A fat tree of `nodes` 8-GPU nodes, `per_leaf` under each leaf.
+model::Topology SmallTree(int nodes, int per_leaf) {
+  model::FatTreeOptions fo;
+  fo.nodes = nodes;
+  fo.nodes_per_leaf = per_leaf;
+  return *model::GenerateFatTree(fo);
+}
+
+// Takes whole GPUs from..from+count-1 of `node`.
+void TakeGpus(ClusterState& state, int node, int from, int count) {
+  const int first = state.topology().nodes[node].first_gpu;
+  for (int i = from; i < from + count; ++i) ASSERT_TRUE(state.TakeGpu(first + i, 1000));
+}
 
 class Contract : public ::testing::TestWithParam<std::string> {
  protected:
@@ -82,14 +97,9 @@ TEST_P(Contract, CapacityNeverExceededAndGangsWhole) {
 // whole gang must sit under one leaf. Only leaf 3 (nodes 6 and 7, both idle) can hold it;
 // nodes 0-3 have 4 free GPUs each, which a group-blind first fit would take.
 TEST_P(Contract, NestedGroupsAreHonoured) {
-  model::FatTreeOptions fo;
-  fo.nodes = 8;
-  fo.nodes_per_leaf = 2;
-  model::Topology t = *model::GenerateFatTree(fo);
+  model::Topology t = SmallTree(8, 2);
   ClusterState state(t);
-  auto take = [&](int node, int count) {
-    for (int i = 0; i < count; ++i) ASSERT_TRUE(state.TakeGpu(t.nodes[node].first_gpu + i, 1000));
-  };
+  auto take = [&](int node, int count) { TakeGpus(state, node, 0, count); };
   for (int n = 0; n < 4; ++n) take(n, 4);
   take(5, 8);
   PlacementRequest r;
@@ -126,6 +136,74 @@ TEST_P(Contract, NestedGroupsAreHonoured) {
   PlacementRequest never = r;
   never.groups = {{.size = 16, .within = model::GroupScope::kNode}};
   EXPECT_EQ(s->Place(state, never).kind, OutcomeKind::kCanNeverFit) << GetParam();
+}
+
+// A required leaf bound (a job's topology.leaves). Three leaves of 4 nodes x 8 GPUs: leaf 0
+// has 16 GPUs free (4 on each node, which a bound-blind first fit takes), leaf 1 has 24,
+// leaf 2 has 28. A 24-rank job asking for the fewest leaves (one) must sit in leaf 1 or 2.
+TEST_P(Contract, LeafBoundsAreHonoured) {
+  model::Topology t = SmallTree(12, 4);
+  ClusterState state(t);
+  auto take = [&](int node, int from, int count) { TakeGpus(state, node, from, count); };
+  for (int n = 0; n < 4; ++n) take(n, 0, 4);
+  take(4, 0, 8);
+  take(8, 0, 4);
+  auto leaves_of = [&](const Outcome& o) {
+    std::set<int> leaves;
+    for (const RankSlot& slot : o.ranks) leaves.insert(t.nodes[slot.node].leaf);
+    return leaves;
+  };
+  PlacementRequest r{.name = "bound", .ranks = 24, .max_leaves = model::kFewestLeaves};
+  EXPECT_EQ(LeafLimit(state, r), 1);
+  auto s = Make();
+  Outcome o = s->Place(state, r);
+  ASSERT_TRUE(o.placed()) << GetParam() << ": " << o.reason;
+  ASSERT_EQ(leaves_of(o).size(), 1u) << GetParam();
+  EXPECT_NE(*leaves_of(o).begin(), t.nodes[0].leaf) << GetParam();
+  if (GetParam() == "first-fit") {  // the case is not trivial: without the bound it spreads
+    PlacementRequest blind = r;
+    blind.max_leaves = 0;
+    Outcome b = s->Place(state, blind);
+    ASSERT_TRUE(b.placed());
+    EXPECT_GT(leaves_of(b).size(), 1u);
+  }
+  std::vector<Outcome> batch = s->PlaceBatch(state, std::vector<PlacementRequest>{r, r});
+  ASSERT_EQ(batch.size(), 2u);
+  ASSERT_TRUE(batch[0].placed()) << GetParam() << ": " << batch[0].reason;
+  EXPECT_EQ(leaves_of(batch[0]).size(), 1u) << GetParam();
+  // The second takes the other roomy leaf, or does not fit now; never a spread.
+  if (batch[1].placed()) {
+    EXPECT_EQ(leaves_of(batch[1]).size(), 1u) << GetParam();
+    EXPECT_NE(leaves_of(batch[1]), leaves_of(batch[0])) << GetParam();
+  }
+  // 40 ranks within two leaves (the fewest: one holds 32), wherever the strategy itself
+  // places 40 ranks at all (yarn keeps a gang under one leaf).
+  PlacementRequest two{.name = "two", .ranks = 40, .max_leaves = model::kFewestLeaves};
+  EXPECT_EQ(LeafLimit(state, two), 2);
+  Outcome o2 = s->Place(state, two);
+  PlacementRequest two_blind = two;
+  two_blind.max_leaves = 0;
+  if (s->Place(state, two_blind).placed()) {
+    ASSERT_TRUE(o2.placed()) << GetParam() << ": " << o2.reason;
+    EXPECT_EQ(leaves_of(o2).size(), 2u) << GetParam();
+  } else {
+    EXPECT_EQ(o2.kind, OutcomeKind::kDoesNotFitNow) << GetParam();
+  }
+  // A bound of every leaf bounds nothing.
+  EXPECT_EQ(LeafLimit(state, {.name = "all", .ranks = 40, .max_leaves = 3}), 0);
+  // 61 GPUs free, but no leaf has 24: does not fit now, and says why.
+  take(5, 0, 1);
+  take(9, 0, 5);
+  Outcome none = s->Place(state, r);
+  EXPECT_EQ(none.kind, OutcomeKind::kDoesNotFitNow) << GetParam() << ": " << none.reason;
+  EXPECT_FALSE(none.reason.empty()) << GetParam();
+  if (GetParam() == "first-fit") {  // it would spread: the bound is what refuses it
+    EXPECT_NE(none.reason.find("no leaf switch has room"), std::string::npos) << none.reason;
+  }
+  // 40 ranks can never sit under one leaf of 32 GPUs.
+  Outcome never = s->Place(state, {.name = "never", .ranks = 40, .max_leaves = 1});
+  EXPECT_EQ(never.kind, OutcomeKind::kCanNeverFit) << GetParam() << ": " << never.reason;
+  EXPECT_NE(never.reason.find("topology.leaves"), std::string::npos) << never.reason;
 }
 
 TEST_P(Contract, OutcomesForTooLargeAndFull) {

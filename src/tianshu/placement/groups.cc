@@ -5,6 +5,7 @@
 #include <string>
 
 #include "tianshu/placement/fit.h"
+#include "tianshu/placement/leaves.h"
 
 namespace tianshu::placement {
 namespace {
@@ -222,6 +223,52 @@ class Grouped final : public Strategy {
   std::string_view Name() const override { return inner_->Name(); }
 
   Outcome Place(const ClusterState& s, const PlacementRequest& r) const override {
+    const int limit = LeafLimit(s, r);
+    if (limit <= 0) return PlaceInGroups(s, r);
+    if (r.max_leaves != model::kFewestLeaves) {  // the fewest that hold it: met on an idle cluster
+      if (auto never = NeverWithinLeaves(s, r, limit)) return *never;
+    }
+    Outcome o = PlaceInGroups(s, r);
+    if (!o.placed() || WithinLeaves(s.topology(), limit, o.ranks)) return o;
+    return PlaceWithinLeaves(s, r, limit,
+                             [&](const ClusterState& only) { return PlaceInGroups(only, r); });
+  }
+
+  std::vector<Outcome> PlaceBatch(const ClusterState& s,
+                                  std::span<const PlacementRequest> rs) const override {
+    std::vector<Outcome> outs = inner_->PlaceBatch(s, rs);
+    const bool any = std::any_of(rs.begin(), rs.end(), [](const PlacementRequest& r) {
+      return !r.groups.empty() || r.max_leaves != 0;
+    });
+    if (!any) return outs;
+    // Walk the batch in order on a working copy: keep outcomes that hold and still fit,
+    // re-place the others alone.
+    ClusterState w = s;
+    for (size_t i = 0; i < rs.size(); ++i) {
+      Outcome& o = outs[i];
+      if (o.placed() && !rs[i].groups.empty() && !GroupsHold(s.topology(), rs[i].groups, o.ranks)) {
+        if (auto ranks = Regroup(s.topology(), rs[i].groups, o.ranks)) {
+          o.ranks = std::move(*ranks);
+        } else {
+          o = PlaceGrouped(w, rs[i]);
+        }
+      }
+      if (o.placed()) {
+        const int limit = LeafLimit(s, rs[i]);
+        if (limit > 0 && !WithinLeaves(s.topology(), limit, o.ranks)) o = Place(w, rs[i]);
+      }
+      if (o.placed() && !Apply(&w, rs[i], o)) {
+        o = Place(w, rs[i]);
+        if (o.placed() && !Apply(&w, rs[i], o)) o = NotNow(rs[i], 0);
+      }
+    }
+    return outs;
+  }
+
+ private:
+  // The inner strategy's placement where the groups hold (or hold reordered), else the
+  // group-aware search's.
+  Outcome PlaceInGroups(const ClusterState& s, const PlacementRequest& r) const {
     Outcome o = inner_->Place(s, r);
     if (r.groups.empty() || o.kind == OutcomeKind::kCanNeverFit) return o;
     if (o.placed()) {
@@ -236,33 +283,6 @@ class Grouped final : public Strategy {
     return o.placed() ? g : o;  // nothing fits now either way: the strategy's own reason
   }
 
-  std::vector<Outcome> PlaceBatch(const ClusterState& s,
-                                  std::span<const PlacementRequest> rs) const override {
-    std::vector<Outcome> outs = inner_->PlaceBatch(s, rs);
-    const bool any = std::any_of(rs.begin(), rs.end(),
-                                 [](const PlacementRequest& r) { return !r.groups.empty(); });
-    if (!any) return outs;
-    // Walk the batch in order on a working copy: keep outcomes that hold and still fit,
-    // re-place the others alone.
-    ClusterState w = s;
-    for (size_t i = 0; i < rs.size(); ++i) {
-      Outcome& o = outs[i];
-      if (o.placed() && !rs[i].groups.empty() && !GroupsHold(s.topology(), rs[i].groups, o.ranks)) {
-        if (auto ranks = Regroup(s.topology(), rs[i].groups, o.ranks)) {
-          o.ranks = std::move(*ranks);
-        } else {
-          o = PlaceGrouped(w, rs[i]);
-        }
-      }
-      if (o.placed() && !Apply(&w, rs[i], o)) {
-        o = Place(w, rs[i]);
-        if (o.placed() && !Apply(&w, rs[i], o)) o = NotNow(rs[i], 0);
-      }
-    }
-    return outs;
-  }
-
- private:
   std::unique_ptr<Strategy> inner_;
 };
 
@@ -331,7 +351,7 @@ Outcome PlaceGrouped(const ClusterState& s, const PlacementRequest& r) {
   return o;
 }
 
-std::unique_ptr<Strategy> HonourGroups(std::unique_ptr<Strategy> inner) {
+std::unique_ptr<Strategy> HonourConstraints(std::unique_ptr<Strategy> inner) {
   return std::make_unique<Grouped>(std::move(inner));
 }
 

@@ -30,7 +30,8 @@ std::optional<std::vector<RankSlot>> Regroup(const model::Topology& topology,
 // is larger than any domain of its scope.
 Outcome PlaceGrouped(const model::ClusterState& state, const PlacementRequest& request);
 
-// Wraps a strategy so that it honours request.groups (MakeStrategy does this for all).
-std::unique_ptr<Strategy> HonourGroups(std::unique_ptr<Strategy> inner);
+// Wraps a strategy so that it honours request.groups and request.max_leaves (leaves.h);
+// MakeStrategy does this for all.
+std::unique_ptr<Strategy> HonourConstraints(std::unique_ptr<Strategy> inner);
 
 }  // namespace tianshu::placement

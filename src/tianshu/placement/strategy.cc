@@ -48,6 +48,7 @@ PlacementRequest RequestFromJob(const model::JobSpec& job) {
   r.accelerators = job.accelerators;
   r.node_selector = job.node_selector;
   r.groups = job.groups;
+  r.max_leaves = job.max_leaves;
   // Gradients all-reduced per iteration: 2 bytes (BF16) per parameter.
   if (job.model.parameters > 0) r.comm_bytes = 2 * job.model.parameters;
   return r;
@@ -149,7 +150,7 @@ Result<std::unique_ptr<Strategy>> MakeStrategy(std::string_view name,
   }
   auto built = factory(options);
   if (!built) return built;
-  return HonourGroups(std::move(*built));  // nested gang groups, for every strategy
+  return HonourConstraints(std::move(*built));  // groups and leaf bounds, for every strategy
 }
 
 Status RegisterStrategy(const std::string& name, StrategyFactory factory) {

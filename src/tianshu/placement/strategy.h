@@ -45,6 +45,9 @@ struct PlacementRequest {
   int64_t comm_bytes = 1 << 30;  // bytes all-reduced per iteration, for the network term
   // Nested gang groups, innermost first (see groups.h); every strategy honours them.
   std::vector<model::RankGroup> groups;
+  // The most leaf switches the ranks may span (see leaves.h; every strategy honours it):
+  // 0 any, model::kFewestLeaves the fewest that could hold the job.
+  int max_leaves = 0;
 };
 
 // The request for a job as users describe it.

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "tianshu/placement/fit.h"
+#include "tianshu/placement/leaves.h"
 #include "tianshu/policy/internal/reshape.h"
 #include "tianshu/policy/srtf.h"
 
@@ -228,6 +229,11 @@ class ElasticPolicy final : public engine::ReshapePolicy {
         req.ranks = j.request.ranks + k * unit;
         placement::Outcome o = placement::FinishPlacement(t2, req, counts);
         if (!o.placed()) continue;
+        // A job's leaf bound (topology.leaves) holds for what it grows to as well.
+        if (const int limit = placement::LeafLimit(t2, req);
+            limit > 0 && !placement::WithinLeaves(topo, limit, o.ranks)) {
+          continue;
+        }
         double thr = internal::PredictThroughput(topo, j.spec, internal::GpusOf(o.ranks), config_);
         if (thr > best) {
           best = thr;

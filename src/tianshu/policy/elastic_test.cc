@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 
 #include "tianshu/policy/internal/reshape.h"
 #include "tianshu/policy/internal/test_util.h"
@@ -112,6 +113,25 @@ TEST(Elastic, GrowsIntoAnIdleClusterWithNothingPending) {
   EXPECT_EQ(Nodes(*e->Find(1)), 4);
   // Its service: 8 GPUs for 300 s, then 32 (the resize charges the run at the old size first).
   EXPECT_DOUBLE_EQ(engine::ServiceAt(*e->Find(1), 400), 8 * 300 + 32 * 100);
+}
+
+// A job's leaf bound (topology.leaves) holds for what it grows to: bound to one leaf of two
+// nodes, it grows to the other node of its leaf only; unbound, it takes all four.
+TEST(Elastic, GrowsOnlyWithinItsLeafBound) {
+  auto topo = Tree(4);  // 2 nodes per leaf
+  for (int bound : {1, 0}) {
+    auto e = MakeEngine(topo, ElasticEngine());
+    ASSERT_TRUE(e);
+    model::JobSpec j = ElasticJob(1, 1, 4);
+    j.max_leaves = bound;
+    Submit(*e, 1, j, 0);
+    ASSERT_EQ(Count<StartJob>(e->Cycle(0)), 1);
+    ASSERT_EQ(Count<ResizeJob>(e->Cycle(300)), 1) << bound;
+    EXPECT_EQ(Nodes(*e->Find(1)), bound == 1 ? 2 : 4);
+    std::set<int> leaves;
+    for (const auto& s : e->Find(1)->placement) leaves.insert(topo.nodes[s.node].leaf);
+    EXPECT_EQ(leaves.size(), bound == 1 ? 1u : 2u);
+  }
 }
 
 TEST(Elastic, NoGrowWithoutPredictedGain) {

@@ -370,7 +370,11 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
     } else {
       const engine::JobRecord* r = ledger_->Find(seq);
       metrics_.placement_outcomes["does-not-fit-now"]++;
-      w = "waiting for capacity" + (r && !r->reason.empty() ? ": " + r->reason : std::string());
+      w = "waiting for capacity" +
+          (r && r->spec.max_leaves != 0
+               ? " within topology.leaves: " + model::LeafBoundName(r->spec.max_leaves)
+               : std::string()) +
+          (r && !r->reason.empty() ? ": " + r->reason : std::string());
       if (no_node) {
         w = "waiting: no node takes new work (each is failed, lost, cordoned or being probed; "
             "tianshu nodes says which)";

@@ -388,6 +388,7 @@ void Sim::InitRuns() {
   for (int i = 0; i < n; ++i) {
     JobRun& r = runs_[i];
     r.spec = SpecFor(w_.jobs[i]);
+    if (so_.max_leaves != 0) r.spec.max_leaves = so_.max_leaves;
     r.ideal_step = pm_.IdealStepSeconds(r.spec);
     r.need = w_.jobs[i].duration_s;
     if (r.need <= 0 && r.spec.iterations > 0 && r.ideal_step > 0) {

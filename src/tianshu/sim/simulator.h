@@ -37,6 +37,9 @@ struct SimOptions {
   // node_mtbf_s; each node comes back after repair_s.
   std::vector<std::pair<double, int>> node_failures;
   uint64_t seed = 42;  // failures (and the engine's searches, via its options)
+  // Non-zero: every job asks for this topology.leaves (a required leaf bound,
+  // model::kFewestLeaves for `minimum`), whatever its spec says.
+  int max_leaves = 0;
   // Called with every decision the simulator carries out, at its time, in the order carried
   // out: a record of the run (the recorded-sequence test compares it with the server's).
   std::function<void(double t, const engine::Decision& d)> on_decision;

@@ -227,10 +227,11 @@ CyclePlanner::Next CyclePlanner::AdmitPods(JobRecord& job) {
   pod.ranks = pod_ranks;
   pod.single_node = true;
   pod.gpus_per_node = 0;
-  // The Kubernetes schedulers know no nested gang groups, and a pod's node need not sustain a
-  // whole job's checkpoint bandwidth (a node's share is charged per Apply, pods apply one by
-  // one): neither is asked of a pod.
+  // The Kubernetes schedulers modelled here know no nested gang groups or leaf bounds, and a
+  // pod's node need not sustain a whole job's checkpoint bandwidth (a node's share is charged
+  // per Apply, pods apply one by one): none is asked of a pod.
   pod.groups.clear();
+  pod.max_leaves = 0;
   pod.storage_bps_per_node = 0;
   const placement::Strategy* use = StrategyFor(job, strategy_);
   std::vector<placement::RankSlot> got;
@@ -384,6 +385,17 @@ bool CyclePlanner::PreemptFor(JobRecord& job, const placement::Strategy* use, bo
     }
   }
   if (!placed) return false;
+  if (job.request.max_leaves != 0 || !job.request.groups.empty()) {
+    // A shape the count misses (a leaf bound, nested groups) may have needed victims taken
+    // in order whose nodes the placement then does not use: those keep running.
+    std::erase_if(taken, [&](JobId v) {
+      return std::none_of(jobs_.at(v).placement.begin(), jobs_.at(v).placement.end(),
+                          [&](const placement::RankSlot& vs) {
+                            return std::any_of(o.ranks.begin(), o.ranks.end(),
+                                               [&](const auto& s) { return s.node == vs.node; });
+                          });
+    });
+  }
   for (JobId v : taken) {
     const JobRecord& vr = jobs_.at(v);
     auto st = placement::Release(&work_, vr.request, placement::PlacedOutcome(vr.placement));
@@ -420,25 +432,52 @@ CyclePlanner::Next CyclePlanner::Block(const JobRecord& job) {
 }
 
 void CyclePlanner::ReserveNodes(const JobRecord& head) {
+  // A head whose shape the count misses (a leaf bound, nested groups) may be blocked with its
+  // count free now (the count's reservation then holds nothing back), or need GPUs that free
+  // after the count's shadow time.
+  const bool shaped = head.request.max_leaves != 0 || !head.request.groups.empty();
+  const bool count_free_now = WholeNeed(head.request) <= FreeWholeGpus(work_);
   // Gangs of one node keep the count reservation: measured on Philly at load 0.9, holding
   // their nodes too lengthened the average JCT (slurm preset 19.2 h -> 25.5 h).
-  if (!reservation_.active || reservation_.shadow_s >= kNever ||
-      head.request.ranks <= options_.small_job_max_gpus) {
+  if (!reservation_.active || head.request.ranks <= options_.small_job_max_gpus ||
+      (reservation_.shadow_s >= kNever && !(shaped && count_free_now))) {
     return;
   }
+  const double cut = count_free_now ? view_.now_s : reservation_.shadow_s;
   // The working state once every running job expected to end by the shadow time has ended.
   model::ClusterState then = work_;
+  std::vector<std::pair<double, JobId>> later;  // jobs expected to end after it, by end
   for (JobId id : view_.running) {
     const JobRecord& r = jobs_.at(id);
     if (std::find(evicted_.begin(), evicted_.end(), id) != evicted_.end()) continue;
     const double end = ExpectedEndS(r);
-    if (end >= kNever || end > reservation_.shadow_s) continue;
+    if (end >= kNever) continue;
+    if (end > cut) {
+      later.emplace_back(end, id);
+      continue;
+    }
     (void)placement::Release(&then, r.request, placement::PlacedOutcome(r.placement));
   }
   const placement::Strategy* use =
       policies_.placement_large_queue ? policies_.placement_large_queue.get() : strategy_;
   ++result_.stats.placement_calls;
-  const placement::Outcome o = use->Place(then, head.request);  // a gang: never the small-job one
+  placement::Outcome o = use->Place(then, head.request);  // a gang: never the small-job one
+  if (!o.placed() && shaped) {
+    // The later ends are taken 1, 2, 4, ... at a time until the head is placed (a few
+    // searches; the start found is at most the end of twice the jobs it needs), and the
+    // shadow time moves to the last of them.
+    std::sort(later.begin(), later.end());
+    size_t taken = 0;
+    for (size_t step = 1; taken < later.size() && !o.placed(); step *= 2) {
+      for (size_t k = 0; k < step && taken < later.size(); ++k, ++taken) {
+        const JobRecord& r = jobs_.at(later[taken].second);
+        (void)placement::Release(&then, r.request, placement::PlacedOutcome(r.placement));
+      }
+      ++result_.stats.placement_calls;
+      o = use->Place(then, head.request);
+      if (o.placed()) reservation_.shadow_s = later[taken - 1].first;
+    }
+  }
   if (!o.placed()) return;
   reserved_work_ = work_;
   for (const auto& slot : o.ranks) reserved_work_.SetHealthy(slot.node, false);

@@ -167,7 +167,7 @@ JobSpec ParseJob(YamlReader& r, const YAML::Node& root) {
       {"kind",          "name",         "model",      "parallelism", "gpus",       "nodes",
        "gpus_per_node", "gpu_milli",    "elastic",    "priority",    "queue",      "backend",
        "node_selector", "accelerators", "checkpoint", "max_retries", "iterations", "duration",
-       "inference",     "run",          "groups",     "time_limit"});
+       "inference",     "run",          "groups",     "time_limit",  "topology"});
   std::string kind = "training";
   YAML::Node k = r.Get(root, "kind");
   if (k.IsDefined() && k.IsScalar() && ToLower(k.Scalar()) != "job") {
@@ -338,6 +338,25 @@ JobSpec ParseJob(YamlReader& r, const YAML::Node& root) {
     }
   } else if (inf.IsDefined()) {
     r.Error(inf, "inference", "is only for jobs of kind: inference");
+  }
+
+  // topology: {leaves: minimum | N}: a required bound on the leaf switches spanned.
+  YAML::Node topo = r.Get(root, "topology");
+  if (topo.IsDefined() && r.ExpectMap(topo, "topology")) {
+    r.CheckKeys(topo, "topology", {"leaves"});
+    const YAML::Node leaves = r.Get(topo, "leaves");
+    if (leaves.IsDefined()) {
+      const std::string text = leaves.IsScalar() ? leaves.Scalar() : "";
+      if (ToLower(text) == "minimum") {
+        j.max_leaves = kFewestLeaves;
+      } else if (!text.empty() && std::all_of(text.begin(), text.end(),
+                                              [](char c) { return c >= '0' && c <= '9'; })) {
+        r.Int(topo, "topology", "leaves", &j.max_leaves, 1, 1'000'000);
+      } else {
+        r.Error(leaves, "topology.leaves",
+                "must be `minimum` or a whole number of leaf switches (at least 1)");
+      }
+    }
   }
 
   // groups: [{size, within}], innermost first; each size divides the next and the job's ranks,
