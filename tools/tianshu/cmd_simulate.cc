@@ -188,7 +188,11 @@ int Run(const SimulateFlags& f) {
     std::cout << sim::FormatJson(workload->name, cluster_spec, results) << "\n";
   } else {
     std::cout << title << ", " << topo->NumGpus() << " GPUs"
-              << (so.fixed_durations ? ", fixed durations" : "") << "\n"
+              << (so.fixed_durations ? ", fixed durations" : "")
+              << (so.max_leaves != 0
+                      ? ", every job within topology.leaves: " + model::LeafBoundName(so.max_leaves)
+                      : std::string())
+              << "\n"
               << sim::FormatTable(results);
   }
   if (!f.jobs_csv.empty()) {

@@ -270,14 +270,13 @@ Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
     r.submit_s = now_s;
     r.pending_since_s = now_s;
     r.accrued_to_s = now_s;
-    // "Can never fit" is judged once, on the idle, healthy cluster, leaf bound included.
-    if (auto never = placement::NeverFits(idle_, r.request)) {
-      never_fits_[e->id] = never->reason;
-    } else if (const int limit = placement::LeafLimit(idle_, r.request); limit > 0) {
-      if (auto bound = placement::NeverWithinLeaves(idle_, r.request, limit)) {
-        never_fits_[e->id] = bound->reason;
-      }
+    // "Can never fit" is judged once, on the idle, healthy cluster, leaf bound included (the
+    // pod modes place pods without it).
+    auto never = placement::NeverFits(idle_, r.request);
+    if (!never && options_.binding == Binding::kJob) {
+      never = placement::NeverWithinLeaves(idle_, r.request);
     }
+    if (never) never_fits_[e->id] = never->reason;
     jobs_.emplace(e->id, std::move(r));
     MarkEstimateStale(jobs_.at(e->id));  // once it is a record (the list's upkeep reads them)
     submission_slot_[e->id] = order_of_submission_.size();

@@ -1278,6 +1278,12 @@ TEST(Engine, ALeafBoundNoLeafCanMeetIsRefusedAtOnce) {
   EXPECT_NE((*e)->Find(2)->reason.find("topology.leaves"), std::string::npos)
       << (*e)->Find(2)->reason;
   EXPECT_EQ((*e)->Find(3)->state, JobState::kRunning);
+  // The pod modes place pods without the bound, and refuse nothing for it.
+  auto pods = Engine::Create(topo, *PresetOptions("kube-default"));
+  ASSERT_TRUE(pods) << pods.error().message;
+  ASSERT_TRUE((*pods)->Apply(SubmitJob{2, never}, 0));
+  (void)(*pods)->Cycle(0);
+  EXPECT_EQ((*pods)->Find(2)->state, JobState::kRunning);
 }
 
 // Preempting for a job with a leaf bound evicts only the victims whose nodes it takes: the
@@ -1307,8 +1313,8 @@ TEST(Engine, PreemptionForALeafBoundJobSparesVictimsItDoesNotUse) {
 
 // A blocked head with a leaf bound holds the nodes of the leaf it will get, also when its
 // count is free now but split over leaves: job 5 then backfills beside that leaf, and the
-// head starts when the leaf frees. (A count reservation holds nothing back once the count is
-// free, and the backfilled job took the head's leaf.)
+// head starts when the leaf frees. (With a count reservation job 5 waited on idle GPUs: the
+// count's shadow time is now, and no GPU is spare.)
 TEST(Engine, ABlockedLeafBoundHeadHoldsTheLeafItWillGet) {
   auto topo = Tree(4);  // leaf 0: nodes 0-1, leaf 1: nodes 2-3
   auto e = Engine::Create(topo, *PresetOptions("slurm"));
@@ -1332,6 +1338,34 @@ TEST(Engine, ABlockedLeafBoundHeadHoldsTheLeafItWillGet) {
   ASSERT_EQ((*e)->Find(4)->state, JobState::kRunning);
   for (const auto& slot : (*e)->Find(4)->placement)
     EXPECT_EQ(topo.nodes[slot.node].leaf, topo.nodes[0].leaf);
+}
+
+// The head's start is the earliest end that frees a leaf for it, not the last end of the batch
+// the search took: leaf 0 frees at 200 (job 3), the batch that found it also held job 4's end
+// at 5000, and job 7 (4,000 s, ending before 5000) must not take leaf 0.
+TEST(Engine, ALeafBoundHeadsStartIsTheEarliestEndThatFreesALeaf) {
+  auto topo = Tree(6);  // leaves: nodes 0-1, 2-3, 4-5
+  auto e = Engine::Create(topo, *PresetOptions("slurm"));
+  ASSERT_TRUE(e) << e.error().message;
+  RunOnNode(**e, 1, 2, 110);
+  RunOnNode(**e, 2, 4, 160);
+  RunOnNode(**e, 3, 1, 200);
+  RunOnNode(**e, 4, 3, 5000);
+  RunOnNode(**e, 5, 5, 6000);  // node 0 is free
+  model::JobSpec head = Job(16, 100);
+  head.max_leaves = model::kFewestLeaves;
+  ASSERT_TRUE((*e)->Apply(SubmitJob{6, head}, 1));
+  ASSERT_TRUE((*e)->Apply(SubmitJob{7, Job(8, 4000)}, 2));
+  (void)(*e)->Cycle(2);
+  EXPECT_EQ((*e)->Find(7)->state, JobState::kPending);
+  for (auto [id, at] : {std::pair{1, 110.0}, std::pair{2, 160.0}, std::pair{3, 200.0}}) {
+    ASSERT_TRUE((*e)->Apply(JobFinished{id, true, ""}, at));
+    (void)(*e)->Cycle(at);
+  }
+  ASSERT_EQ((*e)->Find(6)->state, JobState::kRunning);
+  for (const auto& slot : (*e)->Find(6)->placement) {
+    EXPECT_EQ(topo.nodes[slot.node].leaf, topo.nodes[0].leaf);
+  }
 }
 
 // EASY backfill plans a blocked gang on the nodes it will get (as Slurm's backfill does), not

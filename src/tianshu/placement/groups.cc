@@ -225,9 +225,7 @@ class Grouped final : public Strategy {
   Outcome Place(const ClusterState& s, const PlacementRequest& r) const override {
     const int limit = LeafLimit(s, r);
     if (limit <= 0) return PlaceInGroups(s, r);
-    if (r.max_leaves != model::kFewestLeaves) {  // the fewest that hold it: met on an idle cluster
-      if (auto never = NeverWithinLeaves(s, r, limit)) return *never;
-    }
+    if (auto never = NeverWithinLeaves(s, r)) return *never;
     Outcome o = PlaceInGroups(s, r);
     if (!o.placed() || WithinLeaves(s.topology(), limit, o.ranks)) return o;
     return PlaceWithinLeaves(s, r, limit,

@@ -81,7 +81,10 @@ bool WithinLeaves(const model::Topology& topology, int limit, std::span<const Ra
 }
 
 std::optional<Outcome> NeverWithinLeaves(const model::ClusterState& state,
-                                         const PlacementRequest& request, int limit) {
+                                         const PlacementRequest& request) {
+  if (request.max_leaves == model::kFewestLeaves) return std::nullopt;  // met when idle
+  const int limit = LeafLimit(state, request);
+  if (limit <= 0) return std::nullopt;
   auto room = LeafRoom(state, request, /*idle=*/true);
   MostRoomFirst(&room);
   const int64_t most = RoomOfFirst(room, limit);

@@ -26,10 +26,10 @@ int LeafLimit(const model::ClusterState& state, const PlacementRequest& request)
 // Whether `ranks` use at most `limit` leaf switches.
 bool WithinLeaves(const model::Topology& topology, int limit, std::span<const RankSlot> ranks);
 
-// "Can never fit" with its reason when even an idle cluster holds the request on no `limit`
-// leaves, else nullopt.
+// "Can never fit" with its reason when even an idle cluster holds the request on no N leaves
+// of its bound of N, else nullopt (always for no bound, or the fewest leaves that hold it).
 std::optional<Outcome> NeverWithinLeaves(const model::ClusterState& state,
-                                         const PlacementRequest& request, int limit);
+                                         const PlacementRequest& request);
 
 // Places `request` within `limit` leaves by running `place` on copies of `state` that keep
 // only the nodes of chosen leaves: for one leaf, each leaf with room for it, the tightest

@@ -148,7 +148,9 @@ class FairShareOrder final : public engine::OrderPolicy {
 // queues that run beyond their own quota, and only as much of them as they borrowed (a victim
 // is taken only while its branch is still over quota before it goes). Lowest priority first,
 // then the most recently started (least work since its start to lose), whole jobs only; the
-// engine simulates the eviction and stops at the first prefix that lets the candidate place.
+// engine simulates the eviction and stops at the first prefix that lets the candidate place
+// (for a candidate with a leaf bound or groups, the victims of that prefix on nodes it does
+// not take are spared).
 // No cycles: after the eviction the evictor's queues are within quota, so nothing can reclaim
 // from them, and a victim's queue was over quota with the victim in it, so the victim cannot
 // meet the within-quota test to reclaim back.

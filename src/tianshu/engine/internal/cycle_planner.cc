@@ -431,65 +431,6 @@ CyclePlanner::Next CyclePlanner::Block(const JobRecord& job) {
   return Next::kContinue;
 }
 
-void CyclePlanner::ReserveNodes(const JobRecord& head) {
-  // A head whose shape the count misses (a leaf bound, nested groups) may be blocked with its
-  // count free now (the count's reservation then holds nothing back), or need GPUs that free
-  // after the count's shadow time.
-  const bool shaped = head.request.max_leaves != 0 || !head.request.groups.empty();
-  const bool count_free_now = WholeNeed(head.request) <= FreeWholeGpus(work_);
-  // Gangs of one node keep the count reservation: measured on Philly at load 0.9, holding
-  // their nodes too lengthened the average JCT (slurm preset 19.2 h -> 25.5 h).
-  if (!reservation_.active || head.request.ranks <= options_.small_job_max_gpus ||
-      (reservation_.shadow_s >= kNever && !(shaped && count_free_now))) {
-    return;
-  }
-  const double cut = count_free_now ? view_.now_s : reservation_.shadow_s;
-  // The working state once every running job expected to end by the shadow time has ended.
-  model::ClusterState then = work_;
-  std::vector<std::pair<double, JobId>> later;  // jobs expected to end after it, by end
-  for (JobId id : view_.running) {
-    const JobRecord& r = jobs_.at(id);
-    if (std::find(evicted_.begin(), evicted_.end(), id) != evicted_.end()) continue;
-    const double end = ExpectedEndS(r);
-    if (end >= kNever) continue;
-    if (end > cut) {
-      later.emplace_back(end, id);
-      continue;
-    }
-    (void)placement::Release(&then, r.request, placement::PlacedOutcome(r.placement));
-  }
-  const placement::Strategy* use =
-      policies_.placement_large_queue ? policies_.placement_large_queue.get() : strategy_;
-  ++result_.stats.placement_calls;
-  placement::Outcome o = use->Place(then, head.request);  // a gang: never the small-job one
-  if (!o.placed() && shaped) {
-    // The later ends are taken 1, 2, 4, ... at a time until the head is placed (a few
-    // searches; the start found is at most the end of twice the jobs it needs), and the
-    // shadow time moves to the last of them.
-    std::sort(later.begin(), later.end());
-    size_t taken = 0;
-    for (size_t step = 1; taken < later.size() && !o.placed(); step *= 2) {
-      for (size_t k = 0; k < step && taken < later.size(); ++k, ++taken) {
-        const JobRecord& r = jobs_.at(later[taken].second);
-        (void)placement::Release(&then, r.request, placement::PlacedOutcome(r.placement));
-      }
-      ++result_.stats.placement_calls;
-      o = use->Place(then, head.request);
-      if (o.placed()) reservation_.shadow_s = later[taken - 1].first;
-    }
-  }
-  if (!o.placed()) return;
-  reserved_work_ = work_;
-  for (const auto& slot : o.ranks) reserved_work_.SetHealthy(slot.node, false);
-  nodes_reserved_ = true;
-}
-
-const model::ClusterState& CyclePlanner::StateFor(const JobRecord& job) const {
-  if (!nodes_reserved_) return work_;  // set only once the queue is blocked
-  const double left = RemainingEstimateS(job);
-  return left >= 0 && view_.now_s + left <= reservation_.shadow_s ? work_ : reserved_work_;
-}
-
 void CyclePlanner::UpgradeSpreadJobs() {
   if (!consolidation_.UpgradesOn() || result_.stats.head_blocked) return;
   int tries = 0;

@@ -76,6 +76,11 @@ class CyclePlanner {
   // hides them from jobs that would still run then (as Slurm's backfill plans the head on
   // nodes, not on a count), so that the head finds them whole.
   void ReserveNodes(const JobRecord& head);
+  // The head placed on `then` as running jobs of `later` (ends after the shadow time) end, the
+  // earliest that places it; moves the reservation's shadow time there. Not placed: none does.
+  placement::Outcome PlaceAtLaterEnd(const JobRecord& head, const placement::Strategy* use,
+                                     model::ClusterState then,
+                                     std::vector<std::pair<double, JobId>> later);
   // The state `job` is placed on: the working state, or, behind a head holding nodes, the
   // working state without them unless `job` is expected to end before the head starts.
   const model::ClusterState& StateFor(const JobRecord& job) const;
