@@ -235,10 +235,9 @@ class Grouped final : public Strategy {
   std::vector<Outcome> PlaceBatch(const ClusterState& s,
                                   std::span<const PlacementRequest> rs) const override {
     std::vector<Outcome> outs = inner_->PlaceBatch(s, rs);
-    const bool any = std::any_of(rs.begin(), rs.end(), [](const PlacementRequest& r) {
-      return !r.groups.empty() || r.max_leaves != 0;
-    });
-    if (!any) return outs;
+    if (std::none_of(rs.begin(), rs.end(), [](const auto& r) { return r.Shaped(); })) {
+      return outs;
+    }
     // Walk the batch in order on a working copy: keep outcomes that hold and still fit,
     // re-place the others alone.
     ClusterState w = s;

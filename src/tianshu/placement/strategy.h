@@ -48,6 +48,10 @@ struct PlacementRequest {
   // The most leaf switches the ranks may span (see leaves.h; every strategy honours it):
   // 0 any, model::kFewestLeaves the fewest that could hold the job.
   int max_leaves = 0;
+
+  // Whether it asks for a shape a count of free GPUs cannot show: nested groups or a leaf
+  // bound (a count that fits may still not place it).
+  bool Shaped() const { return !groups.empty() || max_leaves != 0; }
 };
 
 // The request for a job as users describe it.

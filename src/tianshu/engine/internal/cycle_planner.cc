@@ -385,15 +385,14 @@ bool CyclePlanner::PreemptFor(JobRecord& job, const placement::Strategy* use, bo
     }
   }
   if (!placed) return false;
-  if (job.request.max_leaves != 0 || !job.request.groups.empty()) {
+  if (job.request.Shaped()) {
     // A shape the count misses (a leaf bound, nested groups) may have needed victims taken
     // in order whose nodes the placement then does not use: those keep running.
+    const std::vector<int> used = placement::SpanOf(topology_, o.ranks).nodes;
     std::erase_if(taken, [&](JobId v) {
-      return std::none_of(jobs_.at(v).placement.begin(), jobs_.at(v).placement.end(),
-                          [&](const placement::RankSlot& vs) {
-                            return std::any_of(o.ranks.begin(), o.ranks.end(),
-                                               [&](const auto& s) { return s.node == vs.node; });
-                          });
+      return std::ranges::none_of(
+          placement::SpanOf(topology_, jobs_.at(v).placement).nodes,
+          [&](int n) { return std::find(used.begin(), used.end(), n) != used.end(); });
     });
   }
   for (JobId v : taken) {

@@ -34,7 +34,7 @@ void CyclePlanner::ReserveNodes(const JobRecord& head) {
   placement::Outcome o = use->Place(then, head.request);  // a gang: never the small-job one
   // A head whose shape the count misses (a leaf bound, nested groups) may need GPUs that free
   // after the count's shadow time (which is now where its count is free, split over leaves).
-  if (!o.placed() && (head.request.max_leaves != 0 || !head.request.groups.empty())) {
+  if (!o.placed() && head.request.Shaped()) {
     o = PlaceAtLaterEnd(head, use, std::move(then), std::move(later));
   }
   if (!o.placed()) return;
