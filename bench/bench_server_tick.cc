@@ -155,7 +155,9 @@ int main(int argc, char** argv) {
   cp.Tick(t0 + 1);  // places the running ones
   for (int n = 0; n < nodes; ++n) {
     const std::string node = "n" + std::to_string(n);
-    auto work = cp.Work(node, "a" + std::to_string(n), 0);
+    auto text = cp.Work(node, "a" + std::to_string(n), 0);
+    if (!text) continue;
+    auto work = wire::ParseWorkBatch(*text);
     if (!work) continue;
     wire::ReportBatch b{.agent_id = "a" + std::to_string(n)};
     for (const auto& order : work->orders) {

@@ -195,7 +195,9 @@ class FakeCluster {
       for (int n = 0; n < kNodes; ++n) {
         const std::string node = "n" + std::to_string(n);
         if (failed_.contains(node)) continue;
-        auto work = cp_->Work(node, AgentOf(node), 0);
+        auto text = cp_->Work(node, AgentOf(node), 0);
+        ASSERT_TRUE(text) << text.error().message;
+        auto work = wire::ParseWorkBatch(*text);
         ASSERT_TRUE(work) << work.error().message;
         wire::ReportBatch b{.agent_id = AgentOf(node)};
         for (const auto& order : work->orders) {

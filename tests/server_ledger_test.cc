@@ -73,8 +73,10 @@ class ServerLedger : public ::testing::Test {
     cp_->Tick(now_);
     for (const std::string& name : nodes_) {
       if (failed_.contains(name)) continue;
-      auto work = cp_->Work(name, "agent-" + name, 0);
-      if (!work) continue;
+      auto text = cp_->Work(name, "agent-" + name, 0);
+      if (!text) continue;
+      auto work = wire::ParseWorkBatch(*text);
+      ASSERT_TRUE(work) << work.error().message;
       wire::ReportBatch b{.agent_id = "agent-" + name};
       for (const auto& order : work->orders) {
         if (order.kind == wire::OrderKind::kStop) {

@@ -333,6 +333,7 @@ int Run(const AgentArgs& a) {
     }
     set_credential(r.credential);
   };
+  const agent::WorkWatcher* watching = nullptr;  // set once the watcher below runs
   agent::Session session({.node = host->hostname,
                           .agent_id = agent_id,
                           .address = address,
@@ -346,6 +347,7 @@ int Run(const AgentArgs& a) {
                                 if (monitor) last_usage = monitor->Sample();
                                 return last_usage;
                               },
+                          .watched = [&watching] { return watching && !watching->disabled(); },
                           .seed = std::hash<std::string>{}(agent_id)},
                          http, core);
   LogLine(LogLevel::kInfo, "agent")
@@ -355,6 +357,7 @@ int Run(const AgentArgs& a) {
   const pthread_t main_thread = pthread_self();
   agent::WorkWatcher watcher({.node = host->hostname, .agent_id = agent_id}, watch_http,
                              [main_thread] { pthread_kill(main_thread, SIGUSR1); });
+  watching = &watcher;
   bool was_registered = false;
   std::string last_error;
   while (true) {

@@ -41,8 +41,12 @@ Agent::Agent(AgentOptions options, HostInfo host, SystemFiles& fs, CgroupDriver&
   if (auto text = fs_.ReadUntrusted(LeasePath(), 128)) {
     auto fields = SplitString(std::string(Trim(*text)), ' ');
     int64_t deadline = 0;
-    const bool this_boot = fields.size() == 2 ? fields[1] == boot_id_ : boot_id_.empty();
-    if (!fields.empty() && this_boot && ParseInt64(fields[0], &deadline) && deadline > 0) {
+    // "DEADLINE BOOT_ID DEADLINE" (LeaseRecord), "DEADLINE BOOT_ID" (an older agent's),
+    // "none BOOT_ID"; nobody writes it now, so two different numbers mean a broken file.
+    const bool this_boot =
+        fields.size() == 2 || fields.size() == 3 ? fields[1] == boot_id_ : boot_id_.empty();
+    const bool whole = fields.size() != 3 || fields[2] == fields[0];
+    if (!fields.empty() && this_boot && whole && ParseInt64(fields[0], &deadline) && deadline > 0) {
       lease_deadline_ns_ = deadline;
     } else if (fields.empty() || !this_boot || fields[0] != "none") {
       // The shims of ranks of this boot (if any) fence: nothing says a lease holds.
@@ -91,13 +95,16 @@ void Agent::RenewLease(int64_t sent_boot_ns) {
   if (lease_ns_ == 0) return;
   const int64_t deadline = sent_boot_ns + lease_ns_;
   if (deadline <= lease_deadline_ns_) return;
-  // Replace writes a temporary file and renames it: a shim never reads half a number.
-  // The boot the deadline belongs to follows it (the shim reads only the number). Not synced:
-  // after a crash of the machine no rank is left to fence, and the next boot drops the file
-  // (its boot id differs); a restarted agent reads it from the page cache. Every answered
-  // heartbeat writes it, so a flush each time cost every node one disk flush a second.
-  if (fs_.Replace(LeasePath(), std::to_string(deadline) + " " + boot_id_ + "\n",
-                  SystemFiles::Sync::kThisBoot)) {
+  // Rewritten in place (Overwrite) once the file holds a record of the same length: a shim
+  // that reads it meanwhile sees two different numbers and reads again (LeaseRecord). The
+  // first renewal after "none" or an older agent's record replaces the file (a temporary file
+  // renamed over it). Not synced: after a crash of the machine no rank is left to fence, and
+  // the next boot drops the file (its boot id differs); a restarted agent reads it from the
+  // page cache. Every answered heartbeat writes it, so a flush each time cost every node one
+  // disk flush a second.
+  const std::string record = LeaseRecord(deadline, boot_id_);
+  if (fs_.Overwrite(LeasePath(), record) ||
+      fs_.Replace(LeasePath(), record, SystemFiles::Sync::kThisBoot)) {
     lease_deadline_ns_ = deadline;
   }
 }

@@ -558,12 +558,50 @@ TEST(Agent, ALeaseFromAnotherBootIsDropped) {
   EXPECT_EQ(a.LeaseDeadline(), 123456);
   a.SetLease(kSec);
   a.RenewLease(200000);
-  EXPECT_EQ(*f.fs.Read("/w/lease"), std::to_string(200000 + kSec) + " boot-2\n");
+  EXPECT_EQ(*f.fs.Read("/w/lease"), LeaseRecord(200000 + kSec, "boot-2"));
+  EXPECT_EQ(f.fs.Overwrites("/w/lease"), 0);  // an older agent's record is replaced
   a.RenewLease(300000);
-  EXPECT_EQ(*f.fs.Read("/w/lease"), std::to_string(300000 + kSec) + " boot-2\n");
+  EXPECT_EQ(*f.fs.Read("/w/lease"), LeaseRecord(300000 + kSec, "boot-2"));
+  EXPECT_EQ(f.fs.Overwrites("/w/lease"), 1);  // one of the same length is rewritten in place
   // Written at every answered heartbeat, never flushed to disk: it means nothing after a crash
   // of the machine (the next boot drops it, as above).
   EXPECT_EQ(f.fs.DurableReplaces("/w/lease"), 0);
+  // A restarted agent takes its own record back, and refuses one whose numbers differ.
+  EXPECT_EQ(f.Make().LeaseDeadline(), 300000 + kSec);
+  f.fs.AddFile("/w/lease", "0000000000000300000 boot-2 0000000000000999999\n");
+  EXPECT_EQ(f.Make().LeaseDeadline(), 0);
+  EXPECT_FALSE(f.fs.Read("/w/lease"));
+}
+
+// The record the shims read: the deadline in 19 digits at both ends. A read torn by a rewrite
+// in place shows two different numbers; an older agent's record has the number once.
+TEST(Agent, ALeaseRecordTornByARewriteIsToldApart) {
+  const std::string a = LeaseRecord(123'456'789'000, "b0a7-1"), b = LeaseRecord(987'000, "b0a7-1");
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(a, "0000000123456789000 b0a7-1 0000000123456789000\n");
+  int64_t d = 0;
+  EXPECT_EQ(ParseLeaseRecord(a.data(), a.size(), &d), LeaseRead::kDeadline);
+  EXPECT_EQ(d, 123'456'789'000);
+  // Every mix of the two at one point (a copy overtaking or overtaken by the rewrite) is either
+  // one of them whole or torn: never a number neither of them holds.
+  for (size_t cut = 0; cut <= a.size(); ++cut) {
+    for (const auto& [x, y] : {std::pair{a, b}, std::pair{b, a}}) {
+      const std::string mixed = x.substr(0, cut) + y.substr(cut);
+      const LeaseRead r = ParseLeaseRecord(mixed.data(), mixed.size(), &d);
+      if (r == LeaseRead::kDeadline) {
+        EXPECT_TRUE(mixed == a || mixed == b || d == 123'456'789'000 || d == 987'000) << mixed;
+        EXPECT_TRUE(d == 123'456'789'000 || d == 987'000) << mixed;
+      } else {
+        EXPECT_EQ(r, LeaseRead::kTorn) << mixed;
+      }
+    }
+  }
+  const std::string older = "123456 boot-2\n", none = "none boot-2\n", junk = "x 1 2\n";
+  EXPECT_EQ(ParseLeaseRecord(older.data(), older.size(), &d), LeaseRead::kDeadline);
+  EXPECT_EQ(d, 123456);
+  EXPECT_EQ(ParseLeaseRecord(none.data(), none.size(), &d), LeaseRead::kNone);
+  EXPECT_EQ(ParseLeaseRecord(junk.data(), junk.size(), &d), LeaseRead::kInvalid);
+  EXPECT_EQ(ParseLeaseRecord("", 0, &d), LeaseRead::kInvalid);
 }
 
 // A shim fences its rank when the lease file is missing (so removing it cannot keep a rank
@@ -584,7 +622,7 @@ TEST(Agent, TheLeaseFileSaysWhatHoldsBeforeARankStarts) {
     // A lease given later replaces it; taken away again, the file says "none" once more.
     a.SetLease(kSec);
     a.RenewLease(200000);
-    EXPECT_EQ(*f.fs.Read("/w/lease"), std::to_string(200000 + kSec) + " boot-1\n");
+    EXPECT_EQ(*f.fs.Read("/w/lease"), LeaseRecord(200000 + kSec, "boot-1"));
     a.SetLease(0);
     EXPECT_EQ(*f.fs.Read("/w/lease"), "none boot-1\n");
     EXPECT_EQ(a.LeaseDeadline(), 0);

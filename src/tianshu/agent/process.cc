@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -47,24 +48,37 @@ void SafeItoa(int v, char* buf) {
 }
 
 // Whether the lease in `path` has run out; async-signal-safe (the shim is a child of a threaded
-// process). The file holds a CLOCK_BOOTTIME deadline in decimal ns, or "none" while the server
-// gives no lease (the agent writes it before any rank starts). Fails closed: a missing file, a
-// link, or one that holds neither counts as run out, so removing it never keeps a rank alive
-// past a partition. Only a short-lived failure to open it (no descriptor or memory free, a
-// signal) waits for the next look.
+// process). The file holds a LeaseRecord, or "none" while the server gives no lease (the agent
+// writes it before any rank starts). Fails closed: a missing file, a link, or one that holds
+// neither counts as run out, so removing it never keeps a rank alive past a partition. A read
+// torn by the agent's rewrite in place is read again 2 ms later, five times at most (a rewrite
+// takes microseconds, once a second; still torn after that, the file counts as neither); only
+// a short-lived failure to open it (no descriptor or memory free, a signal) waits for the next
+// look.
 bool LeaseExpired(const char* path) {
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return errno != EINTR && errno != EMFILE && errno != ENFILE && errno != ENOMEM;
-  char buf[32];
-  ssize_t n = ::read(fd, buf, sizeof buf);
-  ::close(fd);
-  if (n >= 4 && std::memcmp(buf, "none", 4) == 0) return false;
-  int64_t deadline = 0;
-  int digits = 0;
-  for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9' && digits < 19; ++i, ++digits) {
-    deadline = deadline * 10 + (buf[i] - '0');
+  for (int look = 0; look < 5; ++look) {
+    if (look > 0) {
+      timespec pause{0, 2'000'000};
+      (void)::nanosleep(&pause, nullptr);  // async-signal-safe
+    }
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return errno != EINTR && errno != EMFILE && errno != ENFILE && errno != ENOMEM;
+    char buf[128];
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    ::close(fd);
+    int64_t deadline = 0;
+    switch (ParseLeaseRecord(buf, n > 0 ? static_cast<size_t>(n) : 0, &deadline)) {
+      case LeaseRead::kNone:
+        return false;
+      case LeaseRead::kDeadline:
+        return BootTimeNs() > deadline;  // clock_gettime is async-signal-safe
+      case LeaseRead::kTorn:
+        continue;
+      case LeaseRead::kInvalid:
+        return true;
+    }
   }
-  return digits == 0 || BootTimeNs() > deadline;  // clock_gettime is async-signal-safe
+  return true;
 }
 
 // The shim's record of how the rank ended ("exited 3\n", "signaled 9 fenced\n"): written,
@@ -79,6 +93,45 @@ void WriteExitFile(const std::string& path, const char* line) {
 }
 
 }  // namespace
+
+std::string LeaseRecord(int64_t deadline_ns, const std::string& boot_id) {
+  char number[24];
+  std::snprintf(number, sizeof number, "%019lld", static_cast<long long>(deadline_ns));
+  return std::string(number) + " " + boot_id + " " + number + "\n";
+}
+
+LeaseRead ParseLeaseRecord(const char* text, size_t n, int64_t* deadline_ns) {
+  if (n >= 4 && std::memcmp(text, "none", 4) == 0) return LeaseRead::kNone;
+  int64_t first = 0;
+  size_t i = 0;
+  for (; i < n && i < 19 && text[i] >= '0' && text[i] <= '9'; ++i)
+    first = first * 10 + (text[i] - '0');
+  if (i == 0) return LeaseRead::kInvalid;
+  // The fields after the number: a record of this agent repeats it last, one of an older
+  // agent ("DEADLINE BOOT_ID") does not.
+  size_t end = n;
+  while (end > i && (text[end - 1] == '\n' || text[end - 1] == ' ')) --end;
+  int spaces = 0;
+  size_t last = i;
+  for (size_t k = i; k < end; ++k) {
+    if (text[k] == ' ') {
+      ++spaces;
+      last = k + 1;
+    }
+  }
+  if (spaces >= 2) {
+    int64_t second = 0;
+    size_t digits = 0;
+    for (size_t k = last; k < end; ++k, ++digits) {
+      if (text[k] < '0' || text[k] > '9' || digits >= 19) return LeaseRead::kInvalid;
+      second = second * 10 + (text[k] - '0');
+    }
+    if (digits == 0) return LeaseRead::kInvalid;
+    if (second != first) return LeaseRead::kTorn;
+  }
+  *deadline_ns = first;
+  return LeaseRead::kDeadline;
+}
 
 std::optional<ProcessExit> ParseExitFile(const std::string& text) {
   auto f = SplitString(std::string(Trim(text)), ' ');

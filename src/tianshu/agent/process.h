@@ -37,7 +37,7 @@ struct SpawnSpec {
   // renewed by every heartbeat the server answered) every 200 ms (between looks it waits on
   // the rank's SIGCHLD, so an ending rank is seen at once) and, once it has passed,
   // kills the rank's whole process group, writing "signaled 9 fenced". "none": no lease; a
-  // missing file or one that holds neither counts as run out.
+  // missing file or one that holds neither counts as run out (LeaseRecord: its format).
   std::string lease_path;
 };
 
@@ -54,6 +54,17 @@ inline int ReportedSignal(const ProcessExit& e) { return e.unknown ? SIGKILL : e
 
 // CLOCK_BOOTTIME in ns: the clock of leases (it keeps counting through a suspend).
 int64_t BootTimeNs();
+
+// The node lease file's record, "DEADLINE BOOT_ID DEADLINE\n" with the deadline in 19
+// zero-padded digits: the agent rewrites it in place at every renewal (no new inode a second;
+// on a file system without a journal each deleted one slowed every later create), so a shim
+// may read while it is written; a read whose two numbers differ is torn and read again.
+// Shims of an older agent read the first number alone, as before.
+std::string LeaseRecord(int64_t deadline_ns, const std::string& boot_id);
+// What a lease record says: "none" (no lease in force), a deadline, or nothing to go by
+// (torn, or not a record). Async-signal-safe: the shim calls it between fork and exec.
+enum class LeaseRead { kNone, kDeadline, kTorn, kInvalid };
+LeaseRead ParseLeaseRecord(const char* text, size_t n, int64_t* deadline_ns);
 
 // Single-threaded use. Signal and Poll on an unknown pid are errors/nullopt, never crashes.
 class ProcessRunner {

@@ -274,7 +274,10 @@ int64_t Session::Step(int64_t now_ns) {
   }
   agent_.RenewLease(sent_boot_ns);
   backoff_.Reset();
-  if (resp->pending_orders > 0) {
+  const bool pending = resp->pending_orders > 0;
+  const bool fetch = pending && (pending_before_ || !options_.watched || !options_.watched());
+  pending_before_ = pending;
+  if (fetch) {
     auto work = server_.FetchWork(options_.node);
     if (!work) {
       ++stats_.work_failures;

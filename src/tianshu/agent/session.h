@@ -110,6 +110,12 @@ struct SessionOptions {
   std::string credential_sha256;  // of the credential the agent made and keeps
   // The devices' usage for each heartbeat (measured ones only: NVML); may be empty.
   std::function<std::vector<wire::DeviceUsage>()> device_usage;
+  // Whether a WorkWatcher brings this agent its orders (a held-open request; may be empty:
+  // none). While it does, a heartbeat that says orders are pending fetches them only when
+  // some were pending at the previous heartbeat too: the watcher has just brought them, and
+  // the agent's `accepted` is on its way (fetching them again cost a second answer of every
+  // launch order that met a heartbeat). A watcher that stopped delivering costs one period.
+  std::function<bool()> watched;
   uint64_t seed = 1;
   int64_t backoff_base_ns = 500'000'000;
   int64_t backoff_cap_ns = 30'000'000'000;
@@ -153,6 +159,7 @@ class Session {
   int registrations_ = 0;
   int64_t next_ns_ = 0;
   int64_t heartbeat_ns_ = 1'000'000'000;
+  bool pending_before_ = false;  // the previous answered heartbeat said orders were pending
   std::string last_error_;
   SessionStats stats_;
 };

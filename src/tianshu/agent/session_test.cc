@@ -85,6 +85,14 @@ struct Fixture {
   }
 };
 
+// A one-rank launch order of job "j" for node n0, running /bin/true.
+wire::WorkOrder TrueLaunch() {
+  wire::WorkOrder o{.id = "j.a1.launch.n0", .kind = wire::OrderKind::kLaunch, .job_id = "j"};
+  o.launch = wire::LaunchOrder{.world_size = 1};
+  o.launch->ranks.push_back({.rank = 0, .command = {"/bin/true"}});
+  return o;
+}
+
 TEST(Backoff, GrowsWithJitterUpToTheCap) {
   Backoff b(500 * kMs, 8000 * kMs, 7);
   int64_t prev_ceiling = 500 * kMs;
@@ -96,6 +104,26 @@ TEST(Backoff, GrowsWithJitterUpToTheCap) {
   }
   b.Reset();
   EXPECT_LE(b.Next(), 500 * kMs);
+}
+
+// With a WorkWatcher bringing the orders, a heartbeat that finds orders pending leaves them to
+// it (it has just brought them; `accepted` is on its way); pending at the next heartbeat too,
+// the heartbeat fetches them itself (a watcher that stopped delivering). Without a watcher, or
+// with one the server disabled, the first heartbeat fetches.
+TEST(Session, AWatchedAgentFetchesOnlyOrdersPendingForAWholePeriod) {
+  for (const int watcher : {0, 1, 2}) {  // none, delivering, disabled
+    Fixture f;
+    SessionOptions o{.node = "n0", .agent_id = "a1"};
+    if (watcher > 0) o.watched = [watcher] { return watcher == 1; };
+    Session s(o, f.server, *f.agent);
+    int64_t now = s.Step(0);
+    f.server.work.push_back(TrueLaunch());
+    now = s.Step(now);
+    EXPECT_EQ(f.server.fetches, watcher == 1 ? 0 : 1) << watcher;
+    now = s.Step(now);
+    EXPECT_EQ(f.server.fetches, 1) << watcher;
+    EXPECT_EQ(f.agent->Running().size(), 1u) << watcher;
+  }
 }
 
 TEST(Session, BacksOffWhileTheServerIsDownThenRegisters) {
@@ -169,10 +197,7 @@ TEST(Session, FetchesWorkWhenPendingAndReportsBack) {
   Fixture f;
   Session s({.node = "n0", .agent_id = "a1"}, f.server, *f.agent);
   int64_t now = s.Step(0);
-  wire::WorkOrder o{.id = "j.a1.launch.n0", .kind = wire::OrderKind::kLaunch, .job_id = "j"};
-  o.launch = wire::LaunchOrder{.world_size = 1};
-  o.launch->ranks.push_back({.rank = 0, .command = {"/bin/true"}});
-  f.server.work.push_back(o);
+  f.server.work.push_back(TrueLaunch());
   now = s.Step(now);
   EXPECT_EQ(f.server.fetches, 1);
   ASSERT_EQ(f.server.reports.size(), 2u);
@@ -195,7 +220,10 @@ TEST(Session, AnsweredHeartbeatsRenewTheLeaseAndRetriesQuickenNearItsEnd) {
   const int64_t first = f.agent->LeaseDeadline();
   EXPECT_GE(first, before + 60'000 * kMs);
   EXPECT_LE(first, BootTimeNs() + 60'000 * kMs);
-  EXPECT_EQ(f.fs.Read("/w/lease")->rfind(std::to_string(first) + " ", 0), 0u);  // the shims' number
+  const std::string lease = *f.fs.Read("/w/lease");
+  int64_t read = 0;
+  EXPECT_EQ(ParseLeaseRecord(lease.data(), lease.size(), &read), LeaseRead::kDeadline);
+  EXPECT_EQ(read, first);  // the shims' number
   // Unanswered heartbeats renew nothing; the retries never wait past a third of what is left.
   f.server.down = true;
   for (int i = 0; i < 12; ++i) {

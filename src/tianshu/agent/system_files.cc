@@ -197,6 +197,30 @@ Status RealSystemFiles::Replace(const std::string& path, const std::string& data
   return Ok();
 }
 
+Status RealSystemFiles::Overwrite(const std::string& path, const std::string& data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return Errno("open", path);
+  struct stat st;
+  Status s = Ok();
+  if (::fstat(fd, &st) != 0) {
+    s = Errno("fstat", path);
+  } else if (!S_ISREG(st.st_mode) || st.st_size != static_cast<off_t>(data.size())) {
+    s = Fail(path, ": not a regular file of ", std::to_string(data.size()), " bytes");
+  } else {
+    ssize_t n = 0;
+    do {
+      n = ::pwrite(fd, data.data(), data.size(), 0);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+      s = Errno("pwrite", path);
+    } else if (static_cast<size_t>(n) != data.size()) {
+      s = Fail("pwrite ", path, ": short write");
+    }
+  }
+  ::close(fd);
+  return s;
+}
+
 Status RealSystemFiles::Remove(const std::string& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("unlink", path);
   return Ok();
@@ -331,6 +355,17 @@ Status FakeSystemFiles::Replace(const std::string& path, const std::string& data
   AddDirs(Dirname(path));
   if (sync == Sync::kDurable) ++durable_replaces_[path];
   files_[path] = data;
+  return Ok();
+}
+
+Status FakeSystemFiles::Overwrite(const std::string& path, const std::string& data) {
+  auto it = files_.find(path);
+  if (it == files_.end()) return Fail("open ", path, ": No such file or directory");
+  if (it->second.size() != data.size()) {
+    return Fail(path, ": not a regular file of ", std::to_string(data.size()), " bytes");
+  }
+  ++overwrites_[path];
+  it->second = data;
   return Ok();
 }
 

@@ -61,6 +61,11 @@ class SystemFiles {
   enum class Sync { kDurable, kThisBoot };
   [[nodiscard]] virtual Status Replace(const std::string& path, const std::string& data,
                                        Sync sync) = 0;
+  // Writes `data` over a regular file in place (one pwrite(2) at offset 0, no new inode, no
+  // flush), when the file exists and holds exactly data.size() bytes; fails otherwise, and the
+  // caller replaces it. A reader may see the old bytes and the new ones mixed: the data must
+  // let it tell (the node lease repeats its number at both ends).
+  [[nodiscard]] virtual Status Overwrite(const std::string& path, const std::string& data) = 0;
   virtual Status Remove(const std::string& path) = 0;
   // "major:minor" of the file system that holds `path` (stat's st_dev).
   [[nodiscard]] virtual Result<std::string> DeviceOf(const std::string& path) = 0;
@@ -80,6 +85,7 @@ class RealSystemFiles final : public SystemFiles {
   Status RemoveDir(const std::string& path) override;
   Result<std::string> ReadLink(const std::string& path) override;
   Status Replace(const std::string& path, const std::string& data, Sync sync) override;
+  Status Overwrite(const std::string& path, const std::string& data) override;
   Status Remove(const std::string& path) override;
   Result<std::string> DeviceOf(const std::string& path) override;
 };
@@ -103,6 +109,11 @@ class FakeSystemFiles final : public SystemFiles {
     auto it = durable_replaces_.find(path);
     return it == durable_replaces_.end() ? 0 : it->second;
   }
+  // How many Overwrite calls wrote this path in place.
+  int Overwrites(const std::string& path) const {
+    auto it = overwrites_.find(path);
+    return it == overwrites_.end() ? 0 : it->second;
+  }
   // How many Append calls wrote to this path (each is one write(2) on the real file system).
   int Appends(const std::string& path) const {
     auto it = appends_.find(path);
@@ -120,13 +131,14 @@ class FakeSystemFiles final : public SystemFiles {
   Status RemoveDir(const std::string& path) override;
   Result<std::string> ReadLink(const std::string& path) override;
   Status Replace(const std::string& path, const std::string& data, Sync sync) override;
+  Status Overwrite(const std::string& path, const std::string& data) override;
   Status Remove(const std::string& path) override;
   Result<std::string> DeviceOf(const std::string& path) override;
   std::string device_of = "254:0";  // what DeviceOf answers
 
  private:
   void AddDirs(const std::string& path);
-  std::map<std::string, int> durable_replaces_;
+  std::map<std::string, int> durable_replaces_, overwrites_;
   std::map<std::string, std::string> files_;
   std::map<std::string, std::string> links_;
   std::set<std::string> dirs_{"/"};

@@ -11,8 +11,9 @@ namespace tianshu::agent {
 namespace {
 
 // The real file system: MakeDirs makes every missing directory (0711) and accepts one that
-// exists; a path under a file is an error naming the path; Replace leaves no temporary file.
-TEST(RealSystemFiles, MakeDirsAndReplace) {
+// exists; a path under a file is an error naming the path; Replace leaves no temporary file;
+// Overwrite writes in place or not at all.
+TEST(RealSystemFiles, MakeDirsReplaceAndOverwrite) {
   char tmpl[] = "/tmp/tianshu-files-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
@@ -35,6 +36,21 @@ TEST(RealSystemFiles, MakeDirsAndReplace) {
     EXPECT_EQ(*fs.Read(dir + "/a/f"), "two\n");
     EXPECT_FALSE(fs.Exists(dir + "/a/f.tmp"));
   }
+  // Overwrite: in place (the same inode), only over a regular file of exactly that length,
+  // never through a link.
+  struct stat before {
+  }, after{};
+  ASSERT_EQ(::stat((dir + "/a/f").c_str(), &before), 0);
+  ASSERT_TRUE(fs.Overwrite(dir + "/a/f", "six\n"));
+  EXPECT_EQ(*fs.Read(dir + "/a/f"), "six\n");
+  ASSERT_EQ(::stat((dir + "/a/f").c_str(), &after), 0);
+  EXPECT_EQ(before.st_ino, after.st_ino);
+  EXPECT_FALSE(fs.Overwrite(dir + "/a/f", "seven\n"));
+  EXPECT_FALSE(fs.Overwrite(dir + "/a/none", "six\n"));
+  EXPECT_FALSE(fs.Overwrite(dir + "/a/x", "six\n"));  // a directory
+  ASSERT_EQ(::symlink((dir + "/a/f").c_str(), (dir + "/a/link").c_str()), 0);
+  EXPECT_FALSE(fs.Overwrite(dir + "/a/link", "ten\n"));
+  EXPECT_EQ(*fs.Read(dir + "/a/f"), "six\n");
   auto under_file = fs.MakeDirs(dir + "/a/f/g");
   ASSERT_FALSE(under_file);
   EXPECT_NE(under_file.error().message.find(dir + "/a/f/g"), std::string::npos)

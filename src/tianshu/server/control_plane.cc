@@ -297,12 +297,17 @@ void ControlPlane::NodeEvent(Txn& t, NodeEntry& n, NodeState to, const std::stri
 
 void ControlPlane::AddOrder(Txn& t, const std::string& node, wire::WorkOrder order) {
   if (orders_.contains(order.id)) return;  // the same order is never sent twice
-  std::string doc = wire::Dump(wire::ToJson(order));
+  auto text = std::make_shared<const std::string>(wire::OrderText(order));
+  std::string doc = wire::OrderMessageText(*text);
   t.orders.push_back({order.id, node, order.job_id, kOutstanding, doc});
   std::string id = order.id;
   node_orders_[node].push_back(id);
-  orders_[id] =
-      OrderEntry{std::move(order), node, next_order_seq_++, kNotCommitted, std::move(doc)};
+  orders_[id] = OrderEntry{.order = std::move(order),
+                           .node = node,
+                           .seq = next_order_seq_++,
+                           .ticket = kNotCommitted,
+                           .doc = std::move(doc),
+                           .text = std::move(text)};
   t.wake_work.insert(node);
 }
 

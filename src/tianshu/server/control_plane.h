@@ -185,8 +185,10 @@ class ControlPlane {
   // none. With a cursor (the `cursor` of an earlier batch), it waits instead until an order
   // newer than the cursor is outstanding: an agent holds this request open, and an order
   // reaches it as soon as it is durable. A cursor of another server run counts as none.
-  ApiResult<wire::WorkBatch> Work(const std::string& node, const std::string& agent_id,
-                                  int64_t wait_ms, const std::string& after = "");
+  // The answer is the batch's JSON text (wire::WorkBatchText), written outside the lock from
+  // the orders' texts serialized when they were made.
+  ApiResult<std::string> Work(const std::string& node, const std::string& agent_id, int64_t wait_ms,
+                              const std::string& after = "");
   ApiResult<int> Reports(const std::string& node, const wire::ReportBatch& batch, int64_t now_ms);
 
   // ---- the ticker ----
@@ -233,6 +235,9 @@ class ControlPlane {
     uint64_t seq = 0;     // in this server run's order of adding (Work's cursors)
     uint64_t ticket = 0;  // the commit that makes it durable (0: loaded, durable)
     std::string doc;      // `order` as the store holds it (wire JSON), kept for its status rows
+    // `order` as a work batch carries it (wire::OrderText), serialized once; Work copies the
+    // pointer under the lock and writes the answer after.
+    std::shared_ptr<const std::string> text;
   };
 
   ControlPlane(std::unique_ptr<Store> store, ControlPlaneOptions options);

@@ -183,8 +183,8 @@ ApiResult<wire::HeartbeatResponse> ControlPlane::Heartbeat(const std::string& no
   });
 }
 
-ApiResult<wire::WorkBatch> ControlPlane::Work(const std::string& node, const std::string& agent_id,
-                                              int64_t wait_ms, const std::string& after) {
+ApiResult<std::string> ControlPlane::Work(const std::string& node, const std::string& agent_id,
+                                          int64_t wait_ms, const std::string& after) {
   // The cursor: "<this run's epoch>.<order seq>"; one of another run (or none) is 0.
   uint64_t after_seq = 0;
   if (!after.empty()) {
@@ -229,14 +229,18 @@ ApiResult<wire::WorkBatch> ControlPlane::Work(const std::string& node, const std
                              [&] { return shutdown_ || !registered_agent() || newer(); });
     if (!nodes_.contains(node)) return Refuse(404, "node " + node + " was removed");
   }
-  wire::WorkBatch batch;
+  std::vector<std::shared_ptr<const std::string>> texts;
   uint64_t last = after_seq;
   for (const OrderEntry* e : durable_orders()) {
-    batch.orders.push_back(e->order);
+    texts.push_back(e->text);
     last = std::max(last, e->seq);
   }
-  batch.cursor = order_epoch_ + "." + std::to_string(last);
-  return batch;
+  const std::string cursor = order_epoch_ + "." + std::to_string(last);
+  lock.unlock();
+  std::vector<const std::string*> parts;
+  parts.reserve(texts.size());
+  for (const auto& t : texts) parts.push_back(t.get());
+  return wire::WorkBatchText(parts, cursor);
 }
 
 ApiResult<int> ControlPlane::Reports(const std::string& node, const wire::ReportBatch& batch,

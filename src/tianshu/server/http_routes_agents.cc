@@ -114,7 +114,8 @@ void Server::AgentRoutes() {
           if (!wait) return RespondError(res, wait.error());
           auto out = cp->Work(req.matches[1], params["agent_id"], *wait, params["after"]);
           if (!out) return RespondError(res, out.error());
-          Respond(res, 200, wire::ToJson(*out));
+          res.status = 200;
+          res.set_content(std::move(*out), "application/json");
         });
   h.Post(R"(/v1/agents/([^/]+)/reports)",
          [cp, now, node_only](const httplib::Request& req, httplib::Response& res) {

@@ -226,6 +226,34 @@ json ToJson(const WorkBatch& b) {
   return Versioned(std::move(out));
 }
 
+std::string OrderText(const WorkOrder& w) { return Dump(OrderBody(w)); }
+
+std::string OrderMessageText(const std::string& order_text) {
+  // Every key of an order sorts before "version", the last one nlohmann's object writes.
+  if (order_text.size() < 2 || order_text.back() != '}') return order_text;
+  return order_text.substr(0, order_text.size() - 1) +
+         (order_text.size() > 2 ? ",\"version\":" : "\"version\":") + std::to_string(kWireVersion) +
+         "}";
+}
+
+std::string WorkBatchText(const std::vector<const std::string*>& order_texts,
+                          const std::string& cursor) {
+  size_t bytes = 64 + cursor.size();
+  for (const std::string* t : order_texts) bytes += t->size() + 1;
+  std::string out;
+  out.reserve(bytes);
+  // Keys in the order nlohmann's object (a std::map) writes them.
+  out += '{';
+  if (!cursor.empty()) out += "\"cursor\":" + Dump(json(cursor)) + ",";
+  out += "\"orders\":[";
+  for (size_t i = 0; i < order_texts.size(); ++i) {
+    if (i > 0) out += ',';
+    out += *order_texts[i];
+  }
+  out += "],\"version\":" + std::to_string(kWireVersion) + "}";
+  return out;
+}
+
 Result<WorkOrder> WorkOrderFromJson(const json& j, const std::string& where) {
   std::vector<std::string> e;
   WorkOrder w = ReadOrder(j, where, &e);

@@ -339,6 +339,15 @@ nlohmann::json ToJson(const ErrorBody& v);
 // Compact JSON text of a message; invalid UTF-8 in strings is replaced, never thrown about.
 std::string Dump(const nlohmann::json& j);
 
+// A work batch built from orders serialized once (the server keeps each order's text from its
+// creation): OrderText is an order as a batch carries it, WorkBatchText the batch around such
+// texts, the same bytes as Dump(ToJson(WorkBatch{orders, cursor})).
+std::string OrderText(const WorkOrder& v);
+// An order's text as one message (Dump(ToJson(order)): the store's form) from its OrderText.
+std::string OrderMessageText(const std::string& order_text);
+std::string WorkBatchText(const std::vector<const std::string*>& order_texts,
+                          const std::string& cursor);
+
 // Parsers of message text (a JSON document). Each fails with a message naming the field.
 [[nodiscard]] Result<RegisterRequest> ParseRegisterRequest(std::string_view text);
 [[nodiscard]] Result<RegisterResponse> ParseRegisterResponse(std::string_view text);

@@ -42,6 +42,33 @@ TEST(Wire, OrderRoundTrips) {
   EXPECT_EQ(back->launch->cgroup.devices, std::vector<int>{3});
 }
 
+// A batch assembled from orders serialized once is the batch ToJson writes, byte for byte,
+// and parses back (a cursor with characters JSON escapes, and an empty batch, included).
+TEST(Wire, ABatchOfOrderTextsIsTheBatchToJsonWrites) {
+  WorkOrder a = SampleLaunch(), b = SampleLaunch();
+  b.id = "j-2.a1.stop.node-0";
+  b.kind = OrderKind::kStop;
+  b.launch.reset();
+  b.stop = StopOrder{.reason = "cancel", .checkpoint_first = true, .grace_ms = 5};
+  WorkOrder c{.id = "j-3.a1.checkpoint.node-0", .kind = OrderKind::kCheckpoint, .job_id = "j-3"};
+  c.checkpoint = CheckpointOrder{.reason = "periodic"};
+  const std::string tc = OrderText(c);
+  EXPECT_EQ(OrderMessageText(tc), Dump(ToJson(c)));
+  for (const std::string cursor : {"e\"1.7", ""}) {
+    const std::string ta = OrderText(a), tb = OrderText(b);
+    const WorkBatch batch{.orders = {a, b}, .cursor = cursor};
+    EXPECT_EQ(WorkBatchText({&ta, &tb}, cursor), Dump(ToJson(batch)));
+    EXPECT_EQ(OrderMessageText(ta), Dump(ToJson(a)));
+    EXPECT_EQ(OrderMessageText(tb), Dump(ToJson(b)));
+    EXPECT_EQ(WorkBatchText({}, cursor), Dump(ToJson(WorkBatch{.cursor = cursor})));
+    auto back = ParseWorkBatch(WorkBatchText({&ta, &tb}, cursor));
+    ASSERT_TRUE(back) << back.error().message;
+    ASSERT_EQ(back->orders.size(), 2u);
+    EXPECT_EQ(back->orders[1].stop->grace_ms, 5);
+    EXPECT_EQ(back->cursor, cursor);
+  }
+}
+
 TEST(Wire, RegisterAndHeartbeatRoundTrip) {
   RegisterRequest r;
   r.node = "node-0";
