@@ -306,5 +306,41 @@ TEST_F(AgentProcesses, ARankWhoseLeaseFileIsRemovedIsFenced) {
   EXPECT_NE(exited->message.find("fenced"), std::string::npos) << exited->message;
 }
 
+// The shim's look at the lease file (real files): a whole record decides and is remembered; a
+// torn one (read five times, 2 ms apart) leaves the decision to the last whole deadline, and with
+// none the rank is fenced; "none" holds; a missing file or a record that is not one fences.
+TEST_F(AgentProcesses, AShimReadsTheLeaseWholeOrFallsBackToTheLastWholeDeadline) {
+  const std::string path = dir_ + "/lease";
+  auto put = [&](const std::string& text) { std::ofstream(path, std::ios::trunc) << text; };
+  const int64_t future = BootTimeNs() + 60 * kNsPerSec, past = BootTimeNs() - kNsPerSec;
+  int64_t last_whole = 0;
+  put(LeaseRecord(future, "b1"));
+  EXPECT_FALSE(LeaseExpired(path.c_str(), &last_whole));
+  EXPECT_EQ(last_whole, future);
+  // A torn read: the first number is long past, the last one says otherwise.
+  std::string torn = LeaseRecord(past, "b1");
+  torn.replace(torn.size() - 20, 19, LeaseRecord(future, "b1").substr(0, 19));
+  put(torn);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(LeaseExpired(path.c_str(), &last_whole));  // the last whole deadline holds
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(8));
+  EXPECT_EQ(last_whole, future);
+  int64_t none_yet = 0, ran_out = past;
+  EXPECT_TRUE(LeaseExpired(path.c_str(), &none_yet));
+  EXPECT_TRUE(LeaseExpired(path.c_str(), &ran_out));
+  put(LeaseRecord(past, "b1"));
+  EXPECT_TRUE(LeaseExpired(path.c_str(), &last_whole));
+  EXPECT_EQ(last_whole, past);
+  put("none b1\n");
+  EXPECT_FALSE(LeaseExpired(path.c_str(), &none_yet));
+  put(std::to_string(future) + " b1\n");  // an older agent's record
+  EXPECT_FALSE(LeaseExpired(path.c_str(), &none_yet));
+  put("soon b1 soon\n");
+  EXPECT_TRUE(LeaseExpired(path.c_str(), &last_whole));
+  std::filesystem::remove(path);
+  last_whole = future;
+  EXPECT_TRUE(LeaseExpired(path.c_str(), &last_whole));  // removed: fenced, whatever it said
+}
+
 }  // namespace
 }  // namespace tianshu::agent

@@ -347,7 +347,7 @@ int Run(const AgentArgs& a) {
                                 if (monitor) last_usage = monitor->Sample();
                                 return last_usage;
                               },
-                          .watched = [&watching] { return watching && !watching->disabled(); },
+                          .watched = [&watching] { return watching && watching->serving(); },
                           .seed = std::hash<std::string>{}(agent_id)},
                          http, core);
   LogLine(LogLevel::kInfo, "agent")

@@ -96,14 +96,21 @@ void Agent::RenewLease(int64_t sent_boot_ns) {
   const int64_t deadline = sent_boot_ns + lease_ns_;
   if (deadline <= lease_deadline_ns_) return;
   // Rewritten in place (Overwrite) once the file holds a record of the same length: a shim
-  // that reads it meanwhile sees two different numbers and reads again (LeaseRecord). The
+  // that reads it meanwhile sees two different numbers and reads again (LeaseExpired). The
   // first renewal after "none" or an older agent's record replaces the file (a temporary file
   // renamed over it). Not synced: after a crash of the machine no rank is left to fence, and
   // the next boot drops the file (its boot id differs); a restarted agent reads it from the
   // page cache. Every answered heartbeat writes it, so a flush each time cost every node one
   // disk flush a second.
+  // Ranks adopted from an earlier agent process have shims of that agent, perhaps of a version
+  // that reads the first number alone and cannot tell a torn read: until they end, the file is
+  // replaced whole.
+  bool older_shims = false;
+  for (const auto& [key, job] : jobs_) {
+    for (const RankRun& r : job.ranks) older_shims = older_shims || (r.adopted && !r.exited);
+  }
   const std::string record = LeaseRecord(deadline, boot_id_);
-  if (fs_.Overwrite(LeasePath(), record) ||
+  if ((!older_shims && fs_.Overwrite(LeasePath(), record)) ||
       fs_.Replace(LeasePath(), record, SystemFiles::Sync::kThisBoot)) {
     lease_deadline_ns_ = deadline;
   }
@@ -490,7 +497,7 @@ Status Agent::Recover(int64_t now_ns) {
         continue;
       }
       if (!r.started) continue;
-      if (r.pid > 0) runner_.Adopt(r.pid, r.start_time, r.exit_path);  // Tick polls it
+      if (r.pid > 0) r.adopted = runner_.Adopt(r.pid, r.start_time, r.exit_path);  // Tick polls it
       Report({.order_id = o.id,
               .kind = wire::ReportKind::kStarted,
               .job_id = o.job_id,

@@ -573,6 +573,34 @@ TEST(Agent, ALeaseFromAnotherBootIsDropped) {
   EXPECT_FALSE(f.fs.Read("/w/lease"));
 }
 
+// Ranks adopted from an earlier agent process keep shims of that agent, perhaps an older
+// version that reads the first number alone and cannot tell a torn read: while one runs, a
+// renewal replaces the file whole; once they ended, it is rewritten in place.
+TEST(Agent, TheLeaseIsReplacedWholeWhileAdoptedRanksRun) {
+  Fixture f;
+  f.Boot("boot-1");
+  {
+    Agent a = f.Make();
+    ASSERT_TRUE(a.Recover(0));
+    a.SetLease(kSec);
+    a.RenewLease(BootTimeNs());
+    a.Apply(LaunchOrder("o1", 1), 0);
+  }  // the agent dies; its rank (pid 100) runs on
+  Agent b = f.Make();
+  ASSERT_TRUE(b.Recover(kSec));
+  ASSERT_EQ(b.Running().size(), 1u);
+  b.SetLease(kSec);
+  const int before = f.fs.Overwrites("/w/lease");
+  b.RenewLease(BootTimeNs());
+  b.RenewLease(BootTimeNs() + 1);
+  EXPECT_EQ(f.fs.Overwrites("/w/lease"), before);  // replaced both times
+  f.runner.Exit(100, {0, 0, false});
+  b.Tick(2 * kSec);
+  EXPECT_TRUE(b.Running().empty());
+  b.RenewLease(BootTimeNs() + 2);
+  EXPECT_EQ(f.fs.Overwrites("/w/lease"), before + 1);
+}
+
 // The record the shims read: the deadline in 19 digits at both ends. A read torn by a rewrite
 // in place shows two different numbers; an older agent's record has the number once.
 TEST(Agent, ALeaseRecordTornByARewriteIsToldApart) {

@@ -47,40 +47,6 @@ void SafeItoa(int v, char* buf) {
   ::_exit(127);
 }
 
-// Whether the lease in `path` has run out; async-signal-safe (the shim is a child of a threaded
-// process). The file holds a LeaseRecord, or "none" while the server gives no lease (the agent
-// writes it before any rank starts). Fails closed: a missing file, a link, or one that holds
-// neither counts as run out, so removing it never keeps a rank alive past a partition. A read
-// torn by the agent's rewrite in place is read again 2 ms later, five times at most (a rewrite
-// takes microseconds, once a second; still torn after that, the file counts as neither); only
-// a short-lived failure to open it (no descriptor or memory free, a signal) waits for the next
-// look.
-bool LeaseExpired(const char* path) {
-  for (int look = 0; look < 5; ++look) {
-    if (look > 0) {
-      timespec pause{0, 2'000'000};
-      (void)::nanosleep(&pause, nullptr);  // async-signal-safe
-    }
-    int fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return errno != EINTR && errno != EMFILE && errno != ENFILE && errno != ENOMEM;
-    char buf[128];
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    ::close(fd);
-    int64_t deadline = 0;
-    switch (ParseLeaseRecord(buf, n > 0 ? static_cast<size_t>(n) : 0, &deadline)) {
-      case LeaseRead::kNone:
-        return false;
-      case LeaseRead::kDeadline:
-        return BootTimeNs() > deadline;  // clock_gettime is async-signal-safe
-      case LeaseRead::kTorn:
-        continue;
-      case LeaseRead::kInvalid:
-        return true;
-    }
-  }
-  return true;
-}
-
 // The shim's record of how the rank ended ("exited 3\n", "signaled 9 fenced\n"): written,
 // synced, closed; async-signal-safe.
 void WriteExitFile(const std::string& path, const char* line) {
@@ -131,6 +97,34 @@ LeaseRead ParseLeaseRecord(const char* text, size_t n, int64_t* deadline_ns) {
   }
   *deadline_ns = first;
   return LeaseRead::kDeadline;
+}
+
+bool LeaseExpired(const char* path, int64_t* last_whole) {
+  for (int look = 0; look < 5; ++look) {
+    if (look > 0) {
+      timespec pause{0, 2'000'000};
+      (void)::nanosleep(&pause, nullptr);  // async-signal-safe
+    }
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return errno != EINTR && errno != EMFILE && errno != ENFILE && errno != ENOMEM;
+    char buf[128];
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    ::close(fd);
+    int64_t deadline = 0;
+    switch (ParseLeaseRecord(buf, n > 0 ? static_cast<size_t>(n) : 0, &deadline)) {
+      case LeaseRead::kNone:
+        return false;
+      case LeaseRead::kDeadline:
+        *last_whole = deadline;
+        return BootTimeNs() > deadline;  // clock_gettime is async-signal-safe
+      case LeaseRead::kTorn:
+        continue;
+      case LeaseRead::kInvalid:
+        return true;
+    }
+  }
+  // Still torn: the agent is rewriting it (a renewal, so it lives); what it said last stands.
+  return *last_whole <= 0 || BootTimeNs() > *last_whole;
 }
 
 std::optional<ProcessExit> ParseExitFile(const std::string& text) {
@@ -306,10 +300,11 @@ Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
       while (::waitpid(rank, &status, 0) < 0 && errno == EINTR) {
       }
     } else {
+      int64_t last_whole = 0;  // the last deadline this shim read whole
       for (;;) {
         pid_t w = ::waitpid(rank, &status, WNOHANG);
         if (w == rank || (w < 0 && errno != EINTR)) break;
-        if (LeaseExpired(lease)) {
+        if (LeaseExpired(lease, &last_whole)) {
           // Fenced: the server may start this job elsewhere once the lease has run out. The
           // exit file first (the kill below takes the shim too), then the whole group.
           WriteExitFile(spec.exit_path, "signaled 9 fenced\n");

@@ -65,6 +65,13 @@ std::string LeaseRecord(int64_t deadline_ns, const std::string& boot_id);
 // (torn, or not a record). Async-signal-safe: the shim calls it between fork and exec.
 enum class LeaseRead { kNone, kDeadline, kTorn, kInvalid };
 LeaseRead ParseLeaseRecord(const char* text, size_t n, int64_t* deadline_ns);
+// The shim's look at the lease file: whether the lease has run out. Async-signal-safe. Fails
+// closed: a missing file, a link, or one that holds neither a deadline nor "none" counts as run
+// out, so removing it never keeps a rank alive past a partition; only a short-lived failure to
+// open it (no descriptor or memory free, a signal) waits for the next look. A torn read is read
+// again 2 ms later, five times at most; still torn (the agent, alive, is rewriting it), the
+// last deadline read whole (`last_whole`, which a whole read updates; 0: none yet) decides.
+bool LeaseExpired(const char* path, int64_t* last_whole);
 
 // Single-threaded use. Signal and Poll on an unknown pid are errors/nullopt, never crashes.
 class ProcessRunner {

@@ -198,14 +198,17 @@ Status RealSystemFiles::Replace(const std::string& path, const std::string& data
 }
 
 Status RealSystemFiles::Overwrite(const std::string& path, const std::string& data) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  // Never through a link (O_NOFOLLOW), never blocked by a FIFO planted there (O_NONBLOCK), and
+  // never into another file a hard link shares.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return Errno("open", path);
   struct stat st;
   Status s = Ok();
   if (::fstat(fd, &st) != 0) {
     s = Errno("fstat", path);
-  } else if (!S_ISREG(st.st_mode) || st.st_size != static_cast<off_t>(data.size())) {
-    s = Fail(path, ": not a regular file of ", std::to_string(data.size()), " bytes");
+  } else if (!S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+             st.st_size != static_cast<off_t>(data.size())) {
+    s = Fail(path, ": not a regular file of ", std::to_string(data.size()), " bytes with one name");
   } else {
     ssize_t n = 0;
     do {

@@ -62,7 +62,8 @@ class SystemFiles {
   [[nodiscard]] virtual Status Replace(const std::string& path, const std::string& data,
                                        Sync sync) = 0;
   // Writes `data` over a regular file in place (one pwrite(2) at offset 0, no new inode, no
-  // flush), when the file exists and holds exactly data.size() bytes; fails otherwise, and the
+  // flush), when the file exists, has one name and holds exactly data.size() bytes; fails
+  // otherwise (a link, a FIFO, a hard link to another file included), and the
   // caller replaces it. A reader may see the old bytes and the new ones mixed: the data must
   // let it tell (the node lease repeats its number at both ends).
   [[nodiscard]] virtual Status Overwrite(const std::string& path, const std::string& data) = 0;

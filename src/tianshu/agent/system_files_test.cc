@@ -50,6 +50,13 @@ TEST(RealSystemFiles, MakeDirsReplaceAndOverwrite) {
   EXPECT_FALSE(fs.Overwrite(dir + "/a/x", "six\n"));  // a directory
   ASSERT_EQ(::symlink((dir + "/a/f").c_str(), (dir + "/a/link").c_str()), 0);
   EXPECT_FALSE(fs.Overwrite(dir + "/a/link", "ten\n"));
+  // A FIFO planted there fails at once (nobody reads it), and a hard link is not written.
+  ASSERT_EQ(::mkfifo((dir + "/a/fifo").c_str(), 0600), 0);
+  EXPECT_FALSE(fs.Overwrite(dir + "/a/fifo", "ten\n"));
+  ASSERT_TRUE(fs.Replace(dir + "/a/other", "one\n", SystemFiles::Sync::kThisBoot));
+  ASSERT_EQ(::link((dir + "/a/other").c_str(), (dir + "/a/hard").c_str()), 0);
+  EXPECT_FALSE(fs.Overwrite(dir + "/a/hard", "ten\n"));
+  EXPECT_EQ(*fs.Read(dir + "/a/other"), "one\n");
   EXPECT_EQ(*fs.Read(dir + "/a/f"), "six\n");
   auto under_file = fs.MakeDirs(dir + "/a/f/g");
   ASSERT_FALSE(under_file);

@@ -40,6 +40,11 @@ bool WorkWatcher::disabled() const {
   return disabled_;
 }
 
+bool WorkWatcher::serving() const {
+  std::lock_guard l(mu_);
+  return active_ && !disabled_;
+}
+
 void WorkWatcher::Run() {
   int64_t retry_ms = options_.retry_ms;
   std::unique_lock lock(mu_);

@@ -43,6 +43,8 @@ class WorkWatcher {
   std::vector<wire::WorkOrder> Take();
   // True once the server refused the cursor (an older server): heartbeats fetch work alone.
   bool disabled() const;
+  // Whether it holds requests open now: active (SetActive) and not disabled.
+  bool serving() const;
 
  private:
   void Run();

@@ -45,7 +45,11 @@ TEST(Wire, OrderRoundTrips) {
 // A batch assembled from orders serialized once is the batch ToJson writes, byte for byte,
 // and parses back (a cursor with characters JSON escapes, and an empty batch, included).
 TEST(Wire, ABatchOfOrderTextsIsTheBatchToJsonWrites) {
-  WorkOrder a = SampleLaunch(), b = SampleLaunch();
+  WorkOrder a = SampleLaunch(), b = SampleLaunch(), p = SampleLaunch();
+  a.launch->ranks[0].env["NOTE"] = "a \"quoted\" \\ line\nand \xff byte";  // escaped, replaced
+  p.id = "probe-1.a1.launch.node-0";
+  p.launch->probe = ProbeSpec{.method = "auto", .bytes = 1 << 20, .seconds = 0.5};
+  p.launch->ranks[0].command.clear();
   b.id = "j-2.a1.stop.node-0";
   b.kind = OrderKind::kStop;
   b.launch.reset();
@@ -60,6 +64,9 @@ TEST(Wire, ABatchOfOrderTextsIsTheBatchToJsonWrites) {
     EXPECT_EQ(WorkBatchText({&ta, &tb}, cursor), Dump(ToJson(batch)));
     EXPECT_EQ(OrderMessageText(ta), Dump(ToJson(a)));
     EXPECT_EQ(OrderMessageText(tb), Dump(ToJson(b)));
+    const std::string tp = OrderText(p);
+    EXPECT_EQ(OrderMessageText(tp), Dump(ToJson(p)));
+    EXPECT_EQ(WorkBatchText({&tp, &ta}, cursor), Dump(ToJson(WorkBatch{{p, a}, cursor})));
     EXPECT_EQ(WorkBatchText({}, cursor), Dump(ToJson(WorkBatch{.cursor = cursor})));
     auto back = ParseWorkBatch(WorkBatchText({&ta, &tb}, cursor));
     ASSERT_TRUE(back) << back.error().message;

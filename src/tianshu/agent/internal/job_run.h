@@ -55,6 +55,7 @@ struct RankRun {
   std::string last_path;
   bool marker_seen = false;  // since the last SIGUSR1
   int64_t end_ns = 0;        // placeholder ranks with a duration: when they end
+  bool adopted = false;      // its shim is an earlier agent process's (Recover adopted it)
 
   // Reads the rank's checkpoint marker; true when it is new or names another step.
   bool ReadMarker(SystemFiles& fs);
