@@ -175,8 +175,28 @@ class Yarn final : public Strategy {
       }
       return NotNow(r, *std::max_element(cap.begin(), cap.end()));
     }
-    int64_t most = 0;
+    // A gang no leaf switch could ever hold is refused, not kept waiting for ever (in FIFO
+    // order it would block every job behind it).
+    int leaf_most = 0;
     std::set<int> leaves_seen;
+    for (int first = 0; first < t.NumNodes(); ++first) {
+      const int leaf = t.AncestorAt(first, 0);
+      if (!leaves_seen.insert(leaf).second) continue;
+      int held = 0;
+      for (int n : t.NodesUnder(leaf)) held += NodeCapacityIdle(s, n, r);
+      leaf_most = std::max(leaf_most, held);
+    }
+    if (r.ranks > leaf_most) {
+      Outcome o;
+      o.kind = OutcomeKind::kCanNeverFit;
+      o.reason = "'" + r.name +
+                 "': yarn places a multi-node gang under one leaf switch, and the "
+                 "largest holds " +
+                 std::to_string(leaf_most) + " of its " + std::to_string(r.ranks) + " ranks";
+      return o;
+    }
+    int64_t most = 0;
+    leaves_seen.clear();
     for (int first = 0; first < t.NumNodes(); ++first) {
       const int leaf = t.AncestorAt(first, 0);
       if (!leaves_seen.insert(leaf).second) continue;

@@ -186,8 +186,8 @@ TEST_P(Contract, LeafBoundsAreHonoured) {
   if (s->Place(state, two_blind).placed()) {
     ASSERT_TRUE(o2.placed()) << GetParam() << ": " << o2.reason;
     EXPECT_EQ(leaves_of(o2).size(), 2u) << GetParam();
-  } else {
-    EXPECT_EQ(o2.kind, OutcomeKind::kDoesNotFitNow) << GetParam();
+  } else {  // yarn: no leaf could ever hold 40
+    EXPECT_EQ(o2.kind, OutcomeKind::kCanNeverFit) << GetParam();
   }
   // A bound of every leaf bounds nothing.
   EXPECT_EQ(LeafLimit(state, {.name = "all", .ranks = 40, .max_leaves = 3}), 0);
@@ -360,6 +360,24 @@ TEST(Yarn, ALargerGangTakesWholeIdleNodesAndOneNodeForTheRest) {
   // 28 GPUs free, no node idle: a 9-GPU gang waits.
   Outcome wait = yarn->Place(state, {.name = "nine", .ranks = 9});
   EXPECT_EQ(wait.kind, OutcomeKind::kDoesNotFitNow);
+}
+
+// A gang larger than any leaf switch could ever hold can never fit under yarn (which keeps a
+// multi-node gang under one leaf): refused with the reason, where it used to wait for ever and,
+// in FIFO order, hold every job behind it (the fifo preset on a 2,048-GPU burst finished one job
+// of 2,000). One leaf's worth still waits for its idle nodes.
+TEST(Yarn, AGangNoLeafCouldHoldCanNeverFit) {
+  model::Topology t = *model::GenerateFatTree({.nodes = 8, .nodes_per_leaf = 4});
+  ClusterState state(t);
+  auto yarn = *MakeStrategy("yarn");
+  Outcome never = yarn->Place(state, {.name = "forty", .ranks = 40});
+  EXPECT_EQ(never.kind, OutcomeKind::kCanNeverFit);
+  EXPECT_NE(never.reason.find("the largest holds 32 of its 40 ranks"), std::string::npos)
+      << never.reason;
+  Take(t, &state, 0, 1);
+  EXPECT_TRUE(yarn->Place(state, {.name = "leaf", .ranks = 32}).placed());  // the other leaf
+  Take(t, &state, 4, 1);
+  EXPECT_EQ(yarn->Place(state, {.name = "leaf", .ranks = 32}).kind, OutcomeKind::kDoesNotFitNow);
 }
 
 TEST(Registry, NamesAndErrors) {
