@@ -332,7 +332,9 @@ TEST_F(AgentProcesses, AShimReadsTheLeaseWholeOrFallsBackToTheLastWholeDeadline)
   EXPECT_TRUE(LeaseExpired(path.c_str(), &last_whole));
   EXPECT_EQ(last_whole, past);
   put("none b1\n");
-  EXPECT_FALSE(LeaseExpired(path.c_str(), &none_yet));
+  last_whole = future;
+  EXPECT_FALSE(LeaseExpired(path.c_str(), &last_whole));
+  EXPECT_EQ(last_whole, 0);               // no lease: a later one starts afresh
   put(std::to_string(future) + " b1\n");  // an older agent's record
   EXPECT_FALSE(LeaseExpired(path.c_str(), &none_yet));
   put("soon b1 soon\n");

@@ -33,7 +33,8 @@ Agent::Agent(AgentOptions options, HostInfo host, SystemFiles& fs, CgroupDriver&
                    .journal = [this](const nlohmann::json& record) { JournalOrLog(record); },
                    .journal_flush = [this] { FlushJournal(); },
                    .lease_held = [this] { return LeaseHeld(); },
-                   .lease_path = LeasePath()} {
+                   .lease_path = LeasePath(),
+                   .lease_deadline = [this] { return lease_deadline_ns_; }} {
   (void)fs_.MakeDirs(options_.workdir);  // a failure shows at the first journal write
   // A lease from before a restart still binds the ranks this agent adopts; one from an earlier
   // boot (CLOCK_BOOTTIME started again) means nothing and goes.

@@ -113,6 +113,7 @@ bool LeaseExpired(const char* path, int64_t* last_whole) {
     int64_t deadline = 0;
     switch (ParseLeaseRecord(buf, n > 0 ? static_cast<size_t>(n) : 0, &deadline)) {
       case LeaseRead::kNone:
+        *last_whole = 0;  // a lease given later starts afresh
         return false;
       case LeaseRead::kDeadline:
         *last_whole = deadline;
@@ -300,7 +301,8 @@ Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
       while (::waitpid(rank, &status, 0) < 0 && errno == EINTR) {
       }
     } else {
-      int64_t last_whole = 0;  // the last deadline this shim read whole
+      // The last deadline this shim read whole; first, the agent's when it spawned the rank.
+      int64_t last_whole = spec.lease_deadline_ns;
       for (;;) {
         pid_t w = ::waitpid(rank, &status, WNOHANG);
         if (w == rank || (w < 0 && errno != EINTR)) break;

@@ -39,6 +39,9 @@ struct SpawnSpec {
   // kills the rank's whole process group, writing "signaled 9 fenced". "none": no lease; a
   // missing file or one that holds neither counts as run out (LeaseRecord: its format).
   std::string lease_path;
+  // The lease's deadline as the agent knows it at the spawn (0: none): what the shim goes by
+  // until it has read the file whole (a read torn by a renewal at its first look).
+  int64_t lease_deadline_ns = 0;
 };
 
 struct ProcessExit {

@@ -43,7 +43,8 @@ class WorkWatcher {
   std::vector<wire::WorkOrder> Take();
   // True once the server refused the cursor (an older server): heartbeats fetch work alone.
   bool disabled() const;
-  // Whether it holds requests open now: active (SetActive) and not disabled.
+  // Whether it serves the node's orders: active (SetActive) and not disabled (it may be
+  // waiting to try again after a failed request).
   bool serving() const;
 
  private:

@@ -270,11 +270,12 @@ Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
     r.submit_s = now_s;
     r.pending_since_s = now_s;
     r.accrued_to_s = now_s;
-    // "Can never fit" is judged once, on the idle, healthy cluster, leaf bound included (the
-    // pod modes place pods without it).
+    // "Can never fit" is judged once, on the idle, healthy cluster, leaf bound and the
+    // strategies' own rules included (the pod modes place pods without them).
     auto never = placement::NeverFits(idle_, r.request);
     if (!never && options_.binding == Binding::kJob) {
       never = placement::NeverWithinLeaves(idle_, r.request);
+      if (!never && policies_) never = policies_->NeverPlaced(idle_, r.request, options_);
     }
     if (never) never_fits_[e->id] = never->reason;
     jobs_.emplace(e->id, std::move(r));

@@ -1286,6 +1286,28 @@ TEST(Engine, ALeafBoundNoLeafCanMeetIsRefusedAtOnce) {
   EXPECT_EQ((*pods)->Find(2)->state, JobState::kRunning);
 }
 
+// Under the fifo preset (yarn: a multi-node gang under one leaf), a gang no leaf could hold is
+// refused at submission: it neither waits for ever nor holds the FIFO queue until enough GPUs
+// are free (the job behind it starts while a job runs).
+TEST(Engine, AGangYarnCouldNeverPlaceIsRefusedAtSubmission) {
+  auto topo = Tree(4);  // two leaves of 16 GPUs
+  auto e = Engine::Create(topo, *PresetOptions("fifo"));
+  ASSERT_TRUE(e) << e.error().message;
+  ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(16, 1000)}, 0));
+  ASSERT_EQ(Starts((*e)->Cycle(0)), 1);
+  ASSERT_TRUE((*e)->Apply(SubmitJob{2, Job(24, 100)}, 1));  // 16 GPUs free, no leaf of 24
+  ASSERT_TRUE((*e)->Apply(SubmitJob{3, Job(8, 100)}, 2));
+  (void)(*e)->Cycle(2);
+  EXPECT_EQ((*e)->Find(2)->state, JobState::kFailed);
+  EXPECT_NE((*e)->Find(2)->reason.find("largest holds 16 of its 24 ranks"), std::string::npos)
+      << (*e)->Find(2)->reason;
+  EXPECT_EQ((*e)->Find(3)->state, JobState::kRunning);
+  // A gang one leaf holds is not refused: it waits for its leaf.
+  ASSERT_TRUE((*e)->Apply(SubmitJob{4, Job(16, 100)}, 3));
+  (void)(*e)->Cycle(3);
+  EXPECT_EQ((*e)->Find(4)->state, JobState::kPending);
+}
+
 // Preempting for a job with a leaf bound evicts only the victims whose nodes it takes: the
 // first victim frees GPUs under the wrong leaf, the second the leaf it gets, and the first
 // keeps running.

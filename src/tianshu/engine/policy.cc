@@ -533,6 +533,25 @@ Status RegisterMigrationPolicy(const std::string& name, PolicyFactory<ReshapePol
   return RegisterIn(Migrations(), "migration", name, std::move(f));
 }
 
+std::optional<placement::Outcome> Policies::NeverPlaced(const model::ClusterState& idle,
+                                                        const placement::PlacementRequest& r,
+                                                        const EngineOptions& o) const {
+  std::vector<const placement::Strategy*> could;
+  if (placement_small && r.ranks <= o.small_job_max_gpus) {
+    could = {placement_small.get()};
+  } else {
+    could = {placement.get()};
+    if (placement_large_queue) could.push_back(placement_large_queue.get());
+  }
+  std::optional<placement::Outcome> never;
+  for (const placement::Strategy* s : could) {
+    auto n = s->NeverPlaces(idle, r);
+    if (!n) return std::nullopt;
+    if (!never) never = std::move(n);
+  }
+  return never;
+}
+
 Result<std::unique_ptr<Policies>> Policies::Make(const EngineOptions& o) {
   auto p = std::make_unique<Policies>();
   auto order = MakeOrderPolicy(o.policies.order, o);

@@ -225,6 +225,12 @@ class Policies {
   std::unique_ptr<placement::Strategy> placement_small;        // may be null
 
   [[nodiscard]] static Result<std::unique_ptr<Policies>> Make(const EngineOptions& options);
+  // Whether the placement strategies' own rules refuse `request` on every state of the
+  // cluster (`idle`): every strategy that may place it says so (the small-job one for a job
+  // within small_job_max_gpus, else the main one and the long-queue one). With the reason.
+  std::optional<placement::Outcome> NeverPlaced(const model::ClusterState& idle,
+                                                const placement::PlacementRequest& request,
+                                                const EngineOptions& options) const;
 };
 
 }  // namespace tianshu::engine

@@ -163,6 +163,31 @@ class BestFit final : public Strategy {
 class Yarn final : public Strategy {
  public:
   std::string_view Name() const override { return "yarn"; }
+
+  // A multi-node gang no leaf switch could ever hold: refused (at submission, where the engine
+  // asks), not kept waiting for ever (in FIFO order it would block every job behind it).
+  std::optional<Outcome> NeverPlaces(const ClusterState& s,
+                                     const PlacementRequest& r) const override {
+    const model::Topology& t = s.topology();
+    int largest = 0, leaf_most = 0;
+    std::set<int> leaves_seen;
+    for (int first = 0; first < t.NumNodes(); ++first) {
+      largest = std::max(largest, NodeCapacityIdle(s, first, r));
+      const int leaf = t.AncestorAt(first, 0);
+      if (!leaves_seen.insert(leaf).second) continue;
+      int held = 0;
+      for (int n : t.NodesUnder(leaf)) held += NodeCapacityIdle(s, n, r);
+      leaf_most = std::max(leaf_most, held);
+    }
+    if (r.ranks <= largest || r.ranks <= leaf_most) return std::nullopt;
+    Outcome o;
+    o.kind = OutcomeKind::kCanNeverFit;
+    o.reason = "'" + r.name +
+               "': yarn places a multi-node gang under one leaf switch, and the largest holds " +
+               std::to_string(leaf_most) + " of its " + std::to_string(r.ranks) + " ranks";
+    return o;
+  }
+
   Outcome Place(const ClusterState& s, const PlacementRequest& r) const override {
     if (auto never = NeverFits(s, r)) return *never;
     const model::Topology& t = s.topology();
@@ -175,28 +200,9 @@ class Yarn final : public Strategy {
       }
       return NotNow(r, *std::max_element(cap.begin(), cap.end()));
     }
-    // A gang no leaf switch could ever hold is refused, not kept waiting for ever (in FIFO
-    // order it would block every job behind it).
-    int leaf_most = 0;
-    std::set<int> leaves_seen;
-    for (int first = 0; first < t.NumNodes(); ++first) {
-      const int leaf = t.AncestorAt(first, 0);
-      if (!leaves_seen.insert(leaf).second) continue;
-      int held = 0;
-      for (int n : t.NodesUnder(leaf)) held += NodeCapacityIdle(s, n, r);
-      leaf_most = std::max(leaf_most, held);
-    }
-    if (r.ranks > leaf_most) {
-      Outcome o;
-      o.kind = OutcomeKind::kCanNeverFit;
-      o.reason = "'" + r.name +
-                 "': yarn places a multi-node gang under one leaf switch, and the "
-                 "largest holds " +
-                 std::to_string(leaf_most) + " of its " + std::to_string(r.ranks) + " ranks";
-      return o;
-    }
+    if (auto never = NeverPlaces(s, r)) return *never;
     int64_t most = 0;
-    leaves_seen.clear();
+    std::set<int> leaves_seen;
     for (int first = 0; first < t.NumNodes(); ++first) {
       const int leaf = t.AncestorAt(first, 0);
       if (!leaves_seen.insert(leaf).second) continue;

@@ -222,6 +222,12 @@ class Grouped final : public Strategy {
   explicit Grouped(std::unique_ptr<Strategy> inner) : inner_(std::move(inner)) {}
   std::string_view Name() const override { return inner_->Name(); }
 
+  // The inner strategy's rule judges the whole gang; a grouped one it places group by group.
+  std::optional<Outcome> NeverPlaces(const ClusterState& idle,
+                                     const PlacementRequest& r) const override {
+    return r.groups.empty() ? inner_->NeverPlaces(idle, r) : std::nullopt;
+  }
+
   Outcome Place(const ClusterState& s, const PlacementRequest& r) const override {
     const int limit = LeafLimit(s, r);
     if (limit <= 0) return PlaceInGroups(s, r);

@@ -159,6 +159,16 @@ class Strategy {
   // them one by one on a working copy; `genetic` and `exact` search over the batch.
   virtual std::vector<Outcome> PlaceBatch(const ClusterState& snapshot,
                                           std::span<const PlacementRequest> requests) const;
+
+  // A request this strategy's own rule refuses on every state of the cluster (`idle`: the
+  // cluster with nothing allocated), beyond what NeverFits says of any strategy: kCanNeverFit
+  // with the reason, judged at submission. nullopt by default (no rule of its own).
+  virtual std::optional<Outcome> NeverPlaces(const ClusterState& idle,
+                                             const PlacementRequest& request) const {
+    (void)idle;
+    (void)request;
+    return std::nullopt;
+  }
 };
 
 using StrategyFactory =

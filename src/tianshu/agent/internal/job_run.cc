@@ -177,7 +177,8 @@ void JobRun::StartRank(const JobContext& ctx, RankRun& r, const IsolationPlan& p
                             .cgroup_procs_files = procs,
                             .run_as = order.launch->run_as,
                             .owned_dirs = owned,
-                            .lease_path = ctx.lease_path});
+                            .lease_path = ctx.lease_path,
+                            .lease_deadline_ns = ctx.lease_deadline ? ctx.lease_deadline() : 0});
   }
   if (!pid) {
     r.exited = true;

@@ -37,6 +37,7 @@ struct JobContext {
   std::function<void()> journal_flush;                 // what journal held, on disk now
   std::function<bool()> lease_held;                    // the node lease holds now
   std::string lease_path;                              // checked by every rank's shim
+  std::function<int64_t()> lease_deadline;             // the node lease's deadline (0: none)
 };
 
 struct RankRun {
