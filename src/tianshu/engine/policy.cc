@@ -537,8 +537,8 @@ std::optional<placement::Outcome> Policies::NeverPlaced(const model::ClusterStat
                                                         const placement::PlacementRequest& r,
                                                         const EngineOptions& o) const {
   std::vector<const placement::Strategy*> could;
-  if (placement_small && r.ranks <= o.small_job_max_gpus) {
-    could = {placement_small.get()};
+  if (const placement::Strategy* small = SmallJobStrategy(r.ranks, o)) {
+    could = {small};
   } else {
     could = {placement.get()};
     if (placement_large_queue) could.push_back(placement_large_queue.get());

@@ -225,6 +225,11 @@ class Policies {
   std::unique_ptr<placement::Strategy> placement_small;        // may be null
 
   [[nodiscard]] static Result<std::unique_ptr<Policies>> Make(const EngineOptions& options);
+  // The small-job strategy when there is one and a gang of `ranks` is small enough
+  // (small_job_max_gpus) for it, else null: the job's other strategies place it.
+  const placement::Strategy* SmallJobStrategy(int ranks, const EngineOptions& options) const {
+    return placement_small && ranks <= options.small_job_max_gpus ? placement_small.get() : nullptr;
+  }
   // Whether the placement strategies' own rules refuse `request` on every state of the
   // cluster (`idle`): every strategy that may place it says so (the small-job one for a job
   // within small_job_max_gpus, else the main one and the long-queue one). With the reason.

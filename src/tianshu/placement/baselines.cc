@@ -168,18 +168,18 @@ class Yarn final : public Strategy {
   // asks), not kept waiting for ever (in FIFO order it would block every job behind it).
   std::optional<Outcome> NeverPlaces(const ClusterState& s,
                                      const PlacementRequest& r) const override {
+    // (A leaf holds at least what its roomiest node does: a gang one node holds passes too.)
     const model::Topology& t = s.topology();
-    int largest = 0, leaf_most = 0;
+    int leaf_most = 0;
     std::set<int> leaves_seen;
     for (int first = 0; first < t.NumNodes(); ++first) {
-      largest = std::max(largest, NodeCapacityIdle(s, first, r));
       const int leaf = t.AncestorAt(first, 0);
       if (!leaves_seen.insert(leaf).second) continue;
       int held = 0;
       for (int n : t.NodesUnder(leaf)) held += NodeCapacityIdle(s, n, r);
       leaf_most = std::max(leaf_most, held);
     }
-    if (r.ranks <= largest || r.ranks <= leaf_most) return std::nullopt;
+    if (r.ranks <= leaf_most) return std::nullopt;
     Outcome o;
     o.kind = OutcomeKind::kCanNeverFit;
     o.reason = "'" + r.name +

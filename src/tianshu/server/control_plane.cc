@@ -298,15 +298,13 @@ void ControlPlane::NodeEvent(Txn& t, NodeEntry& n, NodeState to, const std::stri
 void ControlPlane::AddOrder(Txn& t, const std::string& node, wire::WorkOrder order) {
   if (orders_.contains(order.id)) return;  // the same order is never sent twice
   auto text = std::make_shared<const std::string>(wire::OrderText(order));
-  std::string doc = wire::OrderMessageText(*text);
-  t.orders.push_back({order.id, node, order.job_id, kOutstanding, doc});
+  t.orders.push_back({order.id, node, order.job_id, kOutstanding, wire::OrderMessageText(*text)});
   std::string id = order.id;
   node_orders_[node].push_back(id);
   orders_[id] = OrderEntry{.order = std::move(order),
                            .node = node,
                            .seq = next_order_seq_++,
                            .ticket = kNotCommitted,
-                           .doc = std::move(doc),
                            .text = std::move(text)};
   t.wake_work.insert(node);
 }
@@ -314,7 +312,8 @@ void ControlPlane::AddOrder(Txn& t, const std::string& node, wire::WorkOrder ord
 void ControlPlane::FinishOrder(Txn& t, const std::string& id, const std::string& status) {
   auto it = orders_.find(id);
   if (it == orders_.end()) return;
-  t.orders.push_back({id, it->second.node, it->second.order.job_id, status, it->second.doc});
+  t.orders.push_back({id, it->second.node, it->second.order.job_id, status,
+                      wire::OrderMessageText(*it->second.text)});
   auto& list = node_orders_[it->second.node];
   list.erase(std::remove(list.begin(), list.end(), id), list.end());
   orders_.erase(it);

@@ -234,9 +234,9 @@ class ControlPlane {
     std::string node;
     uint64_t seq = 0;     // in this server run's order of adding (Work's cursors)
     uint64_t ticket = 0;  // the commit that makes it durable (0: loaded, durable)
-    std::string doc;      // `order` as the store holds it (wire JSON), kept for its status rows
     // `order` as a work batch carries it (wire::OrderText), serialized once; Work copies the
-    // pointer under the lock and writes the answer after.
+    // pointer under the lock and writes the answer after. The store's form (its status rows)
+    // is wire::OrderMessageText of it.
     std::shared_ptr<const std::string> text;
   };
 

@@ -219,8 +219,8 @@ Status ControlPlane::Load(int64_t now_ms) {
       skipped_records_.push_back("order " + row.id + ": " + o.error().message);
       continue;
     }
-    auto text = std::make_shared<const std::string>(wire::OrderText(*o));
-    orders_[row.id] = {*o, row.node, next_order_seq_++, 0, wire::OrderMessageText(*text), text};
+    orders_[row.id] = {*o, row.node, next_order_seq_++, 0,
+                       std::make_shared<const std::string>(wire::OrderText(*o))};
     node_orders_[row.node].push_back(row.id);
   }
   for (const EventRow& row : st->events) {

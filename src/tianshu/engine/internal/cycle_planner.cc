@@ -91,9 +91,8 @@ void CyclePlanner::MarkTrained(const JobRecord& r, const std::vector<placement::
 
 const placement::Strategy* CyclePlanner::StrategyFor(const JobRecord& j,
                                                      const placement::Strategy* otherwise) const {
-  return policies_.placement_small && j.request.ranks <= options_.small_job_max_gpus
-             ? policies_.placement_small.get()
-             : otherwise;
+  const placement::Strategy* small = policies_.SmallJobStrategy(j.request.ranks, options_);
+  return small != nullptr ? small : otherwise;
 }
 
 bool CyclePlanner::Decided(JobId id) const {
