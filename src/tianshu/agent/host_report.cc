@@ -26,18 +26,50 @@ std::string WireVendor(model::Vendor v) {
 
 }  // namespace
 
+namespace {
+
+// The next whitespace-separated field of `s` from `*at`; "" at the end.
+std::string_view NextField(std::string_view s, size_t* at) {
+  while (*at < s.size() && (s[*at] == ' ' || s[*at] == '\t')) ++*at;
+  const size_t from = *at;
+  while (*at < s.size() && s[*at] != ' ' && s[*at] != '\t' && s[*at] != '\n') ++*at;
+  return s.substr(from, *at - from);
+}
+
+// The value in kB of meminfo's line `key` ("MemTotal:"), or -1. Read in place: the meter runs
+// at every heartbeat of every agent.
+int64_t MeminfoKb(std::string_view text, std::string_view key) {
+  for (size_t at = 0; at < text.size();) {
+    size_t eol = text.find('\n', at);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(at, eol - at);
+    at = eol + 1;
+    if (!line.starts_with(key)) continue;
+    size_t pos = key.size();
+    int64_t v = 0;
+    return ParseInt64(NextField(line, &pos), &v) ? v : -1;
+  }
+  return -1;
+}
+
+}  // namespace
+
 std::pair<double, int64_t> HostUsageMeter::Sample(SystemFiles& fs) {
   double cpu = 0;
   int64_t used = 0;
   if (auto stat = fs.Read("/proc/stat")) {
-    auto line = SplitString(stat->substr(0, stat->find('\n')), ' ');
+    // "cpu  user nice system idle iowait irq softirq steal guest guest_nice": the first line.
+    const std::string_view line = std::string_view(*stat).substr(0, stat->find('\n'));
+    size_t at = 0;
     int64_t total = 0, idle = 0, v = 0;
-    int field = 0;
-    for (const auto& f : line) {
-      if (f.empty() || f == "cpu" || !ParseInt64(f, &v)) continue;
-      total += v;
-      if (field == 3 || field == 4) idle += v;  // idle, iowait
-      ++field;
+    if (NextField(line, &at) == "cpu") {
+      for (int field = 0;; ++field) {
+        const std::string_view f = NextField(line, &at);
+        if (f.empty()) break;
+        if (!ParseInt64(f, &v)) continue;
+        total += v;
+        if (field == 3 || field == 4) idle += v;  // idle, iowait
+      }
     }
     int64_t busy = total - idle;
     if (total > cpu_total_) {
@@ -47,15 +79,8 @@ std::pair<double, int64_t> HostUsageMeter::Sample(SystemFiles& fs) {
     cpu_total_ = total;
   }
   if (auto mi = fs.Read("/proc/meminfo")) {
-    int64_t total = 0, avail = 0;
-    for (const auto& l : SplitString(*mi, '\n')) {
-      auto f = SplitString(std::string(Trim(l)), ' ');
-      int64_t v = 0;
-      if (f.empty() || !ParseInt64(f.size() > 1 ? f[f.size() - 2] : "", &v)) continue;
-      if (f[0] == "MemTotal:") total = v * 1024;
-      if (f[0] == "MemAvailable:") avail = v * 1024;
-    }
-    used = std::max<int64_t>(0, total - avail);
+    const int64_t total = MeminfoKb(*mi, "MemTotal:"), avail = MeminfoKb(*mi, "MemAvailable:");
+    if (total > 0) used = std::max<int64_t>(0, total - std::max<int64_t>(avail, 0)) * 1024;
   }
   return {std::clamp(cpu, 0.0, 1.0), used};
 }

@@ -1,5 +1,6 @@
 // Link utilisation as the agent's network namespace sees it: the byte and drop counters of every
-// interface (/sys/class/net/IF/statistics), the data and wait counters of every RDMA port
+// interface (/proc/net/dev; /sys/class/net/IF/statistics where that cannot be read), the data and
+// wait counters of every RDMA port
 // (/sys/class/infiniband/DEV/ports/P/counters) and TCP's segment counters (/proc/net/snmp),
 // turned into rates over the window since the previous sample, for the heartbeat. An agent in a
 // network namespace sees that namespace's interfaces, which are the ones its ranks use.
@@ -11,6 +12,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tianshu/agent/system_files.h"
 #include "tianshu/wire/wire.h"
@@ -20,6 +22,17 @@ namespace tianshu::agent {
 // At most this many links per sample: RDMA ports first, then interfaces with a device behind
 // them, then virtual ones (veth, bridges), each group by name.
 inline constexpr size_t kMaxNetLinks = 256;
+
+// How often the links' list, order and speeds are read again from sysfs while /proc/net/dev
+// shows the same interfaces (an interface that comes or goes is seen at the next sample).
+inline constexpr int64_t kNetRelistNs = 10'000'000'000;
+
+// One interface's line of /proc/net/dev: bytes received and sent, and drops both ways.
+struct ProcNetDevCounters {
+  int64_t rx = -1, tx = -1, drops = -1;
+};
+// Every interface of a /proc/net/dev text, by name; lines that are not counters are skipped.
+std::map<std::string, ProcNetDevCounters, std::less<>> ParseProcNetDev(std::string_view text);
 
 class NetCounters {
  public:
@@ -40,10 +53,23 @@ class NetCounters {
     wire::LinkSample sample;
     Counters now;
   };
+  // A link as listed (sysfs): what is read again only every kNetRelistNs.
+  struct Port {
+    std::string name;
+    std::string dir;  // its sysfs directory
+    bool rdma = false;
+    int64_t speed_bps = 0;
+  };
+  using DevCounters = std::map<std::string, ProcNetDevCounters, std::less<>>;
   int64_t Counter(const std::string& path);
-  std::vector<Link> ReadLinks();
+  // Lists the links; with /proc/net/dev's counters, only the interfaces it shows.
+  void Relist(int64_t now_ns, const DevCounters* shown);
+  std::vector<Link> ReadLinks(int64_t now_ns);
 
   SystemFiles& fs_;
+  std::vector<Port> ports_;
+  bool listed_ = false, relist_ = false;
+  int64_t listed_ns_ = 0;
   int64_t last_ns_ = 0;
   bool sampled_ = false;
   std::map<std::string, Counters> last_;  // by link name, the links of the previous sample

@@ -266,6 +266,7 @@ std::string FakeSystemFiles::Content(const std::string& path) const {
 }
 
 Result<std::string> FakeSystemFiles::Read(const std::string& path) {
+  ++reads_;
   auto it = files_.find(path);
   if (it == files_.end()) return Fail("open ", path, ": No such file or directory");
   return it->second;

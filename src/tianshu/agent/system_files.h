@@ -115,6 +115,8 @@ class FakeSystemFiles final : public SystemFiles {
     auto it = overwrites_.find(path);
     return it == overwrites_.end() ? 0 : it->second;
   }
+  // How many Read calls there were, of any path (found or not).
+  int reads() const { return reads_; }
   // How many Append calls wrote to this path (each is one write(2) on the real file system).
   int Appends(const std::string& path) const {
     auto it = appends_.find(path);
@@ -148,6 +150,7 @@ class FakeSystemFiles final : public SystemFiles {
   std::map<std::string, int64_t> mtimes_;
   std::vector<std::pair<std::string, std::string>> writes_;
   std::map<std::string, int> appends_;
+  int reads_ = 0;
 };
 
 // Directory part of a path ("/a/b" -> "/a"); "/" for top-level names.
