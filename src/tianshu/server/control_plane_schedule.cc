@@ -21,11 +21,13 @@ void ControlPlane::Tick(int64_t now_ms) {
     };
     // Quiet: silent for half of lost_after. Nodes cut off together cross lost_after a
     // heartbeat interval or so apart; counting the quiet ones keeps the first to cross from
-    // being judged alone.
+    // being judged alone. One walk counts them and finds whether any is past lost_after.
     int live_nodes = 0, quiet_nodes = 0;
+    bool any_silent = false;
     for (const auto& [name, n] : nodes_) {
       live_nodes += live(n);
       quiet_nodes += silent_for(n, options_.lost_after_ms / 2);
+      any_silent = any_silent || silent_for(n, options_.lost_after_ms);
     }
     // Most nodes quiet at once: the server was starved or cut off, not the nodes. Hold off
     // until the silence ends (then give the rest the restart window) or has lasted too long.
@@ -40,7 +42,8 @@ void ControlPlane::Tick(int64_t now_ms) {
     const bool hold = now_ms < losses_not_before_ms_ ||
                       (mass && now_ms - mass_silence_since_ms_ < options_.mass_silence_max_ms);
     for (auto& [name, n] : nodes_) {
-      if (!hold && silent_for(n, options_.lost_after_ms)) {
+      if (hold || !any_silent) break;
+      if (silent_for(n, options_.lost_after_ms)) {
         LoseNode(t, n, NodeState::kLost,
                  "no heartbeat for " + std::to_string((now_ms - n.last_heartbeat_ms) / 1000) + " s",
                  now_ms);
@@ -49,51 +52,64 @@ void ControlPlane::Tick(int64_t now_ms) {
     // Gang admission: a gang not entirely started within scheduler.gang_timeout releases what
     // it holds and goes to the retry path.
     const int64_t gang_timeout_ms = options_.config.gang_timeout_s * 1000;
-    for (int64_t seq : ActiveSeqs()) {
+    auto gang_timed_out = [&](const Job& j) {
+      return j.state == JobState::kStarting && gang_timeout_ms > 0 &&
+             now_ms - j.starting_since_ms >= gang_timeout_ms;
+    };
+    // time_limit: a job that has run for its limit (its attempts added up) is checkpointed,
+    // stopped and failed, without a retry (Slurm's TIMEOUT).
+    auto over_limit = [&](const Job& j) {
+      return j.spec.time_limit_s > 0 &&
+             (j.state == JobState::kStarting || j.state == JobState::kRunning) &&
+             j.RanMs(now_ms) - j.limit_base_ms >= j.spec.time_limit_s * 1000;
+    };
+    auto checkpoint_interval_s = [&](const Job& j) {
+      return j.spec.checkpoint_interval_s > 0 ? j.spec.checkpoint_interval_s
+                                              : options_.config.checkpoint_interval_s;
+    };
+    auto checkpoint_due = [&](const Job& j) {
+      const int64_t interval_s = checkpoint_interval_s(j);
+      return j.state == JobState::kRunning && interval_s > 0 &&
+             now_ms - j.last_checkpoint_order_ms >= interval_s * 1000;
+    };
+    // One walk over the active jobs finds those due; each is judged again when its turn comes
+    // (a gang that timed out is no longer over its limit), in the order the checks had when
+    // each walked every active job.
+    std::vector<Job*> due;
+    for (int64_t seq : active_seqs_) {
       Job& j = jobs_.at(seq);
-      if (j.state != JobState::kStarting || gang_timeout_ms <= 0 ||
-          now_ms - j.starting_since_ms < gang_timeout_ms) {
-        continue;
-      }
+      if (gang_timed_out(j) || over_limit(j) || checkpoint_due(j)) due.push_back(&j);
+    }
+    for (Job* j : due) {
+      if (!gang_timed_out(*j)) continue;
       metrics_.gang_timeouts++;
-      FailAttempt(t, j,
-                  "gang admission timed out: " + std::to_string(j.started.size()) + " of " +
-                      std::to_string(j.placement.size()) + " ranks started within " +
+      FailAttempt(t, *j,
+                  "gang admission timed out: " + std::to_string(j->started.size()) + " of " +
+                      std::to_string(j->placement.size()) + " ranks started within " +
                       std::to_string(options_.config.gang_timeout_s) +
                       " s; the partial gang is released",
                   "", now_ms);
     }
-    // time_limit: a job that has run for its limit (its attempts added up) is checkpointed,
-    // stopped and failed, without a retry (Slurm's TIMEOUT).
-    for (int64_t seq : ActiveSeqs()) {
-      Job& j = jobs_.at(seq);
-      if (j.spec.time_limit_s <= 0 ||
-          (j.state != JobState::kStarting && j.state != JobState::kRunning)) {
-        continue;
-      }
-      const int64_t ran_ms = j.RanMs(now_ms) - j.limit_base_ms;
-      if (ran_ms < j.spec.time_limit_s * 1000) continue;
-      BeginStop(t, j, "failed",
-                "time limit of " + FormatSeconds(static_cast<double>(j.spec.time_limit_s)) +
+    for (Job* j : due) {
+      if (!over_limit(*j)) continue;
+      const int64_t ran_ms = j->RanMs(now_ms) - j->limit_base_ms;
+      BeginStop(t, *j, "failed",
+                "time limit of " + FormatSeconds(static_cast<double>(j->spec.time_limit_s)) +
                     " reached (ran " + FormatSeconds(static_cast<double>(ran_ms) / 1000.0) +
                     "): checkpointed and stopped, not retried",
                 "", /*checkpoint_first=*/true, now_ms);
     }
-    for (int64_t seq : active_seqs_) {  // adds orders only: no state changes
-      Job& j = jobs_.at(seq);
-      if (j.state != JobState::kRunning) continue;
-      int64_t interval_s = j.spec.checkpoint_interval_s > 0 ? j.spec.checkpoint_interval_s
-                                                            : options_.config.checkpoint_interval_s;
-      if (interval_s <= 0 || now_ms - j.last_checkpoint_order_ms < interval_s * 1000) continue;
-      j.last_checkpoint_order_ms = now_ms;
-      j.checkpoint_orders++;
-      t.jobs.insert(j.seq);
-      for (const auto& node : j.Nodes()) {
+    for (Job* j : due) {  // adds orders only: no state changes
+      if (!checkpoint_due(*j)) continue;
+      j->last_checkpoint_order_ms = now_ms;
+      j->checkpoint_orders++;
+      t.jobs.insert(j->seq);
+      for (const auto& node : j->Nodes()) {
         wire::WorkOrder o;
-        o.id = OrderId(j.id, j.attempt, "ckpt." + std::to_string(j.checkpoint_orders), node);
+        o.id = OrderId(j->id, j->attempt, "ckpt." + std::to_string(j->checkpoint_orders), node);
         o.kind = wire::OrderKind::kCheckpoint;
-        o.job_id = j.id;
-        o.attempt = j.attempt;
+        o.job_id = j->id;
+        o.attempt = j->attempt;
         o.checkpoint = wire::CheckpointOrder{.reason = "periodic"};
         AddOrder(t, node, std::move(o));
       }
