@@ -474,6 +474,55 @@ TEST(Reports, AForgedReportAboutAnotherNodesJobChangesNothing) {
   EXPECT_EQ(f.Get("/v1/jobs/" + id).body.value("last_checkpoint", ""), "/ckpt/10");
 }
 
+// A heartbeat may come with a report batch, one request for both: the server applies the
+// reports and then the heartbeat in one change, and answers both. A batch without one is answered
+// as before; a heartbeat of another agent id is refused with the batch.
+TEST(Reports, AHeartbeatWithAReportBatchIsAppliedAndAnswered) {
+  ServerFixture f;
+  f.Start();
+  FakeAgent a(f, "n0", 8);
+  ASSERT_EQ(a.Register().status, 200);
+  auto r = f.Post("/v1/jobs", JobYaml("with-beat", 8));
+  ASSERT_EQ(r.status, 201);
+  const std::string id = r.body["id"];
+  std::vector<wire::WorkOrder> orders;
+  ASSERT_TRUE(WaitFor([&] { return !(orders = a.Work(50)).empty(); }));
+  const auto reports = AcceptedAndStarted(orders[0]);
+  auto res = a.Report(reports, wire::Heartbeat{.health = wire::Health::kDegraded,
+                                               .message = "disk slow",
+                                               .cpu_utilization = 0.25});
+  ASSERT_EQ(res.status, 200) << res.text;
+  auto answer = wire::ParseReportsAnswer(res.text);
+  ASSERT_TRUE(answer) << res.text;
+  EXPECT_EQ(answer->accepted, static_cast<int64_t>(reports.size()));
+  ASSERT_TRUE(answer->heartbeat) << res.text;
+  EXPECT_FALSE(answer->heartbeat->reregister);
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(id) == "running"; }));
+  auto node_view = [&] {
+    const json nodes = f.Get("/v1/nodes").body["nodes"];
+    for (const auto& n : nodes) {
+      if (n["name"] == "n0") return n;
+    }
+    return json();
+  };
+  EXPECT_EQ(node_view()["state"], "degraded") << node_view().dump();
+  EXPECT_DOUBLE_EQ(node_view()["cpu_utilization"].get<double>(), 0.25);
+  // Without a heartbeat: answered as before, with none.
+  res = a.Report({});
+  ASSERT_EQ(res.status, 200) << res.text;
+  EXPECT_EQ(res.text.find("heartbeat"), std::string::npos) << res.text;
+  // Of another agent: refused whole, the node's state unchanged.
+  wire::ReportBatch forged{.agent_id = a.agent_id(),
+                           .heartbeat = wire::Heartbeat{.agent_id = "someone-else"}};
+  auto client = f.NewClient(f.credentials.at("n0"));
+  auto refused =
+      client->Post("/v1/agents/n0/reports", wire::Dump(wire::ToJson(forged)), "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400) << refused->text;
+  EXPECT_NE(refused->text.find("heartbeat.agent_id"), std::string::npos) << refused->text;
+  EXPECT_EQ(node_view()["state"], "degraded");
+}
+
 // A second user can neither cancel another's array nor reuse its Idempotency-Key to get it;
 // the owner can cancel it.
 TEST(Arrays, OnlyTheOwnerOrAnAdminCancelsAnArray) {

@@ -208,6 +208,13 @@ class FakeAgent {
     return Call(Node()->Post("/v1/agents/" + node_ + "/reports", wire::Dump(wire::ToJson(b)),
                              "application/json"));
   }
+  // Reports with a heartbeat in the same request (its agent id is ours).
+  server::ApiResponse Report(const std::vector<wire::Report>& reports, wire::Heartbeat h) {
+    h.agent_id = agent_id_;
+    wire::ReportBatch b{.agent_id = agent_id_, .reports = reports, .heartbeat = std::move(h)};
+    return Call(Node()->Post("/v1/agents/" + node_ + "/reports", wire::Dump(wire::ToJson(b)),
+                             "application/json"));
+  }
   // Accepts and starts every rank of a launch order.
   void AcceptAndStart(const wire::WorkOrder& o) {
     EXPECT_EQ(Report(AcceptedAndStarted(o)).status, 200);

@@ -20,6 +20,9 @@ struct HttpControlPlane::Impl {
   httplib::Headers bearer;  // the current bearer
   std::string join_token, credential;
   std::atomic<bool> keep_alive{false}, aborted{false};
+  // The server refused a heartbeat in a report batch (one older than the field): until the next
+  // registration, reports go alone.
+  std::atomic<bool> heartbeats_alone{false};
   void Bearer(const std::string& t) { bearer = {{"Authorization", "Bearer " + t}}; }
   httplib::Headers Headers() {
     std::lock_guard l(mu);
@@ -80,6 +83,7 @@ Result<T> Answer(const httplib::Result& res, const std::string& what, Parse pars
 }  // namespace
 
 Result<wire::RegisterResponse> HttpControlPlane::Register(const wire::RegisterRequest& r) {
+  impl_->heartbeats_alone = false;  // the server may have been upgraded
   auto res = impl_->servers->Send([&](httplib::Client& c) {
     return c.Post("/v1/agents/register", impl_->Headers(), wire::ToJson(r).dump(),
                   "application/json");
@@ -150,14 +154,46 @@ void HttpControlPlane::Abort() {
   impl_->servers->Stop();
 }
 
-Status HttpControlPlane::SendReports(const std::string& node, const wire::ReportBatch& batch) {
-  auto res = impl_->servers->Send([&](httplib::Client& c) {
-    return c.Post("/v1/agents/" + node + "/reports", impl_->Headers(), wire::ToJson(batch).dump(),
-                  "application/json");
-  });
-  auto r = Answer<bool>(res, "reports", [](const std::string&) -> Result<bool> { return true; });
-  if (!r) return std::unexpected(r.error());
-  return Ok();
+Result<ControlPlane::ReportsSent> HttpControlPlane::SendReports(const std::string& node,
+                                                                const wire::ReportBatch& batch) {
+  auto post = [&](const wire::ReportBatch& b) {
+    return impl_->servers->Send([&](httplib::Client& c) {
+      return c.Post("/v1/agents/" + node + "/reports", impl_->Headers(), wire::ToJson(b).dump(),
+                    "application/json");
+    });
+  };
+  auto alone = [&] {
+    return wire::ReportBatch{.agent_id = batch.agent_id, .reports = batch.reports};
+  };
+  bool with_beat = batch.heartbeat && !impl_->heartbeats_alone;
+  auto res = batch.heartbeat && !with_beat ? post(alone()) : post(batch);
+  // A batch refused (400) with a heartbeat in it took nothing: the reports go again alone, never
+  // held back by the heartbeat. A server older than heartbeats in report batches refuses the
+  // field itself: to it, reports go alone until the next registration.
+  if (with_beat && res && res->status == 400) {
+    if (res->body.find("heartbeat: unknown field") != std::string::npos) {
+      impl_->heartbeats_alone = true;
+    }
+    with_beat = false;
+    res = post(alone());
+  }
+  // 404/409: the server does not know this node or agent; 401: nor its credential.
+  if (res && (res->status == 404 || res->status == 409 || res->status == 401)) {
+    return ReportsSent{.refused = true};
+  }
+  if (!res || res->status != 200) {  // an error, with the server's message
+    return std::unexpected(Answer<bool>(res, "reports", [](const std::string&) -> Result<bool> {
+                             return true;
+                           }).error());
+  }
+  // 200: the reports were taken, whatever else the answer says; a heartbeat answer that is
+  // missing or unreadable counts as a heartbeat not taken (the session sends one alone).
+  ReportsSent sent;
+  if (with_beat) {
+    if (auto a = wire::ParseReportsAnswer(res->body); a && a->heartbeat)
+      sent.heartbeat = a->heartbeat;
+  }
+  return sent;
 }
 
 // ---- backoff ----
@@ -183,6 +219,7 @@ Session::Session(SessionOptions options, ControlPlane& server, Agent& agent)
 
 void Session::Failed(const std::string& what, int64_t now_ns) {
   last_error_ = what;
+  beat_answered_ = false;  // next_ns_ is a retry time: never put off
   int64_t delay = backoff_.Next();
   // Near the end of the node lease, try more often: one answered heartbeat keeps the ranks.
   if (const int64_t deadline = agent_.LeaseDeadline(); deadline > 0) {
@@ -192,35 +229,117 @@ void Session::Failed(const std::string& what, int64_t now_ns) {
   next_ns_ = now_ns + delay;
 }
 
-bool Session::Flush() {
+void Session::Reregister(int64_t now_ns) {
+  registered_ = false;
+  beat_answered_ = false;
+  last_error_ = "server asked to register again";
+  next_ns_ = now_ns + backoff_.Next() / 4;  // soon, but never a tight loop
+}
+
+bool Session::Flush(int64_t now_ns, bool beat) {
   while (!agent_.PendingReports().empty()) {
     const auto& pending = agent_.PendingReports();
     size_t n = std::min(pending.size(), options_.max_reports_per_call);
     wire::ReportBatch batch{
         .agent_id = options_.agent_id,
         .reports = {pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(n)}};
-    if (Status s = server_.SendReports(options_.node, batch); !s) {
-      last_error_ = s.error().message;
+    // Not on a retry after a failure: each heartbeat made samples the counters' windows.
+    if (beat && !heartbeats_alone_ && backoff_.failures() == 0) {
+      batch.heartbeat = MakeHeartbeat(now_ns);
+    }
+    const int64_t sent_boot_ns = BootTimeNs();  // the lease counts from the send, never later
+    auto sent = server_.SendReports(options_.node, batch);
+    if (!sent) {
+      last_error_ = sent.error().message;
       ++stats_.report_failures;
+      return false;
+    }
+    if (sent->refused) {  // nothing taken: they go again after the registration
+      Reregister(now_ns);
       return false;
     }
     ++stats_.report_batches;
     agent_.AckReports(n);
+    last_reports_ns_ = now_ns;
+    if (sent->heartbeat) {
+      ++stats_.heartbeats_with_reports;
+      beat = false;
+      if (!Answered(*sent->heartbeat, sent_boot_ns, now_ns)) return false;
+    } else if (batch.heartbeat) {
+      heartbeats_alone_ = true;  // this server takes none: until the next registration
+    }
   }
+  // A server that does not take heartbeats with reports gets a due one alone.
+  if (beat && now_ns >= next_ns_) return Beat(now_ns);
   return true;
 }
 
 void Session::Deliver(const std::vector<wire::WorkOrder>& orders, int64_t now_ns) {
   for (const wire::WorkOrder& o : orders) agent_.Apply(o, now_ns);
-  if (registered_ && !orders.empty() && !Flush()) Failed(last_error_, now_ns);
+  if (registered_ && !orders.empty() && !Flush(now_ns, BeatSoon(now_ns)) && registered_) {
+    Failed(last_error_, now_ns);
+  }
+}
+
+wire::Heartbeat Session::MakeHeartbeat(int64_t now_ns) {
+  wire::Heartbeat hb{
+      .agent_id = options_.agent_id, .health = wire::Health::kOk, .running = agent_.Running()};
+  // Node CPU and memory use since the previous heartbeat (/proc/stat, /proc/meminfo).
+  std::tie(hb.cpu_utilization, hb.memory_used_bytes) = agent_.HostUsage();
+  if (options_.device_usage) hb.devices = options_.device_usage();
+  // Link rates since the previous heartbeat, and how far each running job has got.
+  hb.network = agent_.NetworkUsage(now_ns);
+  hb.progress = agent_.Progress();
+  return hb;
+}
+
+bool Session::Beat(int64_t now_ns) {
+  const wire::Heartbeat hb = MakeHeartbeat(now_ns);
+  const int64_t sent_boot_ns = BootTimeNs();  // the lease counts from the send, never later
+  auto resp = server_.Heartbeat(options_.node, hb);
+  if (!resp) {
+    ++stats_.heartbeat_failures;
+    last_error_ = resp.error().message;
+    return false;
+  }
+  return Answered(*resp, sent_boot_ns, now_ns);
+}
+
+bool Session::Answered(const wire::HeartbeatResponse& resp, int64_t sent_boot_ns, int64_t now_ns) {
+  ++stats_.heartbeats;
+  if (resp.reregister) {
+    Reregister(now_ns);
+    return false;
+  }
+  agent_.RenewLease(sent_boot_ns);
+  backoff_.Reset();
+  next_ns_ = now_ns + heartbeat_ns_;
+  beat_answered_ = true;  // next_ns_ is a period after an answered heartbeat
+  const bool pending = resp.pending_orders > 0;
+  const bool fetch = pending && (pending_before_ || !options_.watched || !options_.watched());
+  pending_before_ = pending;
+  if (!fetch) return true;
+  auto work = server_.FetchWork(options_.node);
+  if (!work) {
+    ++stats_.work_failures;
+    last_error_ = work.error().message;
+    return false;
+  }
+  for (const wire::WorkOrder& o : work->orders) agent_.Apply(o, now_ns);
+  return Flush(now_ns);
 }
 
 int64_t Session::Step(int64_t now_ns) {
   if (now_ns < next_ns_) {
-    // Not due; still push reports out promptly while connected.
-    if (registered_ && !agent_.PendingReports().empty() && !Flush()) Failed(last_error_, now_ns);
+    // Not due; still push reports out promptly while connected (with the heartbeat when it is
+    // nearly due: one request instead of two).
+    if (registered_ && !agent_.PendingReports().empty() && !Flush(now_ns, BeatSoon(now_ns)) &&
+        registered_) {
+      Failed(last_error_, now_ns);
+    }
     return next_ns_;
   }
+  const bool registering = !registered_;
   if (!registered_) {
     wire::RegisterRequest req{.node = options_.node,
                               .agent_id = options_.agent_id,
@@ -240,57 +359,29 @@ int64_t Session::Step(int64_t now_ns) {
     }
     registered_ = true;
     ++registrations_;
+    heartbeats_alone_ = false;
     if (options_.on_register) options_.on_register(*resp);
     agent_.SetLease(resp->lease_ms * 1'000'000);
     agent_.RenewLease(register_sent_ns);  // orders may come (the watcher) before a heartbeat
     backoff_.Reset();
     heartbeat_ns_ = std::max<int64_t>(resp->heartbeat_interval_ms, 50) * 1'000'000;
+    lost_after_ns_ = std::max<int64_t>(resp->lost_after_ms, 0) * 1'000'000;
   }
-  if (!Flush()) {
-    Failed(last_error_, now_ns);
-    return next_ns_;
+  // While ranks run and reports flow (some were sent within the last period: short jobs
+  // starting and ending), another report is likely soon: a heartbeat that came due after an
+  // answered one waits up to half a period for one to ride with, never so long that the gap
+  // between heartbeats passes a quarter of lost_after (the server counts a node silent for half
+  // of it as quiet).
+  const int64_t grace = std::min(heartbeat_ns_ / 2, lost_after_ns_ / 4 - heartbeat_ns_);
+  const int64_t latest = next_ns_ + grace;
+  if (!registering && beat_answered_ && grace > 0 && now_ns < latest &&
+      now_ns - last_reports_ns_ < heartbeat_ns_ && agent_.PendingReports().empty() &&
+      !agent_.Running().empty()) {
+    return latest;
   }
-  wire::Heartbeat hb{
-      .agent_id = options_.agent_id, .health = wire::Health::kOk, .running = agent_.Running()};
-  // Node CPU and memory use since the previous heartbeat (/proc/stat, /proc/meminfo).
-  std::tie(hb.cpu_utilization, hb.memory_used_bytes) = agent_.HostUsage();
-  if (options_.device_usage) hb.devices = options_.device_usage();
-  // Link rates since the previous heartbeat, and how far each running job has got.
-  hb.network = agent_.NetworkUsage(now_ns);
-  hb.progress = agent_.Progress();
-  const int64_t sent_boot_ns = BootTimeNs();  // the lease counts from the send, never later
-  auto resp = server_.Heartbeat(options_.node, hb);
-  if (!resp) {
-    ++stats_.heartbeat_failures;
-    Failed(resp.error().message, now_ns);
-    return next_ns_;
-  }
-  ++stats_.heartbeats;
-  if (resp->reregister) {
-    registered_ = false;
-    last_error_ = "server asked to register again";
-    next_ns_ = now_ns + backoff_.Next() / 4;  // soon, but never a tight loop
-    return next_ns_;
-  }
-  agent_.RenewLease(sent_boot_ns);
-  backoff_.Reset();
-  const bool pending = resp->pending_orders > 0;
-  const bool fetch = pending && (pending_before_ || !options_.watched || !options_.watched());
-  pending_before_ = pending;
-  if (fetch) {
-    auto work = server_.FetchWork(options_.node);
-    if (!work) {
-      ++stats_.work_failures;
-      Failed(work.error().message, now_ns);
-      return next_ns_;
-    }
-    for (const wire::WorkOrder& o : work->orders) agent_.Apply(o, now_ns);
-    if (!Flush()) {
-      Failed(last_error_, now_ns);
-      return next_ns_;
-    }
-  }
-  next_ns_ = now_ns + heartbeat_ns_;
+  // Due: the heartbeat goes with the pending reports, or alone.
+  const bool ok = agent_.PendingReports().empty() ? Beat(now_ns) : Flush(now_ns, true);
+  if (!ok && registered_) Failed(last_error_, now_ns);
   return next_ns_;
 }
 

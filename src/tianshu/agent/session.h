@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -39,8 +40,17 @@ class ControlPlane {
                                                          int64_t wait_ms) = 0;
   // Ends a request in flight on another thread (a WorkWatcher stopping); may do nothing.
   virtual void Abort() {}
-  [[nodiscard]] virtual Status SendReports(const std::string& node,
-                                           const wire::ReportBatch& batch) = 0;
+  // What became of a report batch the server answered.
+  struct ReportsSent {
+    // The server does not know this node or agent (404, 409; 401: nor its credential): it took
+    // nothing, and the agent registers again before it sends them again.
+    bool refused = false;
+    // Its answer to the batch's heartbeat; absent when the batch had none, or the server does
+    // not take heartbeats with reports (then the transport sent the reports alone).
+    std::optional<wire::HeartbeatResponse> heartbeat;
+  };
+  [[nodiscard]] virtual Result<ReportsSent> SendReports(const std::string& node,
+                                                        const wire::ReportBatch& batch) = 0;
 };
 
 // HTTP/1.1 to "host:port". SetCredential may be called from another thread than the requests
@@ -71,7 +81,10 @@ class HttpControlPlane final : public ControlPlane {
   Result<wire::WorkBatch> WaitWork(const std::string& node, const std::string& agent_id,
                                    const std::string& after, int64_t wait_ms) override;
   void Abort() override;
-  Status SendReports(const std::string& node, const wire::ReportBatch& batch) override;
+  // A batch's heartbeat goes with it while the server takes it; a server that refuses the field
+  // (one older than it) gets the reports alone, at once and from then on until the next
+  // registration (it may have been upgraded meanwhile).
+  Result<ReportsSent> SendReports(const std::string& node, const wire::ReportBatch& batch) override;
 
  private:
   HttpControlPlane();
@@ -127,7 +140,8 @@ struct SessionStats {
   int64_t register_failures = 0;
   int64_t heartbeats = 0;  // answered
   int64_t heartbeat_failures = 0;
-  int64_t report_batches = 0;  // acknowledged by the server
+  int64_t report_batches = 0;           // acknowledged by the server
+  int64_t heartbeats_with_reports = 0;  // of `heartbeats`: answered with a report batch
   int64_t report_failures = 0;
   int64_t work_failures = 0;  // fetching outstanding orders
 };
@@ -148,8 +162,20 @@ class Session {
   const SessionStats& stats() const { return stats_; }
 
  private:
-  bool Flush();
+  // Sends the pending reports; with `beat`, a heartbeat goes with the first batch (and its
+  // answer is handled) when the server takes it, and is sent alone when it does not and one is
+  // due. False when a call failed (last_error_ says why) or the server asked to register again.
+  bool Flush(int64_t now_ns = 0, bool beat = false);
+  // A heartbeat is nearly due: reports sent now take it with them.
+  bool BeatSoon(int64_t now_ns) const { return now_ns >= next_ns_ - heartbeat_ns_ / 2; }
+  wire::Heartbeat MakeHeartbeat(int64_t now_ns);
+  // Sends a heartbeat alone; false when it failed or the server asked to register again.
+  bool Beat(int64_t now_ns);
+  // The server's answer to a heartbeat sent at `sent_boot_ns`: the lease renewed, orders fetched
+  // when pending; false when it asked to register again.
+  bool Answered(const wire::HeartbeatResponse& resp, int64_t sent_boot_ns, int64_t now_ns);
   void Failed(const std::string& what, int64_t now_ns);
+  void Reregister(int64_t now_ns);
 
   SessionOptions options_;
   ControlPlane& server_;
@@ -159,7 +185,11 @@ class Session {
   int registrations_ = 0;
   int64_t next_ns_ = 0;
   int64_t heartbeat_ns_ = 1'000'000'000;
-  bool pending_before_ = false;  // the previous answered heartbeat said orders were pending
+  bool pending_before_ = false;    // the previous answered heartbeat said orders were pending
+  bool heartbeats_alone_ = false;  // the server took no heartbeat with reports: none is sent so
+  bool beat_answered_ = false;     // next_ns_ is a period after an answered heartbeat
+  int64_t last_reports_ns_ = -1'000'000'000'000;  // the last report batch the server took
+  int64_t lost_after_ns_ = 10'000'000'000;        // the server's, from the registration
   std::string last_error_;
   SessionStats stats_;
 };

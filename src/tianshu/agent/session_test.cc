@@ -26,7 +26,7 @@ class FakeServer final : public ControlPlane {
  public:
   bool down = false;
   bool forget = false;
-  int64_t lease_ms = 0;
+  int64_t lease_ms = 0, lost_after_ms = 10000;
   int registers = 0, heartbeats = 0, fetches = 0;
   std::vector<wire::WorkOrder> work;
   std::vector<wire::Report> reports;
@@ -38,8 +38,10 @@ class FakeServer final : public ControlPlane {
     ++registers;
     last_register = r;
     forget = false;
-    return wire::RegisterResponse{
-        .node = r.node, .heartbeat_interval_ms = 1000, .lease_ms = lease_ms};
+    return wire::RegisterResponse{.node = r.node,
+                                  .heartbeat_interval_ms = 1000,
+                                  .lost_after_ms = lost_after_ms,
+                                  .lease_ms = lease_ms};
   }
   Result<wire::HeartbeatResponse> Heartbeat(const std::string&,
                                             const wire::Heartbeat& hb) override {
@@ -60,10 +62,20 @@ class FakeServer final : public ControlPlane {
                                    int64_t) override {
     return Fail("work: not used by the session");
   }
-  Status SendReports(const std::string&, const wire::ReportBatch& b) override {
+  // takes_heartbeats: answers a heartbeat sent with reports (a server from before that sends
+  // the reports alone: the transport's fallback); refuse_reports: does not know the node.
+  bool takes_heartbeats = true, refuse_reports = false;
+  int heartbeats_in_reports = 0;
+  Result<ReportsSent> SendReports(const std::string& node, const wire::ReportBatch& b) override {
     if (down) return Fail("reports: server unreachable");
+    if (refuse_reports) return ReportsSent{.refused = true};
     reports.insert(reports.end(), b.reports.begin(), b.reports.end());
-    return Ok();
+    ReportsSent sent;
+    if (b.heartbeat && takes_heartbeats) {
+      ++heartbeats_in_reports;
+      sent.heartbeat = *Heartbeat(node, *b.heartbeat);
+    }
+    return sent;
   }
 };
 
@@ -248,6 +260,139 @@ TEST(Session, AnsweredHeartbeatsRenewTheLeaseAndRetriesQuickenNearItsEnd) {
   EXPECT_EQ(f.fs.Read("/w/lease")->rfind("none", 0), 0u);
 }
 
+// A launch order of job `job` for node n0, one rank running /bin/true.
+wire::WorkOrder TrueLaunchOf(const std::string& job) {
+  wire::WorkOrder o = TrueLaunch();
+  o.id = job + ".a1.launch.n0";
+  o.job_id = job;
+  return o;
+}
+
+// Reports sent in the second half of a heartbeat period take the heartbeat with them: one
+// request for both, answered as a heartbeat (the lease renewed, the next one a period later).
+// Earlier in the period they go alone. While ranks run, a due heartbeat waits up to half a
+// period for reports to ride with.
+TEST(Session, ReportsSentNearTheNextHeartbeatCarryIt) {
+  Fixture f;
+  f.server.lease_ms = 60'000;
+  Session s({.node = "n0", .agent_id = "a1"}, f.server, *f.agent);
+  ASSERT_EQ(s.Step(0), 1000 * kMs);
+  ASSERT_EQ(f.server.heartbeats, 1);
+  s.Deliver({TrueLaunchOf("early")}, 400 * kMs);
+  EXPECT_EQ(f.server.reports.size(), 2u);
+  EXPECT_EQ(f.server.heartbeats, 1);
+  EXPECT_EQ(f.server.heartbeats_in_reports, 0);
+  const int64_t lease = f.agent->LeaseDeadline();
+  s.Deliver({TrueLaunchOf("late")}, 600 * kMs);
+  EXPECT_EQ(f.server.reports.size(), 4u);
+  EXPECT_EQ(f.server.heartbeats, 2);
+  EXPECT_EQ(f.server.heartbeats_in_reports, 1);
+  EXPECT_EQ(s.stats().heartbeats_with_reports, 1);
+  EXPECT_GT(f.agent->LeaseDeadline(), lease);
+  // It carried what a heartbeat carries: the ranks running then.
+  EXPECT_EQ(f.server.last_heartbeat.running.size(), f.agent->Running().size());
+  EXPECT_FALSE(f.server.last_heartbeat.running.empty());
+  // The next one is a period after it, not at the old time.
+  EXPECT_EQ(s.Step(1000 * kMs), 1600 * kMs);
+  EXPECT_EQ(f.server.heartbeats, 2);
+  // Due with reports pending (a rank exited since the last send): one request for both.
+  ASSERT_EQ(f.server.reports.back().kind, wire::ReportKind::kStarted);
+  f.runner.Exit(f.server.reports.back().pid, {.exit_code = 0});
+  f.agent->Tick(1100 * kMs);
+  ASSERT_FALSE(f.agent->PendingReports().empty());
+  EXPECT_EQ(s.Step(1600 * kMs), 2600 * kMs);
+  EXPECT_TRUE(f.agent->PendingReports().empty());
+  EXPECT_EQ(f.server.heartbeats, 3);
+  EXPECT_EQ(f.server.heartbeats_in_reports, 2);
+  // Due while ranks run and reports flow (a batch went out within the period), none pending:
+  // the heartbeat waits for the next report (up to half a period), and rides with it.
+  s.Deliver({TrueLaunchOf("flowing")}, 2000 * kMs);  // early in the period: alone
+  EXPECT_EQ(f.server.heartbeats, 3);
+  EXPECT_EQ(s.Step(2600 * kMs), 3100 * kMs);
+  EXPECT_EQ(f.server.heartbeats, 3);
+  s.Deliver({TrueLaunchOf("after")}, 2800 * kMs);
+  EXPECT_EQ(f.server.heartbeats, 4);
+  EXPECT_EQ(f.server.heartbeats_in_reports, 3);
+  EXPECT_EQ(s.Step(2800 * kMs), 3800 * kMs);
+  // No report within the last period: on time, though ranks run.
+  EXPECT_EQ(s.Step(3800 * kMs), 4800 * kMs);
+  EXPECT_EQ(f.server.heartbeats, 5);
+}
+
+// A heartbeat is never put off after a failure (the retry time is the backoff's, shortened near
+// the lease's end), nor past a quarter of lost_after.
+TEST(Session, AHeartbeatIsNotPutOffAfterAFailureOrPastAQuarterOfLostAfter) {
+  Fixture f;
+  Session s({.node = "n0", .agent_id = "a1", .seed = 3}, f.server, *f.agent);
+  s.Step(0);
+  s.Deliver({TrueLaunchOf("a")}, 100 * kMs);
+  f.server.down = true;
+  const int64_t retry = s.Step(1000 * kMs);  // ranks run, reports flowed: the wait is not taken
+  EXPECT_EQ(retry, 1500 * kMs);
+  const int64_t after_failure = s.Step(retry);
+  EXPECT_GT(after_failure, retry);
+  f.server.down = false;
+  s.Deliver({TrueLaunchOf("b")}, after_failure - 100 * kMs);  // no heartbeat rides on a retry
+  EXPECT_EQ(f.server.heartbeats_in_reports, 0);
+  const int heartbeats = f.server.heartbeats;
+  s.Step(after_failure);  // due at the retry time: sent, not put off
+  EXPECT_EQ(f.server.heartbeats, heartbeats + 1);
+}
+
+TEST(Session, NoWaitWhenHalfAPeriodWouldPassAQuarterOfLostAfter) {
+  Fixture f;
+  f.server.lost_after_ms = 4000;  // a quarter: 1 s, the period itself
+  Session s({.node = "n0", .agent_id = "a1"}, f.server, *f.agent);
+  s.Step(0);
+  s.Deliver({TrueLaunchOf("a")}, 100 * kMs);
+  EXPECT_EQ(s.Step(1000 * kMs), 2000 * kMs);  // sent on time
+  EXPECT_EQ(f.server.heartbeats, 2);
+}
+
+// A server that takes no heartbeat with reports (one from before them; the transport sends the
+// reports alone) gets each heartbeat alone, on time, and no more are made for reports until the
+// session registers again.
+TEST(Session, AServerThatTakesNoHeartbeatWithReportsGetsItAlone) {
+  Fixture f;
+  f.server.takes_heartbeats = false;
+  Session s({.node = "n0", .agent_id = "a1"}, f.server, *f.agent);
+  int64_t now = s.Step(0);
+  s.Deliver({TrueLaunchOf("a")}, 600 * kMs);
+  EXPECT_EQ(f.server.reports.size(), 2u);
+  EXPECT_EQ(f.server.heartbeats, 1);  // not yet due: none alone either
+  // Due while a rank runs: it waits half a period for a report to ride with, then goes alone.
+  EXPECT_EQ(s.Step(now), 1500 * kMs);
+  EXPECT_EQ(f.server.heartbeats, 1);
+  EXPECT_EQ(s.Step(1500 * kMs), 2500 * kMs);
+  EXPECT_EQ(f.server.heartbeats, 2);
+  // Due with reports pending: the reports, then the heartbeat alone, in the same step.
+  f.server.down = true;
+  s.Deliver({TrueLaunchOf("b")}, 2000 * kMs);
+  f.server.down = false;
+  EXPECT_EQ(s.Step(2500 * kMs), 3500 * kMs);
+  EXPECT_EQ(f.server.reports.size(), 4u);
+  EXPECT_EQ(f.server.heartbeats, 3);
+  EXPECT_EQ(f.server.heartbeats_in_reports, 0);
+  EXPECT_EQ(s.stats().heartbeats_with_reports, 0);
+}
+
+// Reports the server refuses because it does not know the node (a new store): nothing is lost,
+// the session registers again and then sends them.
+TEST(Session, RefusedReportsWaitForARegistration) {
+  Fixture f;
+  Session s({.node = "n0", .agent_id = "a1"}, f.server, *f.agent);
+  int64_t now = s.Step(0);
+  f.server.refuse_reports = true;
+  s.Deliver({TrueLaunchOf("a")}, 100 * kMs);
+  EXPECT_FALSE(s.registered());
+  EXPECT_EQ(f.agent->PendingReports().size(), 2u);
+  f.server.refuse_reports = false;
+  for (int i = 0; i < 5 && !f.agent->PendingReports().empty(); ++i) now = s.Step(now);
+  EXPECT_TRUE(s.registered());
+  EXPECT_EQ(s.registrations(), 2);
+  EXPECT_EQ(f.server.reports.size(), 2u);
+}
+
 TEST(Session, RegistersAgainAfterAServerRestart) {
   Fixture f;
   Session s({.node = "n0", .agent_id = "a1"}, f.server, *f.agent);
@@ -297,7 +442,7 @@ class HeldWork final : public ControlPlane {
     return Fail("unused");
   }
   Result<wire::WorkBatch> FetchWork(const std::string&) override { return Fail("unused"); }
-  Status SendReports(const std::string&, const wire::ReportBatch&) override {
+  Result<ReportsSent> SendReports(const std::string&, const wire::ReportBatch&) override {
     return Fail("unused");
   }
   Result<wire::WorkBatch> WaitWork(const std::string&, const std::string&, const std::string& after,
@@ -412,6 +557,109 @@ TEST(HttpControlPlane, KeepAliveSendsTheWatchersRequestsOverOneConnection) {
   };
   EXPECT_EQ(requests_over(false).size(), 3u);
   EXPECT_EQ(requests_over(true).size(), 1u);
+  http.stop();
+  serving.join();
+}
+
+// A server from before heartbeats in report batches refuses the field (400, having taken
+// nothing): the transport sends the reports again alone, says the heartbeat was not answered, and
+// sends reports alone from then on, until the next registration. A node the server does not know
+// is told apart from a failure.
+TEST(HttpControlPlane, AnOlderServerGetsTheReportsAloneWithoutTheHeartbeat) {
+  httplib::Server http;
+  std::mutex mu;
+  int with_beat = 0, alone = 0;
+  bool unknown_node = false;
+  std::string mode = "older";  // "older", "bad-heartbeat", "odd-answer"
+  http.Post("/v1/agents/n0/reports", [&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard l(mu);
+    if (mode == "bad-heartbeat" && req.body.find("\"heartbeat\"") != std::string::npos) {
+      ++with_beat;
+      res.status = 400;
+      res.set_content(R"({"error":{"code":400,"message":"bad reports: heartbeat.progress: more"}})",
+                      "application/json");
+      return;
+    }
+    if (mode == "odd-answer") {  // taken, with an answer this agent cannot read
+      ++with_beat;
+      res.set_content(R"({"version":1,"accepted":1,"heartbeat":{"later":true}})",
+                      "application/json");
+      return;
+    }
+    if (unknown_node) {
+      res.status = 404;
+      res.set_content(R"({"error":{"code":404,"message":"unknown node n0: register first"}})",
+                      "application/json");
+      return;
+    }
+    if (req.body.find("\"heartbeat\"") != std::string::npos) {
+      ++with_beat;
+      res.status = 400;
+      res.set_content(R"({"error":{"code":400,"message":"bad reports: heartbeat: unknown field"}})",
+                      "application/json");
+      return;
+    }
+    ++alone;
+    res.set_content(R"({"version":1,"accepted":1})", "application/json");
+  });
+  const int port = http.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serving([&] { http.listen_after_bind(); });
+  for (int i = 0; i < 500 && !http.is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  auto cp = HttpControlPlane::Open("127.0.0.1:" + std::to_string(port), "token", "");
+  ASSERT_TRUE(cp);
+  const wire::ReportBatch batch{.agent_id = "a",
+                                .reports = {wire::Report{.order_id = "o"}},
+                                .heartbeat = wire::Heartbeat{.agent_id = "a"}};
+  auto counts = [&] {
+    std::lock_guard l(mu);
+    return std::pair{with_beat, alone};
+  };
+  auto sent = (*cp)->SendReports("n0", batch);
+  ASSERT_TRUE(sent) << sent.error().message;
+  EXPECT_FALSE(sent->refused);
+  EXPECT_FALSE(sent->heartbeat);
+  EXPECT_EQ(counts(), (std::pair{1, 1}));
+  sent = (*cp)->SendReports("n0", batch);  // alone at once
+  ASSERT_TRUE(sent);
+  EXPECT_EQ(counts(), (std::pair{1, 2}));
+  (void)(*cp)->Register({.node = "n0", .agent_id = "a"});  // no such route here: it fails
+  sent = (*cp)->SendReports("n0", batch);                  // tried with it again
+  ASSERT_TRUE(sent);
+  EXPECT_EQ(counts(), (std::pair{2, 3}));
+  // Any other 400 for a batch with a heartbeat: the reports go again alone, and the next batch
+  // still tries with its heartbeat.
+  {
+    std::lock_guard l(mu);
+    mode = "bad-heartbeat";
+  }
+  (void)(*cp)->Register({.node = "n0", .agent_id = "a"});
+  sent = (*cp)->SendReports("n0", batch);
+  ASSERT_TRUE(sent) << sent.error().message;
+  EXPECT_FALSE(sent->heartbeat);
+  EXPECT_EQ(counts(), (std::pair{3, 4}));
+  sent = (*cp)->SendReports("n0", batch);
+  ASSERT_TRUE(sent);
+  EXPECT_EQ(counts(), (std::pair{4, 5}));
+  // A 200 whose heartbeat answer cannot be read: the reports were taken, the heartbeat was not.
+  {
+    std::lock_guard l(mu);
+    mode = "odd-answer";
+  }
+  sent = (*cp)->SendReports("n0", batch);
+  ASSERT_TRUE(sent) << sent.error().message;
+  EXPECT_FALSE(sent->refused);
+  EXPECT_FALSE(sent->heartbeat);
+  {
+    std::lock_guard l(mu);
+    mode = "older";
+    unknown_node = true;
+  }
+  sent = (*cp)->SendReports("n0", batch);
+  ASSERT_TRUE(sent);
+  EXPECT_TRUE(sent->refused);
   http.stop();
   serving.join();
 }

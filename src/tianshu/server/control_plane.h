@@ -189,7 +189,10 @@ class ControlPlane {
   // the orders' texts serialized when they were made.
   ApiResult<std::string> Work(const std::string& node, const std::string& agent_id, int64_t wait_ms,
                               const std::string& after = "");
-  ApiResult<int> Reports(const std::string& node, const wire::ReportBatch& batch, int64_t now_ms);
+  // Applies the reports, then the heartbeat that came with them (as Heartbeat would, in the
+  // same change: one commit for both).
+  ApiResult<wire::ReportsAnswer> Reports(const std::string& node, const wire::ReportBatch& batch,
+                                         int64_t now_ms);
 
   // ---- the ticker ----
   // Failure detection, one scheduling cycle when something changed, periodic checkpoints.
@@ -278,6 +281,9 @@ class ControlPlane {
   void TrackFences(Txn& t, const std::string& node, const std::vector<wire::RunningRank>& running,
                    int64_t now_ms);
   void ApplyReport(Txn& t, const std::string& node, const wire::Report& r, int64_t now_ms);
+  // A heartbeat's effect (alone, or with a report batch).
+  wire::HeartbeatResponse ApplyHeartbeat(Txn& t, const std::string& node, const wire::Heartbeat& hb,
+                                         int64_t now_ms);
   // Records one fact of the job's current attempt as a progress row of its own (a rank started
   // or exited, a node accepted the launch, a report applied): the job's record is not rewritten.
   void Progress(Txn& t, const Job& j, std::string key, std::string value = "");

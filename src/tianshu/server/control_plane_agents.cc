@@ -139,48 +139,53 @@ ApiResult<wire::HeartbeatResponse> ControlPlane::Heartbeat(const std::string& no
                                                            const wire::Heartbeat& hb,
                                                            int64_t now_ms) {
   return Mutate<wire::HeartbeatResponse>([&](Txn& t) -> ApiResult<wire::HeartbeatResponse> {
-    auto it = nodes_.find(node);
-    if (it == nodes_.end() || it->second.agent_id != hb.agent_id ||
-        it->second.state == NodeState::kLost) {
-      return wire::HeartbeatResponse{.reregister = true};
-    }
-    NodeEntry& n = it->second;
-    n.last_heartbeat_ms = now_ms;
-    // A link whose rate changed makes the node's pairs due again: at most once a minute, so a
-    // flapping port neither floods the events nor holds the probe slot.
-    if (auto changed = LinkRateChanges(n.last.network, hb.network);
-        !changed.empty() && now_ms - n.links_changed_ms >= kLinkChangeQuietMs) {
-      n.links_changed_ms = now_ms;
-      if (changed.size() > 4) {
-        const size_t more = changed.size() - 4;
-        changed.resize(4);
-        changed.push_back("and " + std::to_string(more) + " more");
-      }
-      NetworkEvent(t, node,
-                   "network: " + node + ": " + Join(changed, ", ") +
-                       (options_.config.network.probes ? "; its pairs will be probed again" : ""),
-                   now_ms);
-    }
-    n.last = hb;
-    NodeState want = hb.health == wire::Health::kOk         ? NodeState::kReady
-                     : hb.health == wire::Health::kDegraded ? NodeState::kDegraded
-                                                            : NodeState::kFailed;
-    if (want != n.state) {
-      std::string why =
-          hb.message.empty() ? "reported " + std::string(wire::HealthName(hb.health)) : hb.message;
-      if (want == NodeState::kFailed) {
-        LoseNode(t, n, want, why, now_ms);
-      } else {
-        NodeEvent(t, n, want, why, now_ms);
-      }
-    }
-    StopStale(t, node, hb.running);
-    TrackFences(t, node, hb.running, now_ms);
-    auto oit = node_orders_.find(node);
-    return wire::HeartbeatResponse{
-        .reregister = false,
-        .pending_orders = oit == node_orders_.end() ? 0 : static_cast<int64_t>(oit->second.size())};
+    return ApplyHeartbeat(t, node, hb, now_ms);
   });
+}
+
+wire::HeartbeatResponse ControlPlane::ApplyHeartbeat(Txn& t, const std::string& node,
+                                                     const wire::Heartbeat& hb, int64_t now_ms) {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.agent_id != hb.agent_id ||
+      it->second.state == NodeState::kLost) {
+    return wire::HeartbeatResponse{.reregister = true};
+  }
+  NodeEntry& n = it->second;
+  n.last_heartbeat_ms = now_ms;
+  // A link whose rate changed makes the node's pairs due again: at most once a minute, so a
+  // flapping port neither floods the events nor holds the probe slot.
+  if (auto changed = LinkRateChanges(n.last.network, hb.network);
+      !changed.empty() && now_ms - n.links_changed_ms >= kLinkChangeQuietMs) {
+    n.links_changed_ms = now_ms;
+    if (changed.size() > 4) {
+      const size_t more = changed.size() - 4;
+      changed.resize(4);
+      changed.push_back("and " + std::to_string(more) + " more");
+    }
+    NetworkEvent(t, node,
+                 "network: " + node + ": " + Join(changed, ", ") +
+                     (options_.config.network.probes ? "; its pairs will be probed again" : ""),
+                 now_ms);
+  }
+  n.last = hb;
+  NodeState want = hb.health == wire::Health::kOk         ? NodeState::kReady
+                   : hb.health == wire::Health::kDegraded ? NodeState::kDegraded
+                                                          : NodeState::kFailed;
+  if (want != n.state) {
+    std::string why =
+        hb.message.empty() ? "reported " + std::string(wire::HealthName(hb.health)) : hb.message;
+    if (want == NodeState::kFailed) {
+      LoseNode(t, n, want, why, now_ms);
+    } else {
+      NodeEvent(t, n, want, why, now_ms);
+    }
+  }
+  StopStale(t, node, hb.running);
+  TrackFences(t, node, hb.running, now_ms);
+  auto oit = node_orders_.find(node);
+  return wire::HeartbeatResponse{
+      .reregister = false,
+      .pending_orders = oit == node_orders_.end() ? 0 : static_cast<int64_t>(oit->second.size())};
 }
 
 ApiResult<std::string> ControlPlane::Work(const std::string& node, const std::string& agent_id,
@@ -243,9 +248,10 @@ ApiResult<std::string> ControlPlane::Work(const std::string& node, const std::st
   return wire::WorkBatchText(parts, cursor);
 }
 
-ApiResult<int> ControlPlane::Reports(const std::string& node, const wire::ReportBatch& batch,
-                                     int64_t now_ms) {
-  return Mutate<int>([&](Txn& t) -> ApiResult<int> {
+ApiResult<wire::ReportsAnswer> ControlPlane::Reports(const std::string& node,
+                                                     const wire::ReportBatch& batch,
+                                                     int64_t now_ms) {
+  return Mutate<wire::ReportsAnswer>([&](Txn& t) -> ApiResult<wire::ReportsAnswer> {
     auto it = nodes_.find(node);
     if (it == nodes_.end()) return Refuse(404, "unknown node " + node + ": register first");
     if (it->second.agent_id != batch.agent_id) {
@@ -253,7 +259,9 @@ ApiResult<int> ControlPlane::Reports(const std::string& node, const wire::Report
                              node + ": register again");
     }
     for (const auto& r : batch.reports) ApplyReport(t, node, r, now_ms);
-    return static_cast<int>(batch.reports.size());
+    wire::ReportsAnswer answer{.accepted = static_cast<int64_t>(batch.reports.size())};
+    if (batch.heartbeat) answer.heartbeat = ApplyHeartbeat(t, node, *batch.heartbeat, now_ms);
+    return answer;
   });
 }
 

@@ -105,6 +105,8 @@ void Server::Routes() {
         RespondError(res, {500, what});
       });
 
+  AgentRoutes();  // first: the agents' calls are most of the requests
+
   // Who leads: this server, as a replica that won the election or as its store's only server.
   auto role = [this] {
     const bool replica = !options_.replica_id.empty();
@@ -248,8 +250,6 @@ void Server::Routes() {
                     .stopping = [this] { return stopping_.load(); },
                     .view_is_live = true});
   console_->AddRoutes(h, now);
-
-  AgentRoutes();
 }
 
 }  // namespace tianshu::server

@@ -344,12 +344,12 @@ Result<RegisterResponse> ParseRegisterResponse(std::string_view text) {
   return Finish(std::move(r), e);
 }
 
-Result<Heartbeat> ParseHeartbeat(std::string_view text) {
-  auto j = ParseText(text);
-  if (!j) return std::unexpected(j.error());
-  std::vector<std::string> e;
+namespace internal {
+
+Heartbeat ReadHeartbeat(const json& j, const std::string& p, std::vector<std::string>* errors) {
+  std::vector<std::string>& e = *errors;
   Heartbeat h;
-  ObjectReader o(*j, "", &e,
+  ObjectReader o(j, p, &e,
                  {"agent_id", "health", "message", "cpu_utilization", "memory_used_bytes",
                   "devices", "running", "network", "progress"});
   o.Str("agent_id", &h.agent_id, true);
@@ -359,7 +359,7 @@ Result<Heartbeat> ParseHeartbeat(std::string_view text) {
     if (auto x = ParseHealth(health)) {
       h.health = *x;
     } else {
-      e.push_back("health: expected one of ok, degraded, failed");
+      e.push_back(o.Field("health") + ": expected one of ok, degraded, failed");
     }
   }
   o.Str("message", &h.message, false, 65536);
@@ -376,11 +376,30 @@ Result<Heartbeat> ParseHeartbeat(std::string_view text) {
   });
   o.Array("running",
           [&](const json& x, const std::string& q) { h.running.push_back(ReadRunning(x, q, &e)); });
-  if (const json* n = o.Object("network")) h.network = ReadNetwork(*n, "network", &e);
+  if (const json* n = o.Object("network")) h.network = ReadNetwork(*n, o.Field("network"), &e);
   o.Array(
       "progress",
       [&](const json& x, const std::string& q) { h.progress.push_back(ReadProgress(x, q, &e)); },
       false, kMaxProgress);
+  return h;
+}
+
+HeartbeatResponse ReadHeartbeatResponse(const json& j, const std::string& p,
+                                        std::vector<std::string>* e) {
+  HeartbeatResponse r;
+  ObjectReader o(j, p, e, {"reregister", "pending_orders"});
+  o.Bool("reregister", &r.reregister);
+  o.Int("pending_orders", &r.pending_orders, 0, kMaxI64);
+  return r;
+}
+
+}  // namespace internal
+
+Result<Heartbeat> ParseHeartbeat(std::string_view text) {
+  auto j = ParseText(text);
+  if (!j) return std::unexpected(j.error());
+  std::vector<std::string> e;
+  Heartbeat h = internal::ReadHeartbeat(*j, "", &e);
   return Finish(std::move(h), e);
 }
 
@@ -388,10 +407,7 @@ Result<HeartbeatResponse> ParseHeartbeatResponse(std::string_view text) {
   auto j = ParseText(text);
   if (!j) return std::unexpected(j.error());
   std::vector<std::string> e;
-  HeartbeatResponse r;
-  ObjectReader o(*j, "", &e, {"reregister", "pending_orders"});
-  o.Bool("reregister", &r.reregister);
-  o.Int("pending_orders", &r.pending_orders, 0, kMaxI64);
+  HeartbeatResponse r = internal::ReadHeartbeatResponse(*j, "", &e);
   return Finish(r, e);  // trivially copyable
 }
 

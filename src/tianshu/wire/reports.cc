@@ -126,7 +126,15 @@ json ToJson(const Report& r) { return Versioned(ReportBody(r)); }
 json ToJson(const ReportBatch& b) {
   json reports = json::array();
   for (const auto& r : b.reports) reports.push_back(ReportBody(r));
-  return Versioned({{"agent_id", b.agent_id}, {"reports", reports}});
+  json j = {{"agent_id", b.agent_id}, {"reports", reports}};
+  if (b.heartbeat) j["heartbeat"] = ToJson(*b.heartbeat);  // only then: older servers refuse it
+  return Versioned(std::move(j));
+}
+
+json ToJson(const ReportsAnswer& a) {
+  json j = {{"accepted", a.accepted}};
+  if (a.heartbeat) j["heartbeat"] = ToJson(*a.heartbeat);
+  return Versioned(std::move(j));
 }
 
 Result<Report> ReportFromJson(const json& j, const std::string& where) {
@@ -146,13 +154,32 @@ Result<ReportBatch> ParseReportBatch(std::string_view text) {
   if (!j) return std::unexpected(j.error());
   std::vector<std::string> e;
   ReportBatch b;
-  ObjectReader o(*j, "", &e, {"agent_id", "reports"});
+  ObjectReader o(*j, "", &e, {"agent_id", "reports", "heartbeat"});
   o.Str("agent_id", &b.agent_id, true);
   o.Array(
       "reports",
       [&](const json& x, const std::string& q) { b.reports.push_back(ReadReport(x, q, &e)); },
       true);
+  if (const json* h = o.Object("heartbeat")) {
+    b.heartbeat = internal::ReadHeartbeat(*h, o.Field("heartbeat"), &e);
+    if (b.heartbeat->agent_id != b.agent_id) {
+      e.push_back("heartbeat.agent_id: differs from the batch's agent_id");
+    }
+  }
   return Finish(std::move(b), e);
+}
+
+Result<ReportsAnswer> ParseReportsAnswer(std::string_view text) {
+  auto j = ParseText(text);
+  if (!j) return std::unexpected(j.error());
+  std::vector<std::string> e;
+  ReportsAnswer a;
+  ObjectReader o(*j, "", &e, {"accepted", "heartbeat"});
+  o.Int("accepted", &a.accepted, 0, kMaxI64);
+  if (const json* h = o.Object("heartbeat")) {
+    a.heartbeat = internal::ReadHeartbeatResponse(*h, o.Field("heartbeat"), &e);
+  }
+  return Finish(std::move(a), e);
 }
 
 }  // namespace tianshu::wire

@@ -310,6 +310,17 @@ struct Report {
 struct ReportBatch {
   std::string agent_id;
   std::vector<Report> reports;
+  // A heartbeat sent with the reports, one request for both, when the agent's next one was
+  // nearly due. Only to a server that takes it: an older one refuses the field (400, "heartbeat:
+  // unknown field"), and the agent sends its heartbeats alone to it from then on.
+  std::optional<Heartbeat> heartbeat;
+};
+
+// The server's answer to a report batch: how many reports it took, and its answer to the
+// heartbeat that came with them (absent when none did).
+struct ReportsAnswer {
+  int64_t accepted = 0;
+  std::optional<HeartbeatResponse> heartbeat;
 };
 
 // ---- Errors (server -> any client, every 4xx/5xx) -----------------------------------------
@@ -334,6 +345,7 @@ nlohmann::json ToJson(const WorkOrder& v);
 nlohmann::json ToJson(const WorkBatch& v);
 nlohmann::json ToJson(const Report& v);
 nlohmann::json ToJson(const ReportBatch& v);
+nlohmann::json ToJson(const ReportsAnswer& v);
 nlohmann::json ToJson(const ErrorBody& v);
 
 // Compact JSON text of a message; invalid UTF-8 in strings is replaced, never thrown about.
@@ -357,6 +369,7 @@ std::string WorkBatchText(const std::vector<const std::string*>& order_texts,
 [[nodiscard]] Result<WorkBatch> ParseWorkBatch(std::string_view text);
 [[nodiscard]] Result<Report> ParseReport(std::string_view text);
 [[nodiscard]] Result<ReportBatch> ParseReportBatch(std::string_view text);
+[[nodiscard]] Result<ReportsAnswer> ParseReportsAnswer(std::string_view text);
 [[nodiscard]] Result<ErrorBody> ParseErrorBody(std::string_view text);
 
 // The same from an already parsed value (`where` prefixes field names in messages).

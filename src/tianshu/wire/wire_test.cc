@@ -95,6 +95,53 @@ TEST(Wire, RegisterAndHeartbeatRoundTrip) {
   EXPECT_EQ(hb->health, Health::kDegraded);
 }
 
+// A heartbeat rides in a report batch only when there is one (an older server refuses the
+// field); the answer to both carries the heartbeat's answer only then, and an older server's
+// answer ({"accepted": N}) still parses. Problems inside it are named by their whole path.
+TEST(Wire, AHeartbeatInAReportBatchAndItsAnswerRoundTrip) {
+  ReportBatch b{
+      .agent_id = "a",
+      .reports = {Report{.order_id = "o", .kind = ReportKind::kStarted, .rank = 0}},
+      .heartbeat = Heartbeat{.agent_id = "a",
+                             .health = Health::kDegraded,
+                             .cpu_utilization = 0.5,
+                             .running = {RunningRank{.order_id = "o", .job_id = "j", .rank = 0}}}};
+  auto back = ParseReportBatch(ToJson(b).dump());
+  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_TRUE(back->heartbeat);
+  EXPECT_EQ(back->heartbeat->health, Health::kDegraded);
+  EXPECT_DOUBLE_EQ(back->heartbeat->cpu_utilization, 0.5);
+  ASSERT_EQ(back->heartbeat->running.size(), 1u);
+  EXPECT_EQ(back->reports.size(), 1u);
+  b.heartbeat.reset();
+  EXPECT_EQ(ToJson(b).dump().find("heartbeat"), std::string::npos);
+  EXPECT_FALSE(ParseReportBatch(ToJson(b).dump())->heartbeat);
+  auto other = ParseReportBatch(R"({"agent_id":"a","reports":[],"heartbeat":{"agent_id":"b"}})");
+  ASSERT_FALSE(other);
+  EXPECT_EQ(other.error().message, "heartbeat.agent_id: differs from the batch's agent_id");
+  auto bad = ParseReportBatch(
+      R"({"agent_id":"a","reports":[],"heartbeat":{"agent_id":"a","health":"sad"}})");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message, "heartbeat.health: expected one of ok, degraded, failed");
+  auto deep = ParseReportBatch(
+      R"({"agent_id":"a","reports":[],"heartbeat":{"agent_id":"a","devices":[{"index":-1}]}})");
+  ASSERT_FALSE(deep);
+  EXPECT_EQ(deep.error().message.rfind("heartbeat.devices[0].index", 0), 0u)
+      << deep.error().message;
+
+  ReportsAnswer a{.accepted = 3, .heartbeat = HeartbeatResponse{.pending_orders = 2}};
+  auto answer = ParseReportsAnswer(ToJson(a).dump());
+  ASSERT_TRUE(answer) << answer.error().message;
+  EXPECT_EQ(answer->accepted, 3);
+  ASSERT_TRUE(answer->heartbeat);
+  EXPECT_EQ(answer->heartbeat->pending_orders, 2);
+  auto older = ParseReportsAnswer(R"({"version":1,"accepted":4})");
+  ASSERT_TRUE(older);
+  EXPECT_EQ(older->accepted, 4);
+  EXPECT_FALSE(older->heartbeat);
+  EXPECT_FALSE(ParseReportsAnswer(R"({"accepted":1,"heartbeat":{"pending_orders":-1}})"));
+}
+
 TEST(Wire, DeeplyNestedMessagesAreRefused) {
   std::string deep =
       R"({"agent_id":"a","reports":)" + std::string(100000, '[') + std::string(100000, ']') + "}";

@@ -209,4 +209,10 @@ Result<json> ParseText(std::string_view text);
 // `j` with `"version": kWireVersion` added, as every serialised message carries.
 json Versioned(json j);
 
+// The readers of the messages that also ride inside another (a heartbeat and its answer in a
+// report batch and its answer); problems are added to `errors` with `path` in front.
+Heartbeat ReadHeartbeat(const json& j, const std::string& path, std::vector<std::string>* errors);
+HeartbeatResponse ReadHeartbeatResponse(const json& j, const std::string& path,
+                                        std::vector<std::string>* errors);
+
 }  // namespace tianshu::wire::internal
