@@ -188,7 +188,7 @@ Result<ControlPlane::ReportsSent> HttpControlPlane::SendReports(const std::strin
   }
   // 200: the reports were taken, whatever else the answer says; a heartbeat answer that is
   // missing or unreadable counts as a heartbeat not taken (the session sends one alone).
-  ReportsSent sent;
+  ReportsSent sent{.heartbeat_unknown = batch.heartbeat && impl_->heartbeats_alone};
   if (with_beat) {
     if (auto a = wire::ParseReportsAnswer(res->body); a && a->heartbeat)
       sent.heartbeat = a->heartbeat;
@@ -265,7 +265,7 @@ bool Session::Flush(int64_t now_ns, bool beat) {
       ++stats_.heartbeats_with_reports;
       beat = false;
       if (!Answered(*sent->heartbeat, sent_boot_ns, now_ns)) return false;
-    } else if (batch.heartbeat) {
+    } else if (sent->heartbeat_unknown) {
       heartbeats_alone_ = true;  // this server takes none: until the next registration
     }
   }
@@ -276,9 +276,8 @@ bool Session::Flush(int64_t now_ns, bool beat) {
 
 void Session::Deliver(const std::vector<wire::WorkOrder>& orders, int64_t now_ns) {
   for (const wire::WorkOrder& o : orders) agent_.Apply(o, now_ns);
-  if (registered_ && !orders.empty() && !Flush(now_ns, BeatSoon(now_ns)) && registered_) {
-    Failed(last_error_, now_ns);
-  }
+  // As in Step: a failure leaves the heartbeat's time as it is.
+  if (registered_ && !orders.empty() && !Flush(now_ns, BeatSoon(now_ns))) beat_answered_ = false;
 }
 
 wire::Heartbeat Session::MakeHeartbeat(int64_t now_ns) {
@@ -333,9 +332,10 @@ int64_t Session::Step(int64_t now_ns) {
   if (now_ns < next_ns_) {
     // Not due; still push reports out promptly while connected (with the heartbeat when it is
     // nearly due: one request instead of two).
-    if (registered_ && !agent_.PendingReports().empty() && !Flush(now_ns, BeatSoon(now_ns)) &&
-        registered_) {
-      Failed(last_error_, now_ns);
+    // A failure here leaves the heartbeat's time as it is: reports the server will not take
+    // never keep the heartbeat (and so the lease) from it.
+    if (registered_ && !agent_.PendingReports().empty() && !Flush(now_ns, BeatSoon(now_ns))) {
+      beat_answered_ = false;
     }
     return next_ns_;
   }
@@ -374,13 +374,16 @@ int64_t Session::Step(int64_t now_ns) {
   // of it as quiet).
   const int64_t grace = std::min(heartbeat_ns_ / 2, lost_after_ns_ / 4 - heartbeat_ns_);
   const int64_t latest = next_ns_ + grace;
-  if (!registering && beat_answered_ && grace > 0 && now_ns < latest &&
+  if (!registering && beat_answered_ && !heartbeats_alone_ && grace > 0 && now_ns < latest &&
       now_ns - last_reports_ns_ < heartbeat_ns_ && agent_.PendingReports().empty() &&
       !agent_.Running().empty()) {
     return latest;
   }
-  // Due: the heartbeat goes with the pending reports, or alone.
-  const bool ok = agent_.PendingReports().empty() ? Beat(now_ns) : Flush(now_ns, true);
+  // Due: the heartbeat goes with the pending reports, or alone; alone also when the reports
+  // failed (the server may refuse them, and take the heartbeat).
+  const bool alone = agent_.PendingReports().empty();
+  bool ok = alone ? Beat(now_ns) : Flush(now_ns, true);
+  if (!ok && !alone && registered_ && now_ns >= next_ns_) ok = Beat(now_ns);
   if (!ok && registered_) Failed(last_error_, now_ns);
   return next_ns_;
 }

@@ -45,9 +45,12 @@ class ControlPlane {
     // The server does not know this node or agent (404, 409; 401: nor its credential): it took
     // nothing, and the agent registers again before it sends them again.
     bool refused = false;
-    // Its answer to the batch's heartbeat; absent when the batch had none, or the server does
-    // not take heartbeats with reports (then the transport sent the reports alone).
+    // Its answer to the batch's heartbeat; absent when the batch had none, or the heartbeat was
+    // not taken (then the transport sent the reports alone).
     std::optional<wire::HeartbeatResponse> heartbeat;
+    // The server does not know heartbeats in report batches (it is older than them): the
+    // session sends its heartbeats alone until it registers again.
+    bool heartbeat_unknown = false;
   };
   [[nodiscard]] virtual Result<ReportsSent> SendReports(const std::string& node,
                                                         const wire::ReportBatch& batch) = 0;

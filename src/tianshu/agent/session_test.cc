@@ -64,17 +64,21 @@ class FakeServer final : public ControlPlane {
   }
   // takes_heartbeats: answers a heartbeat sent with reports (a server from before that sends
   // the reports alone: the transport's fallback); refuse_reports: does not know the node.
-  bool takes_heartbeats = true, refuse_reports = false;
-  int heartbeats_in_reports = 0;
+  // fail_reports: refuses every batch (400) while it takes heartbeats.
+  bool takes_heartbeats = true, refuse_reports = false, fail_reports = false;
+  int heartbeats_in_reports = 0, heartbeats_offered = 0;
   Result<ReportsSent> SendReports(const std::string& node, const wire::ReportBatch& b) override {
     if (down) return Fail("reports: server unreachable");
     if (refuse_reports) return ReportsSent{.refused = true};
+    if (fail_reports) return Fail("reports: HTTP 400: bad reports");
     reports.insert(reports.end(), b.reports.begin(), b.reports.end());
     ReportsSent sent;
+    heartbeats_offered += b.heartbeat.has_value();
     if (b.heartbeat && takes_heartbeats) {
       ++heartbeats_in_reports;
       sent.heartbeat = *Heartbeat(node, *b.heartbeat);
     }
+    sent.heartbeat_unknown = b.heartbeat && !takes_heartbeats;
     return sent;
   }
 };
@@ -327,7 +331,8 @@ TEST(Session, AHeartbeatIsNotPutOffAfterAFailureOrPastAQuarterOfLostAfter) {
   s.Step(0);
   s.Deliver({TrueLaunchOf("a")}, 100 * kMs);
   f.server.down = true;
-  const int64_t retry = s.Step(1000 * kMs);  // ranks run, reports flowed: the wait is not taken
+  // Ranks run and reports flowed: the wait is taken; the heartbeat at its end fails.
+  const int64_t retry = s.Step(1000 * kMs);
   EXPECT_EQ(retry, 1500 * kMs);
   const int64_t after_failure = s.Step(retry);
   EXPECT_GT(after_failure, retry);
@@ -357,23 +362,47 @@ TEST(Session, AServerThatTakesNoHeartbeatWithReportsGetsItAlone) {
   f.server.takes_heartbeats = false;
   Session s({.node = "n0", .agent_id = "a1"}, f.server, *f.agent);
   int64_t now = s.Step(0);
-  s.Deliver({TrueLaunchOf("a")}, 600 * kMs);
+  s.Deliver({TrueLaunchOf("a")}, 600 * kMs);  // offered with the reports, not taken
   EXPECT_EQ(f.server.reports.size(), 2u);
+  EXPECT_EQ(f.server.heartbeats_offered, 1);
   EXPECT_EQ(f.server.heartbeats, 1);  // not yet due: none alone either
-  // Due while a rank runs: it waits half a period for a report to ride with, then goes alone.
-  EXPECT_EQ(s.Step(now), 1500 * kMs);
-  EXPECT_EQ(f.server.heartbeats, 1);
-  EXPECT_EQ(s.Step(1500 * kMs), 2500 * kMs);
+  // Due while a rank runs: alone and on time (no wait for reports to ride with).
+  EXPECT_EQ(s.Step(now), 2000 * kMs);
   EXPECT_EQ(f.server.heartbeats, 2);
-  // Due with reports pending: the reports, then the heartbeat alone, in the same step.
+  // Due with reports pending: the reports alone, then the heartbeat alone, in the same step.
   f.server.down = true;
-  s.Deliver({TrueLaunchOf("b")}, 2000 * kMs);
+  s.Deliver({TrueLaunchOf("b")}, 1700 * kMs);
   f.server.down = false;
-  EXPECT_EQ(s.Step(2500 * kMs), 3500 * kMs);
+  EXPECT_EQ(s.Step(2000 * kMs), 3000 * kMs);
   EXPECT_EQ(f.server.reports.size(), 4u);
   EXPECT_EQ(f.server.heartbeats, 3);
-  EXPECT_EQ(f.server.heartbeats_in_reports, 0);
+  EXPECT_EQ(f.server.heartbeats_offered, 1);  // not offered again
   EXPECT_EQ(s.stats().heartbeats_with_reports, 0);
+  // After the next registration (the server may have been upgraded) it is offered again.
+  f.server.forget = true;
+  now = s.Step(3000 * kMs);
+  for (int i = 0; i < 3 && !s.registered(); ++i) now = s.Step(now);
+  ASSERT_TRUE(s.registered());
+  s.Deliver({TrueLaunchOf("c")}, now - 400 * kMs);
+  EXPECT_EQ(f.server.heartbeats_offered, 2);
+}
+
+// Reports the server keeps refusing (400) never keep the heartbeat from it: the agent's loop
+// retries them without moving the heartbeat's time, which goes alone and keeps the lease.
+TEST(Session, ReportsTheServerRefusesDoNotStarveTheHeartbeat) {
+  Fixture f;
+  f.server.lease_ms = 60'000;
+  Session s({.node = "n0", .agent_id = "a1"}, f.server, *f.agent);
+  s.Step(0);
+  f.server.fail_reports = true;
+  s.Deliver({TrueLaunchOf("a")}, 100 * kMs);
+  ASSERT_FALSE(f.agent->PendingReports().empty());
+  for (int64_t t = 150; t < 1000; t += 50) EXPECT_EQ(s.Step(t * kMs), 1000 * kMs) << t;
+  const int64_t lease = f.agent->LeaseDeadline();
+  EXPECT_EQ(s.Step(1000 * kMs), 2000 * kMs);
+  EXPECT_EQ(f.server.heartbeats, 2);
+  EXPECT_GT(f.agent->LeaseDeadline(), lease);
+  EXPECT_FALSE(f.agent->PendingReports().empty());  // still waiting for a server that takes them
 }
 
 // Reports the server refuses because it does not know the node (a new store): nothing is lost,
