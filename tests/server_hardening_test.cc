@@ -389,15 +389,21 @@ TEST(Hardening, OneClientCannotTakeEveryWorker) {
   SlowClients hog(f.server().port(), 40, 200, "127.0.0.2");
   ASSERT_EQ(hog.connected(), 40u);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_EQ(hog.ClosedByServer(), 24u);  // 16 admitted (half the workers), 24 refused
+  // 16 admitted (half the workers), 24 refused; one fewer admitted when the registration's
+  // connection had not yet been released by its worker when the hog came (seen on a loaded CI
+  // machine): half the workers counts every client's connections.
+  const size_t refused = hog.ClosedByServer();
+  EXPECT_TRUE(refused == 24u || refused == 25u) << refused;
   httplib::Client c("127.0.0.1", f.server().port());
   c.set_read_timeout(5, 0);
   auto health = c.Get("/healthz");
   ASSERT_TRUE(health) << "the API is starved";
   EXPECT_EQ(health->status, 200);
   EXPECT_EQ(a.Heartbeat().status, 200);
-  EXPECT_NE(f.Get("/metrics").text.find("tianshu_http_connections_refused_total 24"),
-            std::string::npos);
+  EXPECT_NE(
+      f.Get("/metrics")
+          .text.find("tianshu_http_connections_refused_total " + std::to_string(refused) + "\n"),
+      std::string::npos);
 }
 
 // The hog on a node's own address (a rank holding connections): that node's heartbeats are
