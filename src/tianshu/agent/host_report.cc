@@ -24,26 +24,11 @@ std::string WireVendor(model::Vendor v) {
   return "other";
 }
 
-}  // namespace
-
-namespace {
-
-// The next whitespace-separated field of `s` from `*at`; "" at the end.
-std::string_view NextField(std::string_view s, size_t* at) {
-  while (*at < s.size() && (s[*at] == ' ' || s[*at] == '\t')) ++*at;
-  const size_t from = *at;
-  while (*at < s.size() && s[*at] != ' ' && s[*at] != '\t' && s[*at] != '\n') ++*at;
-  return s.substr(from, *at - from);
-}
-
 // The value in kB of meminfo's line `key` ("MemTotal:"), or -1. Read in place: the meter runs
 // at every heartbeat of every agent.
 int64_t MeminfoKb(std::string_view text, std::string_view key) {
   for (size_t at = 0; at < text.size();) {
-    size_t eol = text.find('\n', at);
-    if (eol == std::string_view::npos) eol = text.size();
-    std::string_view line = text.substr(at, eol - at);
-    at = eol + 1;
+    const std::string_view line = NextLine(text, &at);
     if (!line.starts_with(key)) continue;
     size_t pos = key.size();
     int64_t v = 0;

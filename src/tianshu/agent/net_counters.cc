@@ -42,23 +42,23 @@ int64_t ParseRdmaRate(std::string_view text) {
 
 std::pair<int64_t, int64_t> ParseTcpSegments(std::string_view snmp) {
   // Two "Tcp:" lines: the field names, then their values in the same order.
-  std::vector<std::string> header;
-  for (const std::string& line : SplitString(snmp, '\n')) {
-    if (!StartsWith(line, "Tcp:")) continue;
-    std::vector<std::string> fields;
-    for (const std::string& f : SplitString(line.substr(4), ' ')) {
-      if (!f.empty()) fields.push_back(f);
-    }
+  std::string_view header;
+  for (size_t at = 0; at < snmp.size();) {
+    const std::string_view line = NextLine(snmp, &at);
+    if (!line.starts_with("Tcp:")) continue;
     if (header.empty()) {
-      header = std::move(fields);
+      header = line.substr(4);
       continue;
     }
     int64_t retrans = -1, out = -1;
-    for (size_t i = 0; i < header.size() && i < fields.size(); ++i) {
+    const std::string_view values = line.substr(4);
+    for (size_t h = 0, x = 0;;) {
+      const std::string_view name = NextField(header, &h), field = NextField(values, &x);
+      if (name.empty() || field.empty()) break;
       int64_t v = 0;
-      if (!ParseInt64(fields[i], &v) || v < 0) continue;
-      if (header[i] == "RetransSegs") retrans = v;
-      if (header[i] == "OutSegs") out = v;
+      if (!ParseInt64(field, &v) || v < 0) continue;
+      if (name == "RetransSegs") retrans = v;
+      if (name == "OutSegs") out = v;
     }
     return {retrans, out};
   }
@@ -70,22 +70,16 @@ std::map<std::string, ProcNetDevCounters, std::less<>> ParseProcNetDev(std::stri
   // rx_compressed rx_multicast tx_bytes tx_packets tx_errs tx_drop ...".
   std::map<std::string, ProcNetDevCounters, std::less<>> out;
   for (size_t at = 0; at < text.size();) {
-    size_t eol = text.find('\n', at);
-    if (eol == std::string_view::npos) eol = text.size();
-    const std::string_view line = text.substr(at, eol - at);
-    at = eol + 1;
+    const std::string_view line = NextLine(text, &at);
     const size_t colon = line.find(':');
     if (colon == std::string_view::npos) continue;
     const std::string_view name = Trim(line.substr(0, colon));
     if (!IsInterfaceName(name)) continue;
     int64_t v[12];
     int n = 0;
-    for (size_t pos = colon + 1; n < 12 && pos < line.size();) {
-      while (pos < line.size() && line[pos] == ' ') ++pos;
-      const size_t from = pos;
-      while (pos < line.size() && line[pos] != ' ') ++pos;
-      if (from == pos || !ParseInt64(line.substr(from, pos - from), &v[n]) || v[n] < 0) break;
-      ++n;
+    for (size_t pos = colon + 1; n < 12; ++n) {
+      const std::string_view f = NextField(line, &pos);
+      if (f.empty() || !ParseInt64(f, &v[n]) || v[n] < 0) break;
     }
     if (n < 12) continue;  // not a counters line
     out[std::string(name)] = {.rx = v[0], .tx = v[8], .drops = v[3] + v[11]};

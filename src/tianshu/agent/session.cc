@@ -269,8 +269,6 @@ bool Session::Flush(int64_t now_ns, bool beat) {
       heartbeats_alone_ = true;  // this server takes none: until the next registration
     }
   }
-  // A server that does not take heartbeats with reports gets a due one alone.
-  if (beat && now_ns >= next_ns_) return Beat(now_ns);
   return true;
 }
 
@@ -379,11 +377,11 @@ int64_t Session::Step(int64_t now_ns) {
       !agent_.Running().empty()) {
     return latest;
   }
-  // Due: the heartbeat goes with the pending reports, or alone; alone also when the reports
-  // failed (the server may refuse them, and take the heartbeat).
-  const bool alone = agent_.PendingReports().empty();
-  bool ok = alone ? Beat(now_ns) : Flush(now_ns, true);
-  if (!ok && !alone && registered_ && now_ns >= next_ns_) ok = Beat(now_ns);
+  // Due: the heartbeat goes with the pending reports, else alone: when none are pending, when
+  // the server did not take it with them, and when they failed (the server may refuse them and
+  // take the heartbeat). One that rode with them moved next_ns_ on.
+  bool ok = agent_.PendingReports().empty() || Flush(now_ns, true);
+  if (registered_ && now_ns >= next_ns_) ok = Beat(now_ns);
   if (!ok && registered_) Failed(last_error_, now_ns);
   return next_ns_;
 }

@@ -166,9 +166,9 @@ class Session {
 
  private:
   // Sends the pending reports; with `beat`, a heartbeat goes with the first batch (and its
-  // answer is handled) when the server takes it, and is sent alone when it does not and one is
-  // due. False when a call failed (last_error_ says why) or the server asked to register again.
-  bool Flush(int64_t now_ns = 0, bool beat = false);
+  // answer is handled) when the server takes it. False when a call failed (last_error_ says
+  // why) or the server asked to register again.
+  bool Flush(int64_t now_ns, bool beat = false);
   // A heartbeat is nearly due: reports sent now take it with them.
   bool BeatSoon(int64_t now_ns) const { return now_ns >= next_ns_ - heartbeat_ns_ / 2; }
   wire::Heartbeat MakeHeartbeat(int64_t now_ns);

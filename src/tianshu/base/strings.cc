@@ -24,6 +24,21 @@ std::vector<std::string> SplitString(std::string_view s, char sep) {
   }
 }
 
+std::string_view NextLine(std::string_view s, size_t* at) {
+  const size_t from = std::min(*at, s.size());
+  size_t eol = s.find('\n', from);
+  if (eol == std::string_view::npos) eol = s.size();
+  *at = eol + 1;
+  return s.substr(from, eol - from);
+}
+
+std::string_view NextField(std::string_view s, size_t* at) {
+  while (*at < s.size() && (s[*at] == ' ' || s[*at] == '\t')) ++*at;
+  const size_t from = std::min(*at, s.size());
+  while (*at < s.size() && s[*at] != ' ' && s[*at] != '\t' && s[*at] != '\n') ++*at;
+  return s.substr(from, *at - from);
+}
+
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);

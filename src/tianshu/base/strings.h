@@ -12,6 +12,13 @@
 namespace tianshu {
 
 std::vector<std::string> SplitString(std::string_view s, char sep);
+// Reading a text in place, without allocating (the /proc files an agent reads at every
+// heartbeat): the line of `s` that starts at `*at`, without its '\n', and the next field of
+// `s` from `*at` (fields are separated by spaces and tabs, and end at a '\n'; "" when none is
+// left). Each moves `*at` past what it returns.
+//   for (size_t at = 0; at < text.size();) { auto line = NextLine(text, &at); ... }
+std::string_view NextLine(std::string_view s, size_t* at);
+std::string_view NextField(std::string_view s, size_t* at);
 std::string_view Trim(std::string_view s);
 std::string ToLower(std::string_view s);
 bool StartsWith(std::string_view s, std::string_view prefix);

@@ -20,6 +20,23 @@ TEST(Strings, SplitKeepsEmptyFields) {
   EXPECT_EQ(SplitString("a,b,,c", ','), (std::vector<std::string>{"a", "b", "", "c"}));
 }
 
+TEST(Strings, LinesAndFieldsReadInPlace) {
+  const std::string_view text = "cpu  1\t2 3\n\nlast";
+  size_t at = 0;
+  EXPECT_EQ(NextLine(text, &at), "cpu  1\t2 3");
+  EXPECT_EQ(NextLine(text, &at), "");
+  EXPECT_EQ(NextLine(text, &at), "last");
+  EXPECT_GT(at, text.size());  // done
+  at = 0;
+  EXPECT_EQ(NextField(text, &at), "cpu");
+  EXPECT_EQ(NextField(text, &at), "1");
+  EXPECT_EQ(NextField(text, &at), "2");
+  EXPECT_EQ(NextField(text, &at), "3");
+  EXPECT_EQ(NextField(text, &at), "");  // a field ends at the line's end
+  size_t end = 99;
+  EXPECT_EQ(NextField(text, &end), "");
+}
+
 TEST(Strings, NearestWordFindsTyposOnly) {
   std::vector<std::string> keys = {"scheduler", "cluster", "task_scheduler"};
   EXPECT_EQ(NearestWord("schedular", keys), "scheduler");

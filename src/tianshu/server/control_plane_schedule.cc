@@ -41,9 +41,9 @@ void ControlPlane::Tick(int64_t now_ms) {
     }
     const bool hold = now_ms < losses_not_before_ms_ ||
                       (mass && now_ms - mass_silence_since_ms_ < options_.mass_silence_max_ms);
-    for (auto& [name, n] : nodes_) {
-      if (hold || !any_silent) break;
-      if (silent_for(n, options_.lost_after_ms)) {
+    if (!hold && any_silent) {
+      for (auto& [name, n] : nodes_) {
+        if (!silent_for(n, options_.lost_after_ms)) continue;
         LoseNode(t, n, NodeState::kLost,
                  "no heartbeat for " + std::to_string((now_ms - n.last_heartbeat_ms) / 1000) + " s",
                  now_ms);
@@ -63,12 +63,10 @@ void ControlPlane::Tick(int64_t now_ms) {
              (j.state == JobState::kStarting || j.state == JobState::kRunning) &&
              j.RanMs(now_ms) - j.limit_base_ms >= j.spec.time_limit_s * 1000;
     };
-    auto checkpoint_interval_s = [&](const Job& j) {
-      return j.spec.checkpoint_interval_s > 0 ? j.spec.checkpoint_interval_s
-                                              : options_.config.checkpoint_interval_s;
-    };
     auto checkpoint_due = [&](const Job& j) {
-      const int64_t interval_s = checkpoint_interval_s(j);
+      const int64_t interval_s = j.spec.checkpoint_interval_s > 0
+                                     ? j.spec.checkpoint_interval_s
+                                     : options_.config.checkpoint_interval_s;
       return j.state == JobState::kRunning && interval_s > 0 &&
              now_ms - j.last_checkpoint_order_ms >= interval_s * 1000;
     };
