@@ -300,10 +300,11 @@ void ControlPlane::AddOrder(Txn& t, const std::string& node, wire::WorkOrder ord
   auto text = std::make_shared<const std::string>(wire::OrderText(order));
   t.orders.push_back({order.id, node, order.job_id, kOutstanding, wire::OrderMessageText(*text)});
   std::string id = order.id;
-  node_orders_[node].push_back(id);
+  const uint64_t seq = next_order_seq_++;
+  outbox_.Add(node, {.id = id, .seq = seq, .ticket = kNotCommitted, .text = text});
   orders_[id] = OrderEntry{.order = std::move(order),
                            .node = node,
-                           .seq = next_order_seq_++,
+                           .seq = seq,
                            .ticket = kNotCommitted,
                            .text = std::move(text)};
   t.wake_work.insert(node);
@@ -314,22 +315,22 @@ void ControlPlane::FinishOrder(Txn& t, const std::string& id, const std::string&
   if (it == orders_.end()) return;
   t.orders.push_back({id, it->second.node, it->second.order.job_id, status,
                       wire::OrderMessageText(*it->second.text)});
-  auto& list = node_orders_[it->second.node];
-  list.erase(std::remove(list.begin(), list.end(), id), list.end());
+  outbox_.Remove(it->second.node, it->second.seq);
   orders_.erase(it);
 }
 
 void ControlPlane::DropOrdersFor(Txn& t, const std::string& node) {
-  auto list = node_orders_[node];
-  for (const auto& id : list) FinishOrder(t, id, "done");
+  for (const auto& id : outbox_.Ids(node)) FinishOrder(t, id, "done");
 }
 
 void ControlPlane::Shutdown() {
-  std::lock_guard l(mu_);  // work_cvs_ is read under it; waking under it loses no waiter
-  shutdown_ = true;
-  events_cv_.notify_all();
-  tick_cv_.notify_all();
-  for (auto& [node, cv] : work_cvs_) cv.notify_all();
+  {
+    std::lock_guard l(mu_);
+    shutdown_ = true;
+    events_cv_.notify_all();
+    tick_cv_.notify_all();
+  }
+  outbox_.Shutdown();
 }
 
 void ControlPlane::WaitForChange(int64_t max_ms, int64_t min_ms) {
@@ -339,14 +340,6 @@ void ControlPlane::WaitForChange(int64_t max_ms, int64_t min_ms) {
                       [&] { return shutdown_; });
   tick_cv_.wait_until(lock, start + std::chrono::milliseconds(max_ms),
                       [&] { return shutdown_ || schedule_dirty_; });
-}
-
-void ControlPlane::WakeWork(const std::set<std::string>& nodes) {
-  if (nodes.empty()) return;
-  std::lock_guard l(mu_);
-  for (const auto& node : nodes) {
-    if (auto it = work_cvs_.find(node); it != work_cvs_.end()) it->second.notify_all();
-  }
 }
 
 }  // namespace tianshu::server

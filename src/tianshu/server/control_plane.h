@@ -35,6 +35,7 @@
 #include "tianshu/server/identity.h"
 #include "tianshu/server/metrics.h"
 #include "tianshu/server/network_map.h"
+#include "tianshu/server/order_outbox.h"
 #include "tianshu/server/placer.h"
 #include "tianshu/server/records.h"
 #include "tianshu/server/requests.h"
@@ -237,9 +238,8 @@ class ControlPlane {
     std::string node;
     uint64_t seq = 0;     // in this server run's order of adding (Work's cursors)
     uint64_t ticket = 0;  // the commit that makes it durable (0: loaded, durable)
-    // `order` as a work batch carries it (wire::OrderText), serialized once; Work copies the
-    // pointer under the lock and writes the answer after. The store's form (its status rows)
-    // is wire::OrderMessageText of it.
+    // `order` as a work batch carries it (wire::OrderText), serialized once and shared with
+    // outbox_. The store's form (its status rows) is wire::OrderMessageText of it.
     std::shared_ptr<const std::string> text;
   };
 
@@ -396,18 +396,18 @@ class ControlPlane {
 
   mutable std::mutex mu_;
   std::condition_variable events_cv_, tick_cv_;
-  std::map<std::string, std::condition_variable> work_cvs_;  // by node: its Work waiters
-  void WakeWork(const std::set<std::string>& nodes);         // under no lock
+  // Each node's outstanding orders and registered agent, as Work reads them (its own lock,
+  // changed under mu_ with orders_ and nodes_).
+  OrderOutbox outbox_{[this] { return committer_ ? committer_->Durable() : 0; }};
   uint64_t next_order_seq_ = 1;
   std::string order_epoch_;  // this server run's name in Work cursors
   bool shutdown_ = false;
   int64_t next_job_seq_ = 1;
   int64_t next_event_seq_ = 1;
-  std::map<int64_t, Job> jobs_;                                  // by seq
-  std::map<std::string, NodeEntry> nodes_;                       // by name
-  std::map<std::string, OrderEntry> orders_;                     // outstanding, by id
-  std::map<std::string, std::vector<std::string>> node_orders_;  // node -> order ids, in order
-  std::set<std::string> stale_stops_;  // stop orders sent for ranks nobody owns
+  std::map<int64_t, Job> jobs_;               // by seq
+  std::map<std::string, NodeEntry> nodes_;    // by name
+  std::map<std::string, OrderEntry> orders_;  // outstanding, by id
+  std::set<std::string> stale_stops_;         // stop orders sent for ranks nobody owns
   struct EventEntry {
     int64_t seq;
     uint64_t ticket;

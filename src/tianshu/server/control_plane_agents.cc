@@ -64,6 +64,7 @@ ApiResult<wire::RegisterResponse> ControlPlane::Register(const wire::RegisterReq
     const NodeState old_state = n.state;
     n.name = req.node;
     n.agent_id = req.agent_id;
+    outbox_.SetAgent(req.node, req.agent_id);
     n.address = req.address;
     n.data_address = req.data_address;
     n.data_interface = req.data_interface;
@@ -182,10 +183,8 @@ wire::HeartbeatResponse ControlPlane::ApplyHeartbeat(Txn& t, const std::string& 
   }
   StopStale(t, node, hb.running);
   TrackFences(t, node, hb.running, now_ms);
-  auto oit = node_orders_.find(node);
-  return wire::HeartbeatResponse{
-      .reregister = false,
-      .pending_orders = oit == node_orders_.end() ? 0 : static_cast<int64_t>(oit->second.size())};
+  return wire::HeartbeatResponse{.reregister = false,
+                                 .pending_orders = static_cast<int64_t>(outbox_.Count(node))};
 }
 
 ApiResult<std::string> ControlPlane::Work(const std::string& node, const std::string& agent_id,
@@ -201,50 +200,25 @@ ApiResult<std::string> ControlPlane::Work(const std::string& node, const std::st
     }
     if (after.substr(0, dot) == order_epoch_) after_seq = static_cast<uint64_t>(v);
   }
-  std::unique_lock lock(mu_);
-  if (!nodes_.contains(node)) return Refuse(404, "unknown node " + node + ": register first");
-  // Looked up again after every wait: an admin may remove the node meanwhile.
-  auto registered_agent = [&] {
-    auto it = nodes_.find(node);
-    return it != nodes_.end() && (agent_id.empty() || it->second.agent_id == agent_id);
-  };
-  if (!registered_agent()) {
-    return Refuse(409, "agent " + agent_id + " is not the registered agent of node " + node +
-                           ": register again");
+  // Without the control plane's lock (OrderOutbox): the held requests a commit wakes are
+  // answered at once, not one at a time between scheduling cycles.
+  using Result = OrderOutbox::Batch::Result;
+  OrderOutbox::Batch batch = outbox_.Take(node, agent_id, after_seq, wait_ms);
+  switch (batch.result) {
+    case Result::kUnknownNode:
+      return Refuse(404, "unknown node " + node + ": register first");
+    case Result::kOtherAgent:
+      return Refuse(409, "agent " + agent_id + " is not the registered agent of node " + node +
+                             ": register again");
+    case Result::kRemoved:
+      return Refuse(404, "node " + node + " was removed");
+    case Result::kOk:
+      break;
   }
-  // The node's outstanding orders that are durable: an order a crash could lose never goes out
-  // (it could start a rank the restarted server knows nothing of).
-  auto durable_orders = [&] {
-    std::vector<const OrderEntry*> out;
-    const uint64_t durable = committer_->Durable();
-    if (auto o = node_orders_.find(node); o != node_orders_.end()) {
-      for (const auto& id : o->second) {
-        if (const OrderEntry& e = orders_.at(id); e.ticket <= durable) out.push_back(&e);
-      }
-    }
-    return out;
-  };
-  if (wait_ms > 0) {
-    auto newer = [&] {
-      const auto orders = durable_orders();
-      return std::any_of(orders.begin(), orders.end(),
-                         [&](const OrderEntry* e) { return e->seq > after_seq; });
-    };
-    work_cvs_[node].wait_for(lock, std::chrono::milliseconds(wait_ms),
-                             [&] { return shutdown_ || !registered_agent() || newer(); });
-    if (!nodes_.contains(node)) return Refuse(404, "node " + node + " was removed");
-  }
-  std::vector<std::shared_ptr<const std::string>> texts;
-  uint64_t last = after_seq;
-  for (const OrderEntry* e : durable_orders()) {
-    texts.push_back(e->text);
-    last = std::max(last, e->seq);
-  }
-  const std::string cursor = order_epoch_ + "." + std::to_string(last);
-  lock.unlock();
+  const std::string cursor = order_epoch_ + "." + std::to_string(batch.last_seq);
   std::vector<const std::string*> parts;
-  parts.reserve(texts.size());
-  for (const auto& t : texts) parts.push_back(t.get());
+  parts.reserve(batch.texts.size());
+  for (const auto& t : batch.texts) parts.push_back(t.get());
   return wire::WorkBatchText(parts, cursor);
 }
 

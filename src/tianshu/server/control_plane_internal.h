@@ -28,7 +28,7 @@ namespace detail {
 
 constexpr const char* kOutstanding = "outstanding";
 constexpr int64_t kLinkChangeQuietMs = 60'000;  // a node's link-rate changes: one a minute
-constexpr uint64_t kNotCommitted = UINT64_MAX;  // an order's ticket before its Enqueue
+constexpr uint64_t kNotCommitted = OrderOutbox::kPending;  // an order's ticket before its Enqueue
 
 inline std::string OrderId(const std::string& job, int attempt, const std::string& what,
                            const std::string& node) {
@@ -264,7 +264,7 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
   if (txn.Empty()) {
     lock.unlock();
     if (wake_tick) tick_cv_.notify_all();
-    WakeWork(txn.wake_work);
+    outbox_.Wake(txn.wake_work);
     if (txn.wait_for != 0) {
       if (Status s = committer_->Wait(txn.wait_for); !s) {
         return Refuse(503, "the store failed to write: " + s.error().message);
@@ -319,13 +319,16 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
   }
   while (events_.size() > options_.events_kept) events_.pop_front();
   for (int64_t seq : txn.created) jobs_.at(seq).created_ticket = ticket;
-  for (OrderEntry* o : added) o->ticket = ticket;
+  for (OrderEntry* o : added) {
+    o->ticket = ticket;
+    outbox_.SetTicket(o->node, o->seq, ticket);
+  }
   lock.unlock();
   Status s = committer_->Wait(ticket);
   { std::lock_guard l(mu_); }  // orders the wake-up after a waiter's predicate check
   events_cv_.notify_all();
   if (wake_tick) tick_cv_.notify_all();
-  WakeWork(txn.wake_work);
+  outbox_.Wake(txn.wake_work);
   if (!s) return Refuse(503, "the store failed to write: " + s.error().message);
   return r;
 }

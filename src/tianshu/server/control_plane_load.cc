@@ -210,6 +210,7 @@ Status ControlPlane::Load(int64_t now_ms) {
     // Agents retry a lost server with a backoff of up to 30 s: after a restart no node known
     // before it is declared lost until its agent has had the time to come back.
     n.grace_until_ms = now_ms + std::max(options_.lost_after_ms, options_.restart_grace_ms);
+    outbox_.SetAgent(n.name, n.agent_id);
     nodes_.emplace(n.name, std::move(n));
   }
   for (const OrderRow& row : st->orders) {
@@ -219,9 +220,10 @@ Status ControlPlane::Load(int64_t now_ms) {
       skipped_records_.push_back("order " + row.id + ": " + o.error().message);
       continue;
     }
-    orders_[row.id] = {*o, row.node, next_order_seq_++, 0,
-                       std::make_shared<const std::string>(wire::OrderText(*o))};
-    node_orders_[row.node].push_back(row.id);
+    auto text = std::make_shared<const std::string>(wire::OrderText(*o));
+    const uint64_t seq = next_order_seq_++;
+    outbox_.Add(row.node, {.id = row.id, .seq = seq, .ticket = 0, .text = text});
+    orders_[row.id] = {*o, row.node, seq, 0, std::move(text)};
   }
   for (const EventRow& row : st->events) {
     json d = json::parse(row.doc, nullptr, false);

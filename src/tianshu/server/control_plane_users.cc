@@ -523,7 +523,7 @@ ApiResult<json> ControlPlane::AdminNode(const std::string& name, const std::stri
       for (const std::string& key : network_.ForgetNode(name)) t.meta[key] = "";  // "" = gone
       ++network_version_;
       nodes_.erase(it);
-      work_cvs_[name].notify_all();  // a waiting Work call answers 404 now
+      outbox_.RemoveNode(name);  // a waiting Work call answers 404 now
       return json{{"node", name}, {"removed", true}};
     }
     return Refuse(400, "unknown node action '" + action.substr(0, 32) +
