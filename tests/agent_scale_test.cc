@@ -6,7 +6,8 @@
 // and asserts only that the burst completes. Sizes: TIANSHU_SCALE_AGENTS, TIANSHU_SCALE_JOBS
 // (CTest runs it with 500 jobs: tests/CMakeLists.txt). TIANSHU_SCALE_WORKLOAD (a workload CSV),
 // TIANSHU_SCALE_HOLD (submit held, release at once), TIANSHU_SCALE_REAL_RANKS (`sleep`
-// processes, not placeholders) and TIANSHU_SCALE_BINARY (another build, for an A/B): below.
+// processes, not placeholders), TIANSHU_SCALE_BINARY (another build, for an A/B) and
+// TIANSHU_SCALE_DIR (where its files go): below.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -79,8 +81,14 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
   const int kAgents = EnvInt("TIANSHU_SCALE_AGENTS", 256);
   const int kJobs = EnvInt("TIANSHU_SCALE_JOBS", 2000);
   const int kGpusPerNode = 8, kNodesPerLeaf = 16;
-  char tmpl[] = "/tmp/tianshu-scale-XXXXXX";
-  std::string dir = ::mkdtemp(tmpl);
+  // TIANSHU_SCALE_DIR: where the run's directory (the server's store, every agent's work
+  // directory) is made; /tmp by default. On one machine every node's journal syncs share one
+  // disk, where a real node has its own: /dev/shm takes the disk out of the measurement.
+  const char* base_env = std::getenv("TIANSHU_SCALE_DIR");
+  std::string tmpl = std::string(base_env != nullptr && *base_env != 0 ? base_env : "/tmp") +
+                     "/tianshu-scale-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr) << tmpl << ": " << std::strerror(errno);
+  std::string dir = tmpl;
   int port = tianshu::testing::FreeLoopbackPort();
   std::string server_addr = "127.0.0.1:" + std::to_string(port);
   // TIANSHU_SCALE_HEARTBEAT=3s: the heartbeat period the server asks of its agents (serve's

@@ -563,16 +563,24 @@ TEST_F(MeasuredFabric, MeasuredBandwidthPlacesAndReplansARealDdpJob) {
   };
   const auto started = Clock::now();
 
-  // (a) The probes measure every pair; exactly the pairs across the leaves are slow.
+  // (a) The probes measure every pair; exactly the pairs across the leaves are slow, each
+  // confirmed by a second probe before placement acts on it.
   json measured;
   const bool all_measured = WaitFor(
       [&] {
         measured = Get("/v1/topology/measured");
-        return !measured.is_null() && measured.value("pairs", json::array()).size() == 6 &&
-               measured.value("probes", json::object()).value("running", 1) == 0;
+        if (measured.is_null() || measured.value("pairs", json::array()).size() != 6 ||
+            measured.value("probes", json::object()).value("running", 1) != 0) {
+          return false;
+        }
+        for (const json& p : measured["pairs"]) {
+          if (p.value("slow", false) && !p.value("slow_confirmed", false)) return false;
+        }
+        return true;
       },
       120);
-  ASSERT_TRUE(all_measured) << "GET /v1/topology/measured did not list the 6 node pairs in 120 s ("
+  ASSERT_TRUE(all_measured) << "GET /v1/topology/measured did not list the 6 node pairs, the slow "
+                               "ones measured twice, in 120 s ("
                             << last_get_error_ << "):\n"
                             << measured.dump(2) << "\n"
                             << Grep(Slurp(dir_ + "/server.log"), "probe");

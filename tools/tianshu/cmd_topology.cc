@@ -142,7 +142,7 @@ int PrintMeasured(const Common& c) {
     t.Add({S(p, "a"), S(p, "b"), fmt::format("{:.3g} GB/s", p.value("measured_gbps", 0.0)),
            fmt::format("{:.3g} GB/s", p.value("nominal_gbps", 0.0)),
            fmt::format("{:.3g} GB/s", p.value("class_best_gbps", 0.0)),
-           std::string(is_slow ? "slow"
+           std::string(is_slow ? (p.value("slow_confirmed", false) ? "slow" : "slow (once)")
                        : stale ? "stale"
                                : "ok") +
                (failures > 0 ? fmt::format(" ({} failed)", failures) : ""),

@@ -153,6 +153,7 @@ nlohmann::json ControlPlane::MeasuredNetwork(int64_t now_ms) const {
                      {"class_best_gbps", v.class_best_gbps},
                      {"effective_gbps", v.effective_gbps},
                      {"slow", v.slow},
+                     {"slow_confirmed", v.confirmed},
                      {"stale", v.stale},
                      {"method", v.measured.method},
                      {"measured_ms", v.measured.measured_ms},
@@ -344,7 +345,10 @@ void ControlPlane::NetworkTick(Txn& t, int64_t now_ms) {
   if (plan) network_planned_ms_ = now_ms;
   RefreshNominalView();  // the nominal figures probes are judged against
   if (plan && c.probes && !waiting && probes_.empty()) {
-    if (auto next = network_.NextProbe(ProbeNodes(), c, now_ms)) {
+    if (auto next = network_.NextProbe(
+            ProbeNodes(),
+            [this](const std::string& a, const std::string& b) { return NominalOf(a, b); }, c,
+            now_ms)) {
       StartProbe(t, next->first, next->second, now_ms);
     }
   }

@@ -25,7 +25,11 @@ void NetworkMap::Record(MeasuredPair p) {
   p.b = k.second;
   p.failures = 0;
   p.failed_ms = 0;
+  auto was = pairs_.find(k);
+  p.previous_gbps = was != pairs_.end() && was->second.measured_ms > 0 ? was->second.busbw_gbps
+                                                                       : MeasuredPair::kNoFigure;
   pairs_[k] = std::move(p);
+  ++version_;
 }
 
 void NetworkMap::RecordFailure(const std::string& a, const std::string& b, int64_t now_ms) {
@@ -35,6 +39,7 @@ void NetworkMap::RecordFailure(const std::string& a, const std::string& b, int64
   p.b = k.second;
   p.failures = std::min(p.failures + 1, 1000);
   p.failed_ms = now_ms;
+  ++version_;
 }
 
 const MeasuredPair* NetworkMap::Find(const std::string& a, const std::string& b) const {
@@ -49,6 +54,7 @@ std::vector<std::string> NetworkMap::ForgetNode(const std::string& node) {
     if (of) keys.push_back(MetaKey(kv.first.first, kv.first.second));
     return of;
   });
+  ++version_;
   return keys;
 }
 
@@ -62,11 +68,12 @@ std::string NetworkMap::MetaKey(const std::string& a, const std::string& b) {
 std::string NetworkMap::MetaValue(const std::string& a, const std::string& b) const {
   const MeasuredPair* p = Find(a, b);
   if (!p) return "";  // an empty value deletes nothing but reads as absent
-  return json{{"busbw_gbps", p->busbw_gbps},       {"forward_gbps", p->forward_gbps},
-              {"backward_gbps", p->backward_gbps}, {"method", p->method},
-              {"measured_ms", p->measured_ms},     {"failures", p->failures},
-              {"failed_ms", p->failed_ms}}
-      .dump();
+  json row{{"busbw_gbps", p->busbw_gbps},       {"forward_gbps", p->forward_gbps},
+           {"backward_gbps", p->backward_gbps}, {"method", p->method},
+           {"measured_ms", p->measured_ms},     {"failures", p->failures},
+           {"failed_ms", p->failed_ms}};
+  if (p->previous_gbps >= 0) row["previous_gbps"] = p->previous_gbps;
+  return row.dump();
 }
 
 std::vector<std::string> NetworkMap::Load(const std::map<std::string, std::string>& meta) {
@@ -88,10 +95,15 @@ std::vector<std::string> NetworkMap::Load(const std::map<std::string, std::strin
       p.busbw_gbps = num("busbw_gbps");
       p.forward_gbps = num("forward_gbps");
       p.backward_gbps = num("backward_gbps");
+      // Absent in rows written before it (read as none: such a pair's next figure is judged
+      // alone); present, it must be a figure.
+      p.previous_gbps =
+          d.contains("previous_gbps") ? num("previous_gbps") : MeasuredPair::kNoFigure;
       const double measured = num("measured_ms"), failures = num("failures"),
                    failed = num("failed_ms");
       ok = Finite(p.busbw_gbps) && Finite(p.forward_gbps) && Finite(p.backward_gbps) &&
-           measured >= 0 && failures >= 0 && failed >= 0 && d.value("method", json()).is_string();
+           (!d.contains("previous_gbps") || Finite(p.previous_gbps)) && measured >= 0 &&
+           failures >= 0 && failed >= 0 && d.value("method", json()).is_string();
       if (ok) {
         p.method = d["method"].get<std::string>().substr(0, 32);
         p.measured_ms = static_cast<int64_t>(measured);
@@ -105,6 +117,7 @@ std::vector<std::string> NetworkMap::Load(const std::map<std::string, std::strin
     }
     pairs_[Key(p.a, p.b)] = p;
   }
+  ++version_;
   return skipped;
 }
 
@@ -166,13 +179,35 @@ std::vector<std::string> LinkRateChanges(const std::optional<wire::NetworkSample
 }
 
 std::optional<std::pair<std::string, std::string>> NetworkMap::NextProbe(
-    const std::vector<ProbeNode>& nodes, const model::NetworkConfig& config, int64_t now_ms) const {
+    const std::vector<ProbeNode>& nodes, const NominalOf& nominal,
+    const model::NetworkConfig& config, int64_t now_ms) const {
   const int64_t interval_ms = std::max<int64_t>(config.probe_interval_s, 1) * 1000;
   std::map<std::string, const ProbeNode*> by_name;
-  for (const auto& n : nodes) by_name[n.name] = &n;
+  std::vector<std::string> names;
+  for (const auto& n : nodes) {
+    by_name[n.name] = &n;
+    names.push_back(n.name);
+  }
+  // Slow on one figure: measured again soon, before placement acts on it.
+  const int64_t minute = now_ms / 60'000;
+  if (recheck_.version != version_ || recheck_.nodes != nodes.size() || recheck_.minute != minute) {
+    recheck_ = {.version = version_, .nodes = nodes.size(), .minute = minute, .pairs = {}};
+    for (const PairView& v : View(names, nominal, config, now_ms)) {
+      if (v.slow && !v.confirmed) recheck_.pairs.insert(Key(v.measured.a, v.measured.b));
+    }
+  }
+  const auto& recheck = recheck_.pairs;
   std::optional<std::pair<std::string, std::string>> best;
   int64_t best_due = 0;
-  for (const auto& [a, b] : CoverPairs(nodes, config.full_mesh_max_nodes, now_ms / interval_ms)) {
+  // The round's cover, and the pairs to check again (a chord of an earlier round among them).
+  auto candidates = CoverPairs(nodes, config.full_mesh_max_nodes, now_ms / interval_ms);
+  const auto covered = static_cast<std::ptrdiff_t>(candidates.size());  // sorted
+  for (const auto& k : recheck) {
+    if (!std::binary_search(candidates.begin(), candidates.begin() + covered, k)) {
+      candidates.push_back(k);
+    }
+  }
+  for (const auto& [a, b] : candidates) {
     const ProbeNode& na = *by_name.at(a);
     const ProbeNode& nb = *by_name.at(b);
     if (!na.idle || !nb.idle) continue;
@@ -180,7 +215,9 @@ std::optional<std::pair<std::string, std::string>> NetworkMap::NextProbe(
     int64_t due = 0;  // never measured: due since forever
     if (p) {
       const int64_t changed = std::max(na.changed_ms, nb.changed_ms);
-      due = p->measured_ms > 0 && p->measured_ms >= changed ? p->measured_ms + interval_ms : 0;
+      const int64_t wait_ms =
+          recheck.contains(Key(a, b)) ? std::min(kRecheckMs, interval_ms) : interval_ms;
+      due = p->measured_ms > 0 && p->measured_ms >= changed ? p->measured_ms + wait_ms : 0;
       if (p->failures > 0) {
         due = std::max(due, p->failed_ms + interval_ms * std::min(p->failures, 8));
       }
@@ -212,7 +249,9 @@ std::vector<PairView> NetworkMap::View(const std::vector<std::string>& nodes,
   }
   for (PairView& v : out) {
     v.class_best_gbps = best[v.nominal.klass];
-    v.slow = !v.stale && v.measured.busbw_gbps < config.slow_link_ratio * v.class_best_gbps;
+    const double line = config.slow_link_ratio * v.class_best_gbps;
+    v.slow = !v.stale && v.measured.busbw_gbps < line;
+    v.confirmed = v.slow && v.measured.previous_gbps >= 0 && v.measured.previous_gbps < line;
     if (!v.stale && v.class_best_gbps > 0) {
       v.effective_gbps = v.nominal.gbps * std::min(1.0, v.measured.busbw_gbps / v.class_best_gbps);
     }
@@ -230,7 +269,9 @@ std::map<std::string, std::string> NetworkMap::MeasuredLeaves(const std::vector<
     index[n.name] = names.size();
     names.push_back(n.name);
   }
-  // Union-find over fresh, fast pairs inside one nominal leaf.
+  // Union-find over the fresh pairs inside one nominal leaf that are not slow; the confirmed
+  // slow ones are the evidence that keeps two of those groups apart. A pair slow on one figure
+  // is no evidence either way until its second (NextProbe measures it again soon).
   std::vector<size_t> parent(names.size());
   std::iota(parent.begin(), parent.end(), size_t{0});
   auto find = [&](size_t x) {
@@ -238,15 +279,23 @@ std::map<std::string, std::string> NetworkMap::MeasuredLeaves(const std::vector<
     return x;
   };
   std::vector<bool> measured(names.size(), false);
+  std::vector<std::pair<size_t, size_t>> slow;
   for (const PairView& v : View(names, nominal, config, now_ms)) {
     if (v.stale) continue;
     const size_t a = index.at(v.measured.a), b = index.at(v.measured.b);
     if (nodes[a].leaf != nodes[b].leaf) continue;
     measured[a] = measured[b] = true;
-    if (!v.slow) parent[find(a)] = find(b);
+    if (v.confirmed) {
+      slow.emplace_back(a, b);
+    } else if (!v.slow) {
+      parent[find(a)] = find(b);
+    }
   }
-  // A leaf stays whole unless its measured nodes fall apart; nodes without a fresh pair join
-  // the leaf's largest group (nothing says they are slow).
+  std::set<std::pair<size_t, size_t>> apart;  // roots a confirmed slow pair lies between
+  for (auto [a, b] : slow) {
+    const size_t x = find(a), y = find(b);
+    if (x != y) apart.insert({std::min(x, y), std::max(x, y)});
+  }
   std::map<std::string, std::map<size_t, std::vector<size_t>>> groups;  // leaf -> root -> nodes
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (measured[i]) groups[nodes[i].leaf][find(i)].push_back(i);
@@ -255,17 +304,41 @@ std::map<std::string, std::string> NetworkMap::MeasuredLeaves(const std::vector<
   for (size_t i = 0; i < nodes.size(); ++i) out[nodes[i].name] = nodes[i].leaf;
   for (auto& [leaf, roots] : groups) {
     if (roots.size() < 2) continue;
-    std::vector<std::vector<size_t>> parts;
-    for (auto& [root, members] : roots) parts.push_back(std::move(members));
+    auto by_name = [&](size_t x, size_t y) { return names[x] < names[y]; };
+    std::vector<std::pair<size_t, std::vector<size_t>>> parts(roots.begin(), roots.end());
+    for (auto& [root, members] : parts) std::sort(members.begin(), members.end(), by_name);
     // Largest first, then by first name: stable names across calls.
-    std::sort(parts.begin(), parts.end(), [&](const auto& x, const auto& y) {
+    auto larger = [&](const std::vector<size_t>& x, const std::vector<size_t>& y) {
       if (x.size() != y.size()) return x.size() > y.size();
       return names[x.front()] < names[y.front()];
-    });
-    for (size_t k = 0; k < parts.size(); ++k) {
-      for (size_t i : parts[k]) out[names[i]] = leaf + "~" + std::to_string(k + 1);
+    };
+    std::sort(parts.begin(), parts.end(),
+              [&](const auto& x, const auto& y) { return larger(x.second, y.second); });
+    // Groups nothing measured between say nothing of: each joins the first earlier group with
+    // no confirmed slow pair to it (two fast pairs probed apart do not split a leaf).
+    std::vector<std::vector<size_t>> group_roots, group_nodes;
+    for (const auto& [root, members] : parts) {
+      auto fits = [&, r = root](const std::vector<size_t>& rs) {
+        return std::none_of(rs.begin(), rs.end(), [&](size_t o) {
+          return apart.contains({std::min(r, o), std::max(r, o)});
+        });
+      };
+      size_t g = 0;
+      while (g < group_roots.size() && !fits(group_roots[g])) ++g;
+      if (g == group_roots.size()) {
+        group_roots.emplace_back();
+        group_nodes.emplace_back();
+      }
+      group_roots[g].push_back(root);
+      group_nodes[g].insert(group_nodes[g].end(), members.begin(), members.end());
     }
-    for (size_t i = 0; i < nodes.size(); ++i) {
+    if (group_nodes.size() < 2) continue;
+    for (auto& g : group_nodes) std::sort(g.begin(), g.end(), by_name);
+    std::sort(group_nodes.begin(), group_nodes.end(), larger);
+    for (size_t k = 0; k < group_nodes.size(); ++k) {
+      for (size_t i : group_nodes[k]) out[names[i]] = leaf + "~" + std::to_string(k + 1);
+    }
+    for (size_t i = 0; i < nodes.size(); ++i) {  // nothing says they are slow: the largest
       if (nodes[i].leaf == leaf && !measured[i]) out[names[i]] = leaf + "~1";
     }
   }

@@ -6,7 +6,7 @@
 // passed in.
 //   NetworkMap m;
 //   m.Record({.a = "n1", .b = "n3", .busbw_gbps = 1.1, .method = "gloo", .measured_ms = now});
-//   auto next = m.NextProbe(nodes, config.network, now);  // {"n1", "n2"}
+//   auto next = m.NextProbe(nodes, nominal, config.network, now);  // {"n1", "n2"}
 #pragma once
 
 #include <cstdint>
@@ -32,8 +32,13 @@ struct MeasuredPair {
   double backward_gbps = 0;  // b -> a
   std::string method;        // "gloo", "nccl-tests", ...
   int64_t measured_ms = 0;   // when the probe ended (0: never succeeded)
-  int failures = 0;          // probes that failed since the last success
-  int64_t failed_ms = 0;     // when the last one failed
+  // The bus bandwidth the success before this one measured (kNoFigure: none): a pair is
+  // confirmed slow only when both are, so one disturbed probe does not reshape the leaves
+  // placement sees.
+  static constexpr double kNoFigure = -1;
+  double previous_gbps = kNoFigure;
+  int failures = 0;       // probes that failed since the last success
+  int64_t failed_ms = 0;  // when the last one failed
 };
 
 // A node as the probe planner sees it.
@@ -65,6 +70,7 @@ struct PairView {
   NominalPair nominal;
   double class_best_gbps = 0;  // best fresh figure of its nominal class
   bool slow = false;           // fresh and below slow_link_ratio x class_best
+  bool confirmed = false;      // slow, and its previous figure was below that line too
   bool stale = false;          // older than measured_ttl: shown, not used
   // What the scheduler uses (fresh pairs; else 0): the nominal figure x measured / class best.
   // Probes measure a path of their own (gloo over TCP, even where jobs use RDMA), so a figure is
@@ -105,7 +111,8 @@ struct JobWatch {
 
 class NetworkMap {
  public:
-  // A probe's success replaces the pair's figures; a failure only counts.
+  // A probe's success replaces the pair's figures (the one it replaces becomes
+  // previous_gbps); a failure only counts.
   void Record(MeasuredPair p);
   void RecordFailure(const std::string& a, const std::string& b, int64_t now_ms);
   const MeasuredPair* Find(const std::string& a, const std::string& b) const;
@@ -126,9 +133,12 @@ class NetworkMap {
   static std::vector<std::pair<std::string, std::string>> CoverPairs(
       const std::vector<ProbeNode>& nodes, int full_mesh_max_nodes, int64_t round);
   // The next pair to probe now, both nodes idle: never measured first, then the longest
-  // due (older than probe_interval, or a node changed since). Pairs that failed wait
+  // due (older than probe_interval, or a node changed since). A pair slow but not confirmed
+  // (one figure) is due again kRecheckMs after it was measured. Pairs that failed wait
   // probe_interval x their failures (at most 8x) before another try.
+  static constexpr int64_t kRecheckMs = 5000;
   std::optional<std::pair<std::string, std::string>> NextProbe(const std::vector<ProbeNode>& nodes,
+                                                               const NominalOf& nominal,
                                                                const model::NetworkConfig& config,
                                                                int64_t now_ms) const;
 
@@ -136,8 +146,9 @@ class NetworkMap {
   std::vector<PairView> View(const std::vector<std::string>& nodes, const NominalOf& nominal,
                              const model::NetworkConfig& config, int64_t now_ms) const;
   // The measured leaves: inside each nominal leaf, the groups joined by fresh pairs that are
-  // not slow (a node none of whose measured pairs is fast stands alone). Node -> leaf name:
-  // the nominal name where the leaf stays whole, "LEAF~K" for its K-th group otherwise.
+  // not slow; groups join one another unless a confirmed slow pair lies between them (a pair
+  // slow on one figure is no evidence either way). Largest group first. Node -> leaf
+  // name: the nominal name where the leaf stays whole, "LEAF~K" for its K-th group otherwise.
   std::map<std::string, std::string> MeasuredLeaves(const std::vector<ProbeNode>& nodes,
                                                     const NominalOf& nominal,
                                                     const model::NetworkConfig& config,
@@ -148,6 +159,17 @@ class NetworkMap {
     return a < b ? std::pair{a, b} : std::pair{b, a};
   }
   std::map<std::pair<std::string, std::string>, MeasuredPair> pairs_;
+  uint64_t version_ = 0;  // bumped by every change to pairs_
+  // NextProbe's pairs to measure again (slow on one figure), judged by View over every pair:
+  // kept while nothing was recorded, the nodes are as many and the minute is the same (figures
+  // age into staleness), as NextProbe runs every planning second.
+  struct RecheckCache {
+    uint64_t version = UINT64_MAX;
+    size_t nodes = 0;
+    int64_t minute = -1;
+    std::set<std::pair<std::string, std::string>> pairs;
+  };
+  mutable RecheckCache recheck_;
 };
 
 }  // namespace tianshu::server
