@@ -393,8 +393,8 @@ int Run(const AgentArgs& a) {
     int64_t wake = next;
     if (core.Busy()) wake = std::min(wake, now + 250'000'000);
     if (int64_t d = core.NextDeadline(); d > 0) wake = std::min(wake, d);
-    if (!core.PendingReports().empty() && session.registered())
-      wake = std::min(wake, now + 50'000'000);
+    if (!core.PendingReports().empty() && session.registered())  // after a failed send's backoff
+      wake = std::min(wake, std::max(now + 50'000'000, session.reports_retry_ns()));
     int64_t wait = std::max<int64_t>(wake - now, 1'000'000);
     timespec ts{static_cast<time_t>(wait / 1'000'000'000), static_cast<long>(wait % 1'000'000'000)};
     int sig = sigtimedwait(&set, nullptr, &ts);

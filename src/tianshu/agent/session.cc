@@ -215,7 +215,9 @@ Session::Session(SessionOptions options, ControlPlane& server, Agent& agent)
     : options_(std::move(options)),
       server_(server),
       agent_(agent),
-      backoff_(options_.backoff_base_ns, options_.backoff_cap_ns, options_.seed) {}
+      backoff_(options_.backoff_base_ns, options_.backoff_cap_ns, options_.seed),
+      report_backoff_(options_.report_backoff_base_ns, options_.report_backoff_cap_ns,
+                      options_.seed + 1) {}
 
 void Session::Failed(const std::string& what, int64_t now_ns) {
   last_error_ = what;
@@ -252,6 +254,7 @@ bool Session::Flush(int64_t now_ns, bool beat) {
     if (!sent) {
       last_error_ = sent.error().message;
       ++stats_.report_failures;
+      reports_retry_ns_ = now_ns + report_backoff_.Next();
       return false;
     }
     if (sent->refused) {  // nothing taken: they go again after the registration
@@ -259,6 +262,8 @@ bool Session::Flush(int64_t now_ns, bool beat) {
       return false;
     }
     ++stats_.report_batches;
+    report_backoff_.Reset();
+    reports_retry_ns_ = 0;
     agent_.AckReports(n);
     last_reports_ns_ = now_ns;
     if (sent->heartbeat) {
@@ -332,7 +337,8 @@ int64_t Session::Step(int64_t now_ns) {
     // nearly due: one request instead of two).
     // A failure here leaves the heartbeat's time as it is: reports the server will not take
     // never keep the heartbeat (and so the lease) from it.
-    if (registered_ && !agent_.PendingReports().empty() && !Flush(now_ns, BeatSoon(now_ns))) {
+    if (registered_ && !agent_.PendingReports().empty() && now_ns >= reports_retry_ns_ &&
+        !Flush(now_ns, BeatSoon(now_ns))) {
       beat_answered_ = false;
     }
     return next_ns_;
@@ -362,6 +368,8 @@ int64_t Session::Step(int64_t now_ns) {
     agent_.SetLease(resp->lease_ms * 1'000'000);
     agent_.RenewLease(register_sent_ns);  // orders may come (the watcher) before a heartbeat
     backoff_.Reset();
+    report_backoff_.Reset();  // a server that answered: what is pending goes at once
+    reports_retry_ns_ = 0;
     heartbeat_ns_ = std::max<int64_t>(resp->heartbeat_interval_ms, 50) * 1'000'000;
     lost_after_ns_ = std::max<int64_t>(resp->lost_after_ms, 0) * 1'000'000;
   }
@@ -380,7 +388,7 @@ int64_t Session::Step(int64_t now_ns) {
   // Due: the heartbeat goes with the pending reports, else alone: when none are pending, when
   // the server did not take it with them, and when they failed (the server may refuse them and
   // take the heartbeat). One that rode with them moved next_ns_ on.
-  bool ok = agent_.PendingReports().empty() || Flush(now_ns, true);
+  bool ok = agent_.PendingReports().empty() || now_ns < reports_retry_ns_ || Flush(now_ns, true);
   if (registered_ && now_ns >= next_ns_) ok = Beat(now_ns);
   if (!ok && registered_) Failed(last_error_, now_ns);
   return next_ns_;

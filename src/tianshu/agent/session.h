@@ -135,6 +135,11 @@ struct SessionOptions {
   uint64_t seed = 1;
   int64_t backoff_base_ns = 500'000'000;
   int64_t backoff_cap_ns = 30'000'000'000;
+  // Pending reports whose send failed (the server unreachable, or refusing them) are tried
+  // again after a backoff of their own, not at every turn of the agent's loop; the first
+  // batch taken resets it. Orders a WorkWatcher delivers try at once (the server answered).
+  int64_t report_backoff_base_ns = 100'000'000;
+  int64_t report_backoff_cap_ns = 5'000'000'000;
   size_t max_reports_per_call = 512;
 };
 
@@ -163,6 +168,8 @@ class Session {
   const std::string& last_error() const { return last_error_; }
   int64_t heartbeat_interval_ns() const { return heartbeat_ns_; }
   const SessionStats& stats() const { return stats_; }
+  // Pending reports are not sent before this time (a failed send's backoff; 0: none).
+  int64_t reports_retry_ns() const { return reports_retry_ns_; }
 
  private:
   // Sends the pending reports; with `beat`, a heartbeat goes with the first batch (and its
@@ -184,6 +191,8 @@ class Session {
   ControlPlane& server_;
   Agent& agent_;
   Backoff backoff_;
+  Backoff report_backoff_;
+  int64_t reports_retry_ns_ = 0;
   bool registered_ = false;
   int registrations_ = 0;
   int64_t next_ns_ = 0;

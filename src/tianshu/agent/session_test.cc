@@ -66,8 +66,9 @@ class FakeServer final : public ControlPlane {
   // the reports alone: the transport's fallback); refuse_reports: does not know the node.
   // fail_reports: refuses every batch (400) while it takes heartbeats.
   bool takes_heartbeats = true, refuse_reports = false, fail_reports = false;
-  int heartbeats_in_reports = 0, heartbeats_offered = 0;
+  int heartbeats_in_reports = 0, heartbeats_offered = 0, report_calls = 0;
   Result<ReportsSent> SendReports(const std::string& node, const wire::ReportBatch& b) override {
+    ++report_calls;
     if (down) return Fail("reports: server unreachable");
     if (refuse_reports) return ReportsSent{.refused = true};
     if (fail_reports) return Fail("reports: HTTP 400: bad reports");
@@ -387,15 +388,24 @@ TEST(Session, AServerThatTakesNoHeartbeatWithReportsGetsItAlone) {
   EXPECT_EQ(f.server.heartbeats_offered, 2);
 }
 
+// A registered session (a 60 s lease) whose server refuses every report batch (400), with a
+// launch's reports pending since 100 ms.
+struct RefusedReports {
+  Fixture f;
+  Session s{SessionOptions{.node = "n0", .agent_id = "a1"}, f.server, *f.agent};
+  RefusedReports() {
+    f.server.lease_ms = 60'000;
+    s.Step(0);
+    f.server.fail_reports = true;
+    s.Deliver({TrueLaunchOf("a")}, 100 * kMs);
+  }
+};
+
 // Reports the server keeps refusing (400) never keep the heartbeat from it: the agent's loop
 // retries them without moving the heartbeat's time, which goes alone and keeps the lease.
 TEST(Session, ReportsTheServerRefusesDoNotStarveTheHeartbeat) {
-  Fixture f;
-  f.server.lease_ms = 60'000;
-  Session s({.node = "n0", .agent_id = "a1"}, f.server, *f.agent);
-  s.Step(0);
-  f.server.fail_reports = true;
-  s.Deliver({TrueLaunchOf("a")}, 100 * kMs);
+  RefusedReports r;
+  auto& [f, s] = r;
   ASSERT_FALSE(f.agent->PendingReports().empty());
   for (int64_t t = 150; t < 1000; t += 50) EXPECT_EQ(s.Step(t * kMs), 1000 * kMs) << t;
   const int64_t lease = f.agent->LeaseDeadline();
@@ -403,6 +413,31 @@ TEST(Session, ReportsTheServerRefusesDoNotStarveTheHeartbeat) {
   EXPECT_EQ(f.server.heartbeats, 2);
   EXPECT_GT(f.agent->LeaseDeadline(), lease);
   EXPECT_FALSE(f.agent->PendingReports().empty());  // still waiting for a server that takes them
+}
+
+// Failed report sends back off (100 ms doubling to 5 s, jittered) instead of being tried at every
+// turn of the agent's loop (50 ms), and the first batch taken resets the backoff. Before, every
+// agent with pending reports sent 20 requests a second at a server that was down or refused them.
+TEST(Session, FailedReportSendsBackOff) {
+  RefusedReports r;
+  auto& [f, s] = r;
+  const int first = f.server.report_calls;
+  EXPECT_GT(s.reports_retry_ns(), 100 * kMs);
+  for (int64_t t = 150; t <= 10'000; t += 50) s.Step(t * kMs);  // the loop's turns: 198
+  const int tried = f.server.report_calls - first;
+  EXPECT_GE(tried, 4);
+  EXPECT_LE(tried, 25);
+  EXPECT_GE(f.server.heartbeats, 10) << "heartbeats go alone meanwhile";
+  f.server.fail_reports = false;
+  int64_t t = 10'000;
+  while (!f.agent->PendingReports().empty() && t < 20'000) s.Step((t += 50) * kMs);
+  EXPECT_TRUE(f.agent->PendingReports().empty());
+  EXPECT_LE(t, 10'000 + 5'050) << "within the backoff's cap";
+  EXPECT_EQ(s.reports_retry_ns(), 0);
+  // Reset: the next failure waits a first step again (at most the base), not the cap.
+  f.server.fail_reports = true;
+  s.Deliver({TrueLaunchOf("b")}, (t + 10) * kMs);
+  EXPECT_LE(s.reports_retry_ns(), (t + 10 + 100) * kMs);
 }
 
 // Reports the server refuses because it does not know the node (a new store): nothing is lost,
