@@ -301,12 +301,9 @@ void ControlPlane::AddOrder(Txn& t, const std::string& node, wire::WorkOrder ord
   t.orders.push_back({order.id, node, order.job_id, kOutstanding, wire::OrderMessageText(*text)});
   std::string id = order.id;
   const uint64_t seq = next_order_seq_++;
-  outbox_.Add(node, {.id = id, .seq = seq, .ticket = kNotCommitted, .text = text});
-  orders_[id] = OrderEntry{.order = std::move(order),
-                           .node = node,
-                           .seq = seq,
-                           .ticket = kNotCommitted,
-                           .text = std::move(text)};
+  outbox_.Add(node, {.id = id, .seq = seq, .ticket = OrderOutbox::kPending, .text = text});
+  orders_[id] =
+      OrderEntry{.order = std::move(order), .node = node, .seq = seq, .text = std::move(text)};
   t.wake_work.insert(node);
 }
 

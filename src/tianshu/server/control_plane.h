@@ -236,10 +236,10 @@ class ControlPlane {
   struct OrderEntry {
     wire::WorkOrder order;
     std::string node;
-    uint64_t seq = 0;     // in this server run's order of adding (Work's cursors)
-    uint64_t ticket = 0;  // the commit that makes it durable (0: loaded, durable)
+    uint64_t seq = 0;  // in this server run's order of adding (Work's cursors)
     // `order` as a work batch carries it (wire::OrderText), serialized once and shared with
-    // outbox_. The store's form (its status rows) is wire::OrderMessageText of it.
+    // outbox_, which also keeps the commit that makes it durable. The store's form (its status
+    // rows) is wire::OrderMessageText of it.
     std::shared_ptr<const std::string> text;
   };
 

@@ -28,7 +28,6 @@ namespace detail {
 
 constexpr const char* kOutstanding = "outstanding";
 constexpr int64_t kLinkChangeQuietMs = 60'000;  // a node's link-rate changes: one a minute
-constexpr uint64_t kNotCommitted = OrderOutbox::kPending;  // an order's ticket before its Enqueue
 
 inline std::string OrderId(const std::string& job, int attempt, const std::string& what,
                            const std::string& node) {
@@ -296,12 +295,12 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
     c.nodes.push_back({name, wire::Dump(d)});
   }
   c.nodes_removed.assign(txn.nodes_removed.begin(), txn.nodes_removed.end());
-  std::vector<OrderEntry*> added;  // orders of this change, durable with its ticket
+  // The orders this change added (AddOrder alone writes outstanding rows; one also finished
+  // in it is gone), durable with its ticket.
+  std::vector<const OrderEntry*> added;
   for (const auto& row : txn.orders) {
-    if (auto o = orders_.find(row.id);
-        o != orders_.end() && o->second.ticket == detail::kNotCommitted) {
-      added.push_back(&o->second);
-    }
+    if (row.status != detail::kOutstanding) continue;
+    if (auto o = orders_.find(row.id); o != orders_.end()) added.push_back(&o->second);
   }
   c.orders = std::move(txn.orders);
   for (const auto& e : txn.events) {
@@ -319,10 +318,7 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
   }
   while (events_.size() > options_.events_kept) events_.pop_front();
   for (int64_t seq : txn.created) jobs_.at(seq).created_ticket = ticket;
-  for (OrderEntry* o : added) {
-    o->ticket = ticket;
-    outbox_.SetTicket(o->node, o->seq, ticket);
-  }
+  for (const OrderEntry* o : added) outbox_.SetTicket(o->node, o->seq, ticket);
   lock.unlock();
   Status s = committer_->Wait(ticket);
   { std::lock_guard l(mu_); }  // orders the wake-up after a waiter's predicate check

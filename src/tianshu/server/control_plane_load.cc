@@ -223,7 +223,7 @@ Status ControlPlane::Load(int64_t now_ms) {
     auto text = std::make_shared<const std::string>(wire::OrderText(*o));
     const uint64_t seq = next_order_seq_++;
     outbox_.Add(row.node, {.id = row.id, .seq = seq, .ticket = 0, .text = text});
-    orders_[row.id] = {*o, row.node, seq, 0, std::move(text)};
+    orders_[row.id] = {*o, row.node, seq, std::move(text)};
   }
   for (const EventRow& row : st->events) {
     json d = json::parse(row.doc, nullptr, false);
