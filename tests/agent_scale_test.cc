@@ -6,8 +6,8 @@
 // and asserts only that the burst completes. Sizes: TIANSHU_SCALE_AGENTS, TIANSHU_SCALE_JOBS
 // (CTest runs it with 500 jobs: tests/CMakeLists.txt). TIANSHU_SCALE_WORKLOAD (a workload CSV),
 // TIANSHU_SCALE_HOLD (submit held, release at once), TIANSHU_SCALE_REAL_RANKS (`sleep`
-// processes, not placeholders), TIANSHU_SCALE_BINARY (another build, for an A/B) and
-// TIANSHU_SCALE_DIR (where its files go): below.
+// processes, not placeholders), TIANSHU_SCALE_BINARY (another build, for an A/B),
+// TIANSHU_SCALE_DIR (where its files go) and TIANSHU_SCALE_JOBS_CSV (one row per job): below.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -326,6 +326,13 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
                           .count() -
                       static_cast<int64_t>(run_s * 1000);
   if (release_ms > 0) submit_ms = release_ms;
+  // TIANSHU_SCALE_JOBS_CSV=FILE: one row per job (its size and when it was placed, ran and
+  // ended, in ms after the release), for a look at where a run's time went.
+  std::ofstream jobs_csv;
+  if (const char* out = std::getenv("TIANSHU_SCALE_JOBS_CSV"); out != nullptr && *out != 0) {
+    jobs_csv.open(out);
+    jobs_csv << "idx,gpus,duration_s,placed_ms,running_ms,done_ms,first_node\n";
+  }
   for (int i = 0; i < kJobsRun; ++i) {
     if (ids[i].empty()) continue;
     auto r = client.Get("/v1/jobs/" + ids[i]);
@@ -349,6 +356,14 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
         launch_by_size[jobs[i].first].push_back(double(running_ms - alloc_ms) / 1000.0);
       }
       last_done_ms = std::max(last_done_ms, done_ms);
+    }
+    if (jobs_csv.is_open()) {
+      const json& place = r->body.value("placement", json::array());
+      jobs_csv << i << ',' << jobs[i].first << ',' << jobs[i].second << ','
+               << (alloc_ms > 0 ? alloc_ms - submit_ms : -1) << ','
+               << (running_ms > 0 ? running_ms - submit_ms : -1) << ','
+               << (done_ms > 0 ? done_ms - submit_ms : -1) << ','
+               << (place.empty() ? "" : place[0].value("node", "")) << '\n';
     }
     std::set<std::string> leaves;
     for (const auto& p : r->body.value("placement", json::array())) {

@@ -218,6 +218,32 @@ TEST(Holds, AHoldSurvivesARestart) {
   EXPECT_TRUE(WaitFor([&] { return f.JobState(id) == "starting"; }));
 }
 
+// Jobs released together queue from the release, as one batch: smallest first, behind a job
+// submitted before the release though after them, and so again after a restart.
+TEST(Holds, AReleaseQueuesItsJobsFromTheReleaseSmallestFirst) {
+  ServerFixture f;
+  f.Start();
+  std::vector<std::string> held;
+  for (auto [name, gpus] : {std::pair{"big", 8}, {"small", 4}}) {
+    auto r = f.Post("/v1/jobs?hold=true", JobYaml(name, gpus));
+    ASSERT_EQ(r.status, 201) << r.text;
+    held.push_back(r.body["id"]);
+  }
+  auto later = f.Post("/v1/jobs", JobYaml("later", 4));
+  ASSERT_EQ(later.status, 201);
+  const std::string later_id = later.body["id"];
+  ASSERT_EQ(f.Post("/v1/jobs/release", json{{"ids", held}}.dump(), "application/json").status, 200);
+  f.Stop();
+  f.Start();
+  FakeAgent a(f, "n0", 8);  // room for the two of 4 GPUs, or for the one of 8
+  ASSERT_EQ(a.Register().status, 200);
+  EXPECT_TRUE(WaitFor([&] { return f.JobState(later_id) == "starting"; }))
+      << f.Get("/v1/jobs/" + later_id).text;
+  EXPECT_TRUE(WaitFor([&] { return f.JobState(held[1]) == "starting"; }))
+      << f.Get("/v1/jobs/" + held[1]).text;
+  EXPECT_EQ(f.JobState(held[0]), "pending");
+}
+
 TEST(Service, CountsFromTheFirstRankStartNotFromThePlacement) {
   ServerFixture f;
   f.Start();

@@ -196,7 +196,7 @@ void Engine::TrackChange(JobRecord& r, double now_s) {
 }
 
 void Engine::AddPending(const JobRecord& job) {
-  pending_.Add(job.id, job.submit_s, job.spec.priority,
+  pending_.Add(job.id, job.submit_s, job.batch_key, job.spec.priority,
                job.request.ranks > 0 && job.request.gpu_milli >= model::kMilliPerGpu);
 }
 
@@ -268,6 +268,7 @@ Result<std::vector<Decision>> Engine::Apply(const Event& event, double now_s) {
     if (r.request.name.empty()) r.request.name = "job-" + std::to_string(e->id);
     if (r.request.ranks <= 0) return Fail("job ", std::to_string(e->id), " asks for no GPUs");
     r.submit_s = now_s;
+    r.batch_key = e->batch ? r.HeldGpus() : 0;
     r.pending_since_s = now_s;
     r.accrued_to_s = now_s;
     // "Can never fit" is judged once, on the idle, healthy cluster, leaf bound and the

@@ -4,10 +4,12 @@
 
 namespace tianshu::engine {
 
-void PendingQueue::Add(JobId id, double submit_s, int priority, bool whole_gpus) {
+void PendingQueue::Add(JobId id, double submit_s, double batch_key, int priority, bool whole_gpus) {
   auto before = [&](size_t i) {
-    const double other_s = entries_[i].submit_s;
-    return other_s < submit_s || (other_s == submit_s && ids_[i] < id);
+    const Entry& other = entries_[i];
+    if (other.submit_s != submit_s) return other.submit_s < submit_s;
+    if (other.batch_key != batch_key) return other.batch_key < batch_key;
+    return ids_[i] < id;
   };
   size_t at = ids_.size();
   if (!ids_.empty() && !before(ids_.size() - 1)) {
@@ -25,7 +27,10 @@ void PendingQueue::Add(JobId id, double submit_s, int priority, bool whole_gpus)
   }
   ids_.insert(ids_.begin() + static_cast<std::ptrdiff_t>(at), id);
   entries_.insert(entries_.begin() + static_cast<std::ptrdiff_t>(at),
-                  Entry{.submit_s = submit_s, .priority = priority, .whole_gpus = whole_gpus});
+                  Entry{.submit_s = submit_s,
+                        .batch_key = batch_key,
+                        .priority = priority,
+                        .whole_gpus = whole_gpus});
   ++priorities_[priority];
   if (!whole_gpus) ++not_whole_;
 }

@@ -38,12 +38,6 @@ LasOptions LasOptionsOf(const EngineOptions& o) {
           .preempted_first = o.config.las_queue_order == "preempted-first"};
 }
 
-// Ties: submission time, then id, so every order is total and deterministic.
-bool EarlierSubmit(const JobRecord& a, const JobRecord& b) {
-  if (a.submit_s != b.submit_s) return a.submit_s < b.submit_s;
-  return a.id < b.id;
-}
-
 class FifoOrder final : public OrderPolicy {
  public:
   std::string_view Name() const override { return "fifo"; }
@@ -62,7 +56,7 @@ class PriorityOrder final : public OrderPolicy {
       const JobRecord& x = v.Job(a);
       const JobRecord& y = v.Job(b);
       if (x.spec.priority != y.spec.priority) return x.spec.priority > y.spec.priority;
-      return EarlierSubmit(x, y);
+      return SubmittedBefore(x, y);  // ties: total and deterministic
     };
     // The queue comes in submission order: with one priority class that is the order.
     if (v.uniform_priority) return;
@@ -88,12 +82,13 @@ class LasOrder final : public OrderPolicy {
     int queue;
     int waited;    // preempted-first: 0 for a job stopped in its queue (it resumes first), else 1
     double entry;  // when it entered its queue; for a stopped one, minus when it stopped
+    double batch_key;  // JobRecord::batch_key: submission order's tie
     JobId id;
     auto operator<=>(const Key&) const =
         default;  // NOLINT(modernize-use-nullptr): clang-tidy 14 misreads it
   };
   void Order(const CycleView& v, std::vector<JobId>* q) const override {
-    // The queue comes in submission order (submit time, then id). A job that never changed
+    // The queue comes in submission order (SubmittedBefore). A job that never changed
     // standing entered its 2D-LAS queue when it was submitted: those are in order inside their
     // (class, queue) group already and are only dealt to it. The others (demoted, requeued)
     // are sorted apart and merged in: one sort's order, in linear time plus that of the few.
@@ -107,8 +102,9 @@ class LasOrder final : public OrderPolicy {
       const double entry = LasQueueEntry(r);
       // (It became pending after it entered its queue: it ran there and was stopped.)
       const bool resumes = o_.preempted_first && r.pending_since_s > entry;
-      const Key k{neg_priority, LasQueue(r.attained_gpu_s, o_), resumes ? 0 : 1,
-                  resumes ? -r.pending_since_s : entry, r.id};
+      const Key k{neg_priority,    LasQueue(r.attained_gpu_s, o_),
+                  resumes ? 0 : 1, resumes ? -r.pending_since_s : entry,
+                  r.batch_key,     r.id};
       (!resumes && k.entry == r.submit_s ? fresh : moved).push_back(k);
     }
     (void)internal::DealByGroup(&fresh, [](const Key& k) {

@@ -34,7 +34,7 @@ struct CycleView {
   double previous_cycle_s = 0;
   const model::ClusterState* state = nullptr;  // the snapshot
   const JobTable* jobs = nullptr;
-  std::span<const JobId> pending;  // in submission order (submit time, then id)
+  std::span<const JobId> pending;  // in submission order (SubmittedBefore)
   std::span<const JobId> running;
   // The priority class of every running job, where they are all of one.
   std::optional<int> running_priority;
@@ -46,8 +46,8 @@ struct CycleView {
   const JobRecord& Job(JobId id) const { return jobs->at(id); }
 };
 
-// Orders the pending queue. Implementations are const and deterministic (ties broken by
-// submission time, then id).
+// Orders the pending queue. Implementations are const and deterministic (ties broken in
+// submission order: SubmittedBefore, which puts a batch's fewest GPUs first).
 class OrderPolicy {
  public:
   virtual ~OrderPolicy() = default;

@@ -32,8 +32,8 @@ class DefragPolicy final : public engine::ReshapePolicy {
     std::sort(waiting.begin(), waiting.end(), [&](JobId a, JobId b) {
       const JobRecord& x = view.Job(a);
       const JobRecord& y = view.Job(b);
-      return std::tuple(-x.spec.priority, x.submit_s, x.id) <
-             std::tuple(-y.spec.priority, y.submit_s, y.id);
+      if (x.spec.priority != y.spec.priority) return x.spec.priority > y.spec.priority;
+      return engine::SubmittedBefore(x, y);
     });
     int probes = 0;
     for (JobId wid : waiting) {

@@ -21,8 +21,7 @@ namespace {
 
 bool WaitsBefore(const JobRecord& a, const JobRecord& b) {
   if (a.spec.priority != b.spec.priority) return a.spec.priority > b.spec.priority;
-  if (a.submit_s != b.submit_s) return a.submit_s < b.submit_s;
-  return a.id < b.id;
+  return engine::SubmittedBefore(a, b);
 }
 
 class ElasticPolicy final : public engine::ReshapePolicy {

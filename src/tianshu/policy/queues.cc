@@ -78,8 +78,7 @@ namespace {
 
 bool Before(const JobRecord& a, const JobRecord& b) {
   if (a.spec.priority != b.spec.priority) return a.spec.priority > b.spec.priority;
-  if (a.submit_s != b.submit_s) return a.submit_s < b.submit_s;
-  return a.id < b.id;
+  return engine::SubmittedBefore(a, b);
 }
 
 // Hierarchical weighted fair share (the shape of YARN's fair scheduler and Volcano's

@@ -28,6 +28,7 @@ class SrtfOrder final : public engine::OrderPolicy {
       int unknown;
       double left;
       double submit;
+      double batch_key;  // (submission order's tie: engine::SubmittedBefore)
       JobId id;
       auto operator<=>(const Key&) const = default;  // NOLINT(modernize-use-nullptr)
     };
@@ -36,7 +37,8 @@ class SrtfOrder final : public engine::OrderPolicy {
     for (JobId id : *q) {
       const JobRecord& r = v.Job(id);
       const double left = RemainingS(r);
-      keys.push_back({-r.spec.priority, left >= 0 ? 0 : 1, std::max(left, 0.0), r.submit_s, r.id});
+      keys.push_back({-r.spec.priority, left >= 0 ? 0 : 1, std::max(left, 0.0), r.submit_s,
+                      r.batch_key, r.id});
     }
     std::sort(keys.begin(), keys.end());
     for (size_t i = 0; i < keys.size(); ++i) (*q)[i] = keys[i].id;

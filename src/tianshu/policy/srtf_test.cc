@@ -47,6 +47,17 @@ TEST(Srtf, ShortestEstimateFirstUnknownLast) {
   }
 }
 
+// Equal estimates: a batch (engine::SubmitJob::batch) goes smallest first, as in the queue.
+TEST(Srtf, EqualEstimatesInABatchGoSmallestFirst) {
+  auto topo = Tree(2);  // 16 GPUs
+  auto e = MakeEngine(topo, Options("srtf"));
+  ASSERT_TRUE(e);
+  ASSERT_TRUE(e->Apply(engine::SubmitJob{.id = 1, .spec = Job(16, 100), .batch = true}, 0));
+  ASSERT_TRUE(e->Apply(engine::SubmitJob{.id = 2, .spec = Job(8, 100), .batch = true}, 0));
+  EXPECT_EQ(Started(e->Cycle(0)), 2);
+  EXPECT_EQ(e->Find(1)->state, JobState::kPending);
+}
+
 TEST(Srtf, RemainingTimeCountsProgress) {
   auto topo = Tree(2);
   auto e = MakeEngine(topo, Options("srtf", "priority"));

@@ -198,6 +198,8 @@ std::string ControlPlane::JobDoc(const Job& j) const {
             {"fence_nodes", j.fence_nodes},
             {"fence_until_ms", j.fence_until_ms},
             {"held", j.held},
+            {"eligible_ms", j.eligible_ms},
+            {"batch", j.batch},
             {"array_id", j.array_id},
             {"array_index", j.array_index},
             {"array_count", j.array_count}};

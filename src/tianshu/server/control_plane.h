@@ -296,6 +296,8 @@ class ControlPlane {
     std::vector<placement::RankSlot> ranks;  // kHolding: held slots (a reshape's target too)
     int64_t run_start_ms = 0;                // kHolding: service accrues from here
     int64_t queued_since_ms = 0;             // kQueued: its last (re)queueing
+    int64_t eligible_ms = 0;                 // kQueued: its place in the queue (Job::EligibleMs)
+    bool batch = false;                      // kQueued: Job::batch
     double attained_gpu_s = 0;
     int64_t standing_since_ms = 0;  // Job::standing_since_ms
     bool colocated = false;

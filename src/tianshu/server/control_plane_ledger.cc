@@ -87,6 +87,8 @@ ControlPlane::LedgerEntry ControlPlane::EntryOf(const Job& j, int64_t now_ms) co
     // reserved target (Schedule), and is handed in only where that target is gone.
     if (!j.fence_nodes.empty() || !j.target.empty()) return e;
     e.kind = LedgerEntry::kQueued;
+    e.eligible_ms = j.EligibleMs();
+    e.batch = j.batch;
     // The consolidation wait counts from here, as the simulator counts it: a requeued job
     // (preempted, retried) waits from its requeue, not from its submission.
     e.queued_since_ms = j.submitted_ms;
@@ -146,7 +148,9 @@ int ControlPlane::SyncLedger(engine::Engine& e, const std::vector<int64_t>& seqs
     return a.second.kind == LedgerEntry::kHolding && b.second.kind != LedgerEntry::kHolding;
   });
   for (auto& [j, want] : enter) {
-    if (!e.Apply(engine::SubmitJob{.id = j->seq, .spec = j->spec}, Seconds(j->submitted_ms))) {
+    // Queued from when it became eligible (a released job from its release), in its batch.
+    if (!e.Apply(engine::SubmitJob{.id = j->seq, .spec = j->spec, .batch = j->batch},
+                 Seconds(j->EligibleMs()))) {
       if (want.kind == LedgerEntry::kQueued) j->message = "the engine refused the job";
       continue;
     }
@@ -328,6 +332,7 @@ std::string ControlPlane::CompareLedgers(const engine::Engine& a, const engine::
       if (x.colocated != y.colocated) return job + "co-location";
       if (x.request.ranks != y.request.ranks) return job + "ranks";
       if (!Near(x.submit_s, y.submit_s)) return job + "submit time";
+      if (x.batch_key != y.batch_key) return job + "batch";
       if (!Near(x.start_s, y.start_s)) return job + "run start";
       if (x.state == engine::JobState::kPending && !Near(x.pending_since_s, y.pending_since_s)) {
         return job + "queued since";

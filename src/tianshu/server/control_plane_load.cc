@@ -160,6 +160,8 @@ Status ControlPlane::Load(int64_t now_ms) {
     j.fence_nodes = d.value("fence_nodes", std::map<std::string, int>{});
     j.fence_until_ms = d.value("fence_until_ms", int64_t{0});
     j.held = d.value("held", false);
+    j.eligible_ms = d.value("eligible_ms", int64_t{0});
+    j.batch = d.value("batch", false);
     j.array_id = d.value("array_id", "");
     j.array_index = d.value("array_index", -1);
     j.array_count = d.value("array_count", 0);

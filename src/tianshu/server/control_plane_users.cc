@@ -322,6 +322,10 @@ ApiResult<json> ControlPlane::SetHeld(const std::vector<std::string>& ids, bool 
     for (Job* j : jobs) {
       if (j->held != hold) {
         j->held = hold;
+        if (!hold) {  // queued from now, as one batch with the others released here
+          j->eligible_ms = now_ms;
+          j->batch = jobs.size() > 1;
+        }
         SetState(t, *j, JobState::kPending, hold ? HeldMessage(j->id) : "released by " + who.name,
                  now_ms);
       }
@@ -426,7 +430,9 @@ ApiResult<json> ControlPlane::Requeue(const std::string& id, const Identity& who
         j.retries = 0;
         j.cancel_requested = false;
         j.failed_rank = -1;
-        j.held = false;                     // to run again, not to wait for a release
+        j.held = false;          // to run again, not to wait for a release
+        j.eligible_ms = now_ms;  // queued from now, behind the jobs submitted meanwhile
+        j.batch = false;
         j.limit_base_ms = j.RanMs(now_ms);  // and a fresh time_limit
         if (!j.placement.empty()) j.last_placement = j.placement;
         j.placement.clear();

@@ -116,6 +116,13 @@ struct Job {
   // Held (pending, but not scheduled until released): submitted with hold, or held by its
   // owner or an admin while pending (sbatch -H, scontrol hold/release).
   bool held = false;
+  // When it last became eligible to run, its place in the queue (0: when submitted): a released
+  // or requeued job queues from then, as Slurm's age factor counts from eligibility. `batch`: it
+  // became eligible together with other jobs (one release of several held jobs), which the
+  // engine orders among themselves fewest GPUs first (engine::SubmitJob::batch).
+  int64_t eligible_ms = 0;
+  bool batch = false;
+  int64_t EligibleMs() const { return eligible_ms > 0 ? eligible_ms : submitted_ms; }
   // A task of a job array (submitted with ?array=, sbatch --array): the array's id (its first
   // task's job id), this task's index and the number of tasks; array_index -1 for a plain job.
   // An array's tasks have consecutive seqs; ranks get TIANSHU_ARRAY_{JOB_ID,TASK_ID,TASK_COUNT}.
