@@ -244,6 +244,30 @@ TEST(Holds, AReleaseQueuesItsJobsFromTheReleaseSmallestFirst) {
   EXPECT_EQ(f.JobState(held[0]), "pending");
 }
 
+// Held again and released again, a job queues from its last release: a job submitted between
+// the two releases goes first.
+TEST(Holds, AJobQueuesFromItsLastRelease) {
+  ServerFixture f;
+  f.Start();
+  auto held = f.Post("/v1/jobs?hold=true", JobYaml("big", 8));
+  ASSERT_EQ(held.status, 201) << held.text;
+  const std::string big = held.body["id"];
+  const std::string ids = json{{"ids", {big}}}.dump();
+  ASSERT_EQ(f.Post("/v1/jobs/release", ids, "application/json").status, 200);
+  ASSERT_EQ(f.Post("/v1/jobs/hold", ids, "application/json").status, 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto between = f.Post("/v1/jobs", JobYaml("between", 4));
+  ASSERT_EQ(between.status, 201);
+  const std::string between_id = between.body["id"];
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(f.Post("/v1/jobs/release", ids, "application/json").status, 200);
+  FakeAgent a(f, "n0", 8);  // room for one of them
+  ASSERT_EQ(a.Register().status, 200);
+  EXPECT_TRUE(WaitFor([&] { return f.JobState(between_id) == "starting"; }))
+      << f.Get("/v1/jobs/" + between_id).text;
+  EXPECT_EQ(f.JobState(big), "pending");
+}
+
 TEST(Service, CountsFromTheFirstRankStartNotFromThePlacement) {
   ServerFixture f;
   f.Start();

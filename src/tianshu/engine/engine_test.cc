@@ -89,15 +89,19 @@ TEST(Engine, ABatchIsQueuedSmallestFirstBehindEarlierSubmissions) {
     ASSERT_TRUE((*e)->Apply(SubmitJob{1, Job(32, 100)}, 0));
     (void)(*e)->Cycle(0);
     for (auto [id, gpus] : {std::pair{3, 32}, {4, 16}, {5, 8}}) {
-      ASSERT_TRUE((*e)->Apply(SubmitJob{.id = id, .spec = Job(gpus, 100), .batch = true}, 10));
+      ASSERT_TRUE((*e)->Apply(SubmitJob{.id = id, .spec = Job(gpus, 1000), .batch = true}, 10));
     }
+    // A higher class alone (so the classes differ and the orders sort): first whatever the batch.
+    ASSERT_TRUE((*e)->Apply(SubmitJob{6, Job(8, 100, /*priority=*/1)}, 10));
     ASSERT_TRUE((*e)->Apply(JobFinished{1, true, ""}, 100));
-    (void)(*e)->Cycle(100);  // 5 (8) and 4 (16) fit together; 3 (32) waits
-    EXPECT_EQ((*e)->Find(5)->state, JobState::kRunning) << order;
-    EXPECT_EQ((*e)->Find(4)->state, JobState::kRunning) << order;
+    // 6 (8), then 5 (8) and 4 (16) fill the cluster; 3 (32) waits. By id, 3 would be the
+    // blocked head and 4 and 5, longer than its wait, would not pass it.
+    (void)(*e)->Cycle(100);
+    for (JobId id : {6, 5, 4}) EXPECT_EQ((*e)->Find(id)->state, JobState::kRunning) << order;
     EXPECT_EQ((*e)->Find(3)->state, JobState::kPending) << order;
   }
 }
+
 TEST(Engine, LasPreemptsJobsWithMoreService) {
   auto topo = Tree(2);  // 16 GPUs
   auto e = Engine::Create(topo, *PresetOptions("tiresias"));
