@@ -357,8 +357,8 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
       }
       last_done_ms = std::max(last_done_ms, done_ms);
     }
+    const json place = r->body.value("placement", json::array());  // (a copy: read once)
     if (jobs_csv.is_open()) {
-      const json& place = r->body.value("placement", json::array());
       jobs_csv << i << ',' << jobs[i].first << ',' << jobs[i].second << ','
                << (alloc_ms > 0 ? alloc_ms - submit_ms : -1) << ','
                << (running_ms > 0 ? running_ms - submit_ms : -1) << ','
@@ -366,7 +366,7 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
                << (place.empty() ? "" : place[0].value("node", "")) << '\n';
     }
     std::set<std::string> leaves;
-    for (const auto& p : r->body.value("placement", json::array())) {
+    for (const auto& p : place) {
       std::string node = p.value("node", "");
       if (node.size() > 1) leaves.insert(std::to_string(std::stoi(node.substr(1)) / kNodesPerLeaf));
     }

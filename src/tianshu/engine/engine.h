@@ -124,6 +124,12 @@ inline bool SubmittedBefore(const JobRecord& a, const JobRecord& b) {
   if (a.batch_key != b.batch_key) return a.batch_key < b.batch_key;
   return a.id < b.id;
 }
+// Higher priority classes first, then submission order: the order of the `priority` policy,
+// and the order in which policies that walk waiting jobs take them.
+inline bool QueuedBefore(const JobRecord& a, const JobRecord& b) {
+  if (a.spec.priority != b.spec.priority) return a.spec.priority > b.spec.priority;
+  return SubmittedBefore(a, b);
+}
 // `r`'s GPU-seconds of service at `now_s`: what was charged, plus its run since then.
 inline double ServiceAt(const JobRecord& r, double now_s) {
   if (r.state != JobState::kRunning || now_s <= r.accrued_to_s) return r.attained_gpu_s;

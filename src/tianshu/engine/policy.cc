@@ -52,12 +52,7 @@ class PriorityOrder final : public OrderPolicy {
  public:
   std::string_view Name() const override { return "priority"; }
   void Order(const CycleView& v, std::vector<JobId>* q) const override {
-    auto less = [&](JobId a, JobId b) {
-      const JobRecord& x = v.Job(a);
-      const JobRecord& y = v.Job(b);
-      if (x.spec.priority != y.spec.priority) return x.spec.priority > y.spec.priority;
-      return SubmittedBefore(x, y);  // ties: total and deterministic
-    };
+    auto less = [&](JobId a, JobId b) { return QueuedBefore(v.Job(a), v.Job(b)); };
     // The queue comes in submission order: with one priority class that is the order.
     if (v.uniform_priority) return;
     if (!std::is_sorted(q->begin(), q->end(), less)) std::stable_sort(q->begin(), q->end(), less);

@@ -29,12 +29,8 @@ class DefragPolicy final : public engine::ReshapePolicy {
                                 const model::ClusterState& work) const override {
     if (view.pending.empty() || !internal::Quiescent(view, work)) return {};
     std::vector<JobId> waiting(view.pending.begin(), view.pending.end());
-    std::sort(waiting.begin(), waiting.end(), [&](JobId a, JobId b) {
-      const JobRecord& x = view.Job(a);
-      const JobRecord& y = view.Job(b);
-      if (x.spec.priority != y.spec.priority) return x.spec.priority > y.spec.priority;
-      return engine::SubmittedBefore(x, y);
-    });
+    std::sort(waiting.begin(), waiting.end(),
+              [&](JobId a, JobId b) { return engine::QueuedBefore(view.Job(a), view.Job(b)); });
     int probes = 0;
     for (JobId wid : waiting) {
       if (++probes > kMaxProbes) break;  // bounded work per cycle, whatever the queue length

@@ -19,11 +19,6 @@ using placement::RankSlot;
 
 namespace {
 
-bool WaitsBefore(const JobRecord& a, const JobRecord& b) {
-  if (a.spec.priority != b.spec.priority) return a.spec.priority > b.spec.priority;
-  return engine::SubmittedBefore(a, b);
-}
-
 class ElasticPolicy final : public engine::ReshapePolicy {
  public:
   ElasticPolicy(const engine::EngineOptions& o, ElasticOptions e,
@@ -43,7 +38,7 @@ class ElasticPolicy final : public engine::ReshapePolicy {
     if (!any || !internal::Quiescent(view, work)) return {};
     std::vector<JobId> waiting(view.pending.begin(), view.pending.end());
     std::sort(waiting.begin(), waiting.end(),
-              [&](JobId a, JobId b) { return WaitsBefore(view.Job(a), view.Job(b)); });
+              [&](JobId a, JobId b) { return engine::QueuedBefore(view.Job(a), view.Job(b)); });
     std::vector<Decision> out = Shrink(view, work, waiting);
     if (!out.empty()) return out;
     return Grow(view, work, waiting);
@@ -176,7 +171,7 @@ class ElasticPolicy final : public engine::ReshapePolicy {
       if (Elastic(view.Job(id))) jobs.push_back(id);
     }
     std::sort(jobs.begin(), jobs.end(),
-              [&](JobId a, JobId b) { return WaitsBefore(view.Job(a), view.Job(b)); });
+              [&](JobId a, JobId b) { return engine::QueuedBefore(view.Job(a), view.Job(b)); });
     model::ClusterState trial = work;
     std::vector<Decision> out;
     const double interval = static_cast<double>(config_.scaling_interval_s);

@@ -76,11 +76,6 @@ std::vector<int64_t> QueueTree::Usage(const CycleView& view) const {
 
 namespace {
 
-bool Before(const JobRecord& a, const JobRecord& b) {
-  if (a.spec.priority != b.spec.priority) return a.spec.priority > b.spec.priority;
-  return engine::SubmittedBefore(a, b);
-}
-
 // Hierarchical weighted fair share (the shape of YARN's fair scheduler and Volcano's
 // proportion plugin): walking down from the root, the child queue with waiting work that is
 // under its quota, else the one with the least usage per unit of weight, gets the next job;
@@ -103,7 +98,8 @@ class FairShareOrder final : public engine::OrderPolicy {
       for (int a : tree_.Path(q)) ++waiting[a];
     }
     for (auto& d : own) {
-      std::sort(d.begin(), d.end(), [&](JobId a, JobId b) { return Before(v.Job(a), v.Job(b)); });
+      std::sort(d.begin(), d.end(),
+                [&](JobId a, JobId b) { return engine::QueuedBefore(v.Job(a), v.Job(b)); });
     }
     auto key = [&](int q) {
       const double share = static_cast<double>(use[q]) / tree_.Spec(q).weight;
