@@ -1,6 +1,7 @@
 // The agent with real processes (no cgroups needed): exit codes and logs, the checkpoint
 // protocol (SIGUSR1 -> marker -> SIGTERM -> SIGKILL), and a restarted agent adopting ranks.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 
 #include "tianshu/agent/agent.h"
 #include "tianshu/agent/discovery.h"
+#include "tianshu/base/strings.h"
 
 namespace tianshu::agent {
 namespace {
@@ -151,6 +153,46 @@ TEST_F(AgentProcesses, ARankStartsWithNoSignalBlockedOrIgnored) {
   auto log = fs_.Read(a->LogPath("j-7", 0));
   ASSERT_TRUE(log);
   EXPECT_EQ(*log, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+}
+
+// A bandwidth probe's rank runs under SCHED_IDLE (it measures on idle nodes and must not take
+// a CPU from work arriving meanwhile); a job's rank keeps the normal policy. The "Python" here
+// prints the policy the kernel gives its process (/proc/self/sched: 5 is SCHED_IDLE, 0 normal).
+TEST_F(AgentProcesses, AProbeRunsAtIdlePriorityAndAJobDoesNot) {
+  const std::string python = dir_ + "/fake-python";
+  ASSERT_TRUE(fs_.Replace(python, "#!/bin/sh\nexec grep -E '^policy' /proc/self/sched\n",
+                          SystemFiles::Sync::kThisBoot));
+  ASSERT_EQ(::chmod(python.c_str(), 0755), 0);
+  ASSERT_TRUE(fs_.Replace(dir_ + "/probe.py", "", SystemFiles::Sync::kThisBoot));
+  options_.probe_python = python;
+  options_.probe_script = dir_ + "/probe.py";
+  PosixProcessRunner runner;
+  auto a = Make(runner);
+  ASSERT_TRUE(a->Recover(Now()));
+  a->SetLease(60 * kNsPerSec);
+  a->RenewLease(BootTimeNs());
+  wire::WorkOrder probe = Launch("p1", {});
+  probe.job_id = "probe-1";
+  probe.launch->probe = wire::ProbeSpec{.method = "gloo", .bytes = 1024, .seconds = 0.1};
+  a->Apply(probe, Now());
+  a->Apply(Launch("l1", {"grep", "-E", "^policy", "/proc/self/sched"}), Now());
+  ASSERT_TRUE(TickUntil(
+      *a,
+      [&] {
+        int exited = 0;
+        for (const auto& r : a->PendingReports()) exited += r.kind == wire::ReportKind::kExited;
+        return exited == 2;
+      },
+      20));
+  auto policy = [&](const std::string& job) {
+    auto log = fs_.Read(a->LogPath(job, 0));
+    EXPECT_TRUE(log) << job;
+    if (!log) return std::string();
+    const auto colon = log->rfind(':');
+    return colon == std::string::npos ? *log : std::string(Trim(log->substr(colon + 1)));
+  };
+  EXPECT_EQ(policy("probe-1"), std::to_string(SCHED_IDLE));
+  EXPECT_EQ(policy("j-7"), "0");
 }
 
 TEST_F(AgentProcesses, StopAsksForACheckpointThenTerminates) {

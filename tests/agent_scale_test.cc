@@ -77,6 +77,19 @@ int64_t ProcKb(pid_t pid, const std::string& file, const std::string& key) {
   return 0;
 }
 
+// The sum of the samples of metric `name` (every label set) in a /metrics text.
+double MetricSum(const std::string& text, const std::string& name) {
+  double sum = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t space = line.rfind(' ');
+    if (space == std::string::npos || !line.starts_with(name)) continue;
+    const char next = line.size() > name.size() ? line[name.size()] : ' ';
+    if (next == ' ' || next == '{') sum += std::strtod(line.c_str() + space + 1, nullptr);
+  }
+  return sum;
+}
+
 TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
   const int kAgents = EnvInt("TIANSHU_SCALE_AGENTS", 256);
   const int kJobs = EnvInt("TIANSHU_SCALE_JOBS", 2000);
@@ -97,6 +110,14 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
                                     dir + "/server", "--lost-after", "30s"};
   if (const char* hb = std::getenv("TIANSHU_SCALE_HEARTBEAT"); hb != nullptr && *hb != 0) {
     serve.insert(serve.end(), {"--heartbeat-interval", hb});
+  }
+  // TIANSHU_SCALE_PROBES=0: no bandwidth probes (network.probes: false). A probe is two Python
+  // processes importing torch (about 1.5 CPU-seconds each) on two idle nodes; on a real cluster
+  // those nodes' own CPUs run it, here the one machine every emulated node shares does, and a
+  // probe that overlaps the release slows every node's launches. On by default, as shipped.
+  if (EnvInt("TIANSHU_SCALE_PROBES", 1) == 0) {
+    std::ofstream(dir + "/engine.yaml") << "network:\n  probes: false\n";
+    serve.insert(serve.end(), {"--config", dir + "/engine.yaml"});
   }
   pid_t server = Spawn(serve, dir + "/server.log");
   for (int i = 0; i < 300 && !fs::exists(dir + "/server/token"); ++i) {
@@ -248,6 +269,14 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
   for (auto& t : threads) t.join();
   double submit_s = std::chrono::duration<double>(Clock::now() - t_submit).count();
   std::printf("submitted %d/%d jobs in %.1f s\n", accepted.load(), kJobsRun, submit_s);
+  // Bandwidth probes running when the clock starts, and those that end before it stops.
+  auto probes = [&] {
+    auto m = client.Get("/metrics");
+    return m && m->ok() ? std::pair{MetricSum(m->text, "tianshu_network_probes_running"),
+                                    MetricSum(m->text, "tianshu_network_probes_total")}
+                        : std::pair{-1.0, -1.0};
+  };
+  const auto probes0 = probes();
   int64_t release_ms = 0;
   if (hold) {
     json all = json::array();
@@ -313,6 +342,9 @@ TEST(AgentScale, TwoHundredFiftySixAgentsRunABurstOfSleepJobs) {
   std::printf("completed %d/%d jobs in %.1f s (ideal packing of the GPU-seconds: %.1f s)\n", done,
               accepted.load(), run_s, gpu_seconds / total_gpus);
   std::printf("GPU utilization over the run: %.1f%%\n", 100 * util_sum / std::max(1, util_n));
+  const auto probes1 = probes();
+  std::printf("bandwidth probes: %.0f running at the start, %.0f ended during the run\n",
+              probes0.first, probes1.second - probes0.second);
 
   // From each job's history and placement: when it was allocated, and the leaves it spans.
   std::vector<double> alloc_times;

@@ -151,9 +151,10 @@ int PrintMeasured(const Common& c) {
   t.Print(std::cout);
   const auto& probes = r->body["probes"];
   std::cout << fmt::format(
-      "{} pairs measured, {} slow; probes {}: {} running, {} done, {} failed\n",
+      "{} pairs measured, {} slow; probes {}: {} running, {} done, {} failed, {} gave way\n",
       r->body["pairs"].size(), slow, probes.value("enabled", false) ? "on" : "off",
-      probes.value("running", 0), probes.value("done", 0), probes.value("failed", 0));
+      probes.value("running", 0), probes.value("done", 0), probes.value("failed", 0),
+      probes.value("gave_way", 0));
   for (const auto& g : r->body["groups"]) std::cout << "measured leaf: " << JoinArray(g) << "\n";
   return kExitOk;
 }

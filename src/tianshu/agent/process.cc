@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -290,6 +291,10 @@ Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
         if (::setgroups(account->groups.size(), account->groups.data()) != 0) ShimFail("setgroups");
         if (::setgid(account->gid) != 0) ShimFail("setgid");
         if (::setuid(account->uid) != 0) ShimFail("setuid");
+      }
+      if (spec.idle_priority) {
+        const sched_param idle{};
+        if (::sched_setscheduler(0, SCHED_IDLE, &idle) != 0) ShimFail("sched_setscheduler");
       }
       if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) ShimFail(spec.cwd.c_str());
       ::close_range(3, ~0U, 0);  // nothing of the agent's (sockets, the journal) reaches the rank

@@ -272,6 +272,13 @@ void ControlPlane::SetState(Txn& t, Job& j, JobState to, const std::string& reas
     fenced_seqs_.insert(j.seq);
   }
   if (IsTerminal(to) || to == JobState::kPending) schedule_dirty_ = true;
+  // Work that starts waiting (not held, not fenced, not relaunching on a reserved target):
+  // where it needs more GPUs than are free outside a running probe, the probe gives way in
+  // this change (Mutate), before the cycle that places the rest.
+  if (to == JobState::kPending && !j.held && j.fence_nodes.empty() && j.target.empty()) {
+    t.waiting_gpus += std::max(1, j.spec.gpus);
+    t.waiting_ms = now_ms;
+  }
 }
 
 void ControlPlane::IndexState(int64_t seq, JobState from, JobState to) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -353,6 +354,12 @@ class ControlPlane {
   void NetworkTick(Txn& t, int64_t now_ms);
   void StartProbe(Txn& t, const std::string& a, const std::string& b, int64_t now_ms);
   void StopProbe(Txn& t, ProbeRun& p, const std::string& why, int64_t now_ms);
+  // Stops the running probes (in this change, so their stop orders go out with it) for work
+  // that waits: after a cycle (NetworkTick), or at once for work that cannot fit (Mutate).
+  void ProbesGiveWay(Txn& t, int64_t now_ms);
+  // The whole GPUs the ledger holds free on healthy nodes that run no probe, as of the last
+  // cycle (unbounded before the ledger is built: nothing is known to be short).
+  int64_t FreeGpusOutsideProbes() const;
   void FinishProbe(Txn& t, const std::string& id, int64_t now_ms);
   void ApplyProbeReport(Txn& t, const std::string& node, const wire::Report& r, int64_t now_ms);
   void NetworkEvent(Txn& t, const std::string& id, const std::string& reason, int64_t now_ms);
@@ -388,7 +395,8 @@ class ControlPlane {
   std::unique_ptr<estimate::PerfModel> perf_;
   std::unique_ptr<engine::Engine> ledger_;
   std::unordered_map<int64_t, LedgerEntry> ledger_entries_;  // what each job was handed in as
-  std::set<int64_t> ledger_dirty_;                           // changed since the last cycle
+  std::set<int64_t> later_docs_;    // records to write in the next change (Txn::later)
+  std::set<int64_t> ledger_dirty_;  // changed since the last cycle
   bool ledger_nodes_changed_ = true, ledger_nodes_touched_ = false;  // rebuild; rebuild or mark
   int64_t runtimes_added_ = 0, runtimes_in_ledger_ = -1;  // completions learned, handed in
   // Per GPU: the share of training lost to the services overlaid on it (serving model), read
@@ -398,6 +406,7 @@ class ControlPlane {
 
   mutable std::mutex mu_;
   std::condition_variable events_cv_, tick_cv_;
+  std::atomic<int> event_waiters_{0};  // WaitEvents calls that may wait (see Mutate)
   // Each node's outstanding orders and registered agent, as Work reads them (its own lock,
   // changed under mu_ with orders_ and nodes_).
   OrderOutbox outbox_{[this] { return committer_ ? committer_->Durable() : 0; }};
@@ -460,7 +469,7 @@ class ControlPlane {
   NetworkMap network_;
   int64_t network_version_ = 0;  // bumped by every probe's end
   std::map<std::string, ProbeRun> probes_;
-  int64_t next_probe_ = 1, probes_done_ = 0, probes_failed_ = 0;
+  int64_t next_probe_ = 1, probes_done_ = 0, probes_failed_ = 0, probes_gave_way_ = 0;
   std::unique_ptr<ClusterView> nominal_view_;  // the registered nodes, leaves from labels
   bool nominal_dirty_ = true;
   std::map<std::string, std::string> view_leaves_;  // the measured leaves view_ was built with

@@ -229,6 +229,10 @@ inline RunSpec RunFromJson(const json& j) {
 
 struct ControlPlane::Txn {
   std::set<int64_t> jobs;
+  // Records whose only change is what their views say (a waiting job's message): not this
+  // change's, but the next one's (ControlPlane::later_docs_), so that a cycle's orders are not
+  // held back by rewriting every waiting job. `rewrite` is that next change's list.
+  std::set<int64_t> later, rewrite;
   std::set<std::string> nodes;
   std::set<std::string> nodes_removed;  // deleted from the store (and gone from nodes_)
   std::vector<OrderRow> orders;
@@ -239,9 +243,11 @@ struct ControlPlane::Txn {
   std::vector<std::string> progress_reset;  // jobs starting a new attempt: old rows go
   std::set<std::string> wake_work;          // nodes whose Work waiters have new orders to see
   uint64_t wait_for = 0;  // a commit the answer depends on (a replayed submission's)
+  int64_t waiting_gpus = 0, waiting_ms = 0;  // the GPUs of work that started waiting (SetState)
   bool Empty() const {
-    return jobs.empty() && nodes.empty() && nodes_removed.empty() && orders.empty() &&
-           events.empty() && meta.empty() && progress.empty() && progress_reset.empty();
+    return jobs.empty() && rewrite.empty() && nodes.empty() && nodes_removed.empty() &&
+           orders.empty() && events.empty() && meta.empty() && progress.empty() &&
+           progress_reset.empty();
   }
 };
 
@@ -259,6 +265,17 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
   Txn txn;
   ApiResult<T> r = f(txn);
   NoteLedgerChanges(txn);
+  // Work that cannot all fit outside a running probe stops it now: its stop orders are then
+  // durable with this change, not with the cycle that places what fits (for a release of
+  // thousands of jobs, hundreds of milliseconds later), while the probe's processes compete
+  // with the launches. Work that fits elsewhere leaves it running; what still waits after the
+  // cycle stops it there (NetworkTick).
+  if (txn.waiting_gpus > 0 && !probes_.empty() && txn.waiting_gpus > FreeGpusOutsideProbes()) {
+    ProbesGiveWay(txn, txn.waiting_ms);
+  }
+  for (int64_t seq : txn.later) {
+    if (!txn.jobs.contains(seq)) later_docs_.insert(seq);
+  }
   const bool wake_tick = schedule_dirty_;
   if (txn.Empty()) {
     lock.unlock();
@@ -274,6 +291,12 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
   Change c;
   for (int64_t seq : txn.jobs) {
     const Job& j = jobs_.at(seq);
+    c.jobs.push_back({j.id, j.seq, std::string(JobStateName(j.state)), JobDoc(j)});
+  }
+  for (int64_t seq : txn.rewrite) {
+    auto it = jobs_.find(seq);
+    if (txn.jobs.contains(seq) || it == jobs_.end()) continue;
+    const Job& j = it->second;
     c.jobs.push_back({j.id, j.seq, std::string(JobStateName(j.state)), JobDoc(j)});
   }
   for (const auto& name : txn.nodes) {
@@ -321,10 +344,18 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
   for (const OrderEntry* o : added) outbox_.SetTicket(o->node, o->seq, ticket);
   lock.unlock();
   Status s = committer_->Wait(ticket);
-  { std::lock_guard l(mu_); }  // orders the wake-up after a waiter's predicate check
-  events_cv_.notify_all();
-  if (wake_tick) tick_cv_.notify_all();
+  // The agents' held-open requests first: the outbox orders its wake-ups with its own lock.
   outbox_.Wake(txn.wake_work);
+  if (wake_tick) tick_cv_.notify_all();  // schedule_dirty_ was set under the lock
+  // A long poll of the events (WaitEvents) looks at what is durable under the lock: taking it
+  // orders this wake-up after that look. With no such poll (each counts itself before it
+  // looks) the lock, which a scheduling cycle may hold for a while, is not waited for: the
+  // answer to this change, and the next change of the caller (an agent's reports), would wait
+  // for the cycle.
+  if (event_waiters_.load() > 0) {
+    std::lock_guard l(mu_);
+  }
+  events_cv_.notify_all();
   if (!s) return Refuse(503, "the store failed to write: " + s.error().message);
   return r;
 }

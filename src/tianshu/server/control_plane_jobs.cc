@@ -138,7 +138,10 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
   const std::string ckpt =
       options_.checkpoint_root.empty() ? "" : options_.checkpoint_root + "/" + j.id;
   const comm::Layout layout = LayoutFor(options_.config, j.spec, outcome, topo);
-  const comm::BandwidthMatrix measured = MeasuredMatrix(view, now_ms);
+  // Measured figures are between nodes: a job on one node has no use for them (and building
+  // the matrix walks every measured pair, for each of the hundreds of jobs a cycle may start).
+  const comm::BandwidthMatrix measured =
+      nodes.size() > 1 ? MeasuredMatrix(view, now_ms) : comm::BandwidthMatrix{};
   std::vector<std::string> sorted = nodes;
   std::sort(sorted.begin(), sorted.end());
   if (!j.replan.algorithm.empty() && j.replan.nodes != sorted) j.replan = {};  // it moved since

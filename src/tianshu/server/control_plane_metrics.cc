@@ -336,7 +336,8 @@ void ControlPlane::NetworkMetrics(Exposition& out) const {
   }
   out.Family("tianshu_network_probes_total", "counter", "Bandwidth probes ended, by result.")
       .Sample({{"result", "done"}}, static_cast<double>(probes_done_))
-      .Sample({{"result", "failed"}}, static_cast<double>(probes_failed_));
+      .Sample({{"result", "failed"}}, static_cast<double>(probes_failed_))
+      .Sample({{"result", "gave_way"}}, static_cast<double>(probes_gave_way_));
   out.Family("tianshu_network_probes_running", "gauge", "Bandwidth probes running now.")
       .Sample(static_cast<double>(probes_.size()));
   out.Family("tianshu_network_decisions_total", "counter",

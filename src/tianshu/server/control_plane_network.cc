@@ -4,6 +4,7 @@
 // running job off a congested link when the cost model says the move pays.
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "tianshu/comm/cost_model.h"
 #include "tianshu/server/control_plane_internal.h"
@@ -175,7 +176,8 @@ nlohmann::json ControlPlane::MeasuredNetwork(int64_t now_ms) const {
             {"running", running.size()},
             {"in_flight", running},
             {"done", probes_done_},
-            {"failed", probes_failed_}}},
+            {"failed", probes_failed_},
+            {"gave_way", probes_gave_way_}}},
           {"config",
            {{"probe_interval_s", c.probe_interval_s},
             {"measured_ttl_s", c.measured_ttl_s},
@@ -244,6 +246,29 @@ void ControlPlane::StopProbe(Txn& t, ProbeRun& p, const std::string& why, int64_
   p.stop_sent_ms = now_ms;
 }
 
+void ControlPlane::ProbesGiveWay(Txn& t, int64_t now_ms) {
+  for (auto& [id, p] : probes_) {
+    // A probe whose node went away is over (NetworkTick), with no stop to send there.
+    if (!NodeGone(nodes_, p.a) && !NodeGone(nodes_, p.b) && !p.stopping) {
+      StopProbe(t, p, "gave way to a job waiting for capacity", now_ms);
+      p.gave_way = true;
+    }
+  }
+}
+
+int64_t ControlPlane::FreeGpusOutsideProbes() const {
+  if (!ledger_ || !view_) return std::numeric_limits<int64_t>::max();  // unknown: the cycle decides
+  const model::ClusterState& s = ledger_->State();
+  int64_t free = 0;
+  for (size_t i = 0; i < view_->node_names.size(); ++i) {
+    const int node = static_cast<int>(i);
+    auto n = nodes_.find(view_->node_names[i]);
+    if (n == nodes_.end() || !n->second.probing.empty() || !s.Healthy(node)) continue;
+    free += s.FreeWholeGpus(node);
+  }
+  return free;
+}
+
 void ControlPlane::FinishProbe(Txn& t, const std::string& id, int64_t now_ms) {
   auto it = probes_.find(id);
   if (it == probes_.end()) return;
@@ -254,7 +279,11 @@ void ControlPlane::FinishProbe(Txn& t, const std::string& id, int64_t now_ms) {
     }
   }
   const bool both = nodes_.contains(p.a) && nodes_.contains(p.b);  // a removed node is forgotten
-  if (!p.recorded) {
+  if (!p.recorded && p.gave_way) {
+    // Not the pair's failure: it stays due, and is probed once both nodes are idle again.
+    ++probes_gave_way_;
+    NetworkEvent(t, id, "network: probe " + p.a + " <-> " + p.b + " " + p.failure, now_ms);
+  } else if (!p.recorded) {
     if (both) network_.RecordFailure(p.a, p.b, now_ms);
     ++probes_failed_;
     NetworkEvent(t, id,
@@ -327,14 +356,17 @@ void ControlPlane::NetworkTick(Txn& t, int64_t now_ms) {
     const Job& j = jobs_.at(seq);
     if ((waiting = !j.held && j.fence_nodes.empty())) break;
   }
+  if (waiting) ProbesGiveWay(t, now_ms);
   std::vector<std::string> over;
   for (auto& [id, p] : probes_) {
     if (NodeGone(nodes_, p.a) || NodeGone(nodes_, p.b) ||
         (p.stopping && now_ms - p.stop_sent_ms > 30'000)) {
-      if (p.failure.empty()) p.failure = "a node of the probe was lost";
+      const bool gone = NodeGone(nodes_, p.a) || NodeGone(nodes_, p.b);
+      if (p.failure.empty() || p.gave_way) {
+        p.failure = gone ? "a node of the probe was lost" : "its stop got no answer in 30 s";
+      }
+      p.gave_way = false;  // a failure after all
       over.push_back(id);
-    } else if (waiting) {
-      StopProbe(t, p, "stopped for a job waiting for capacity", now_ms);
     } else if (now_ms - p.started_ms > c.probe_timeout_s * 1000) {
       StopProbe(t, p, "still running after " + std::to_string(c.probe_timeout_s) + " s", now_ms);
     }

@@ -116,6 +116,11 @@ void ControlPlane::Tick(int64_t now_ms) {
     NetworkTick(t, now_ms);
     return true;
   });
+  // The waiting jobs' new messages, once the cycle's orders are out (Txn::later).
+  (void)Mutate<bool>([&](Txn& t) -> ApiResult<bool> {
+    t.rewrite = std::exchange(later_docs_, {});
+    return true;
+  });
 }
 
 bool ControlPlane::BeginReshape(Txn& t, Job& j, const std::string& kind,
@@ -398,7 +403,7 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
     }
     if (w != j->message) {
       j->message = w;
-      t.jobs.insert(j->seq);
+      t.later.insert(j->seq);
     }
   }
   metrics_.cycle_seconds.Observe(

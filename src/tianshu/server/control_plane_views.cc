@@ -396,6 +396,15 @@ json ControlPlane::Accounting(int64_t since_ms, int64_t until_ms, int64_t now_ms
 
 json ControlPlane::WaitEvents(const EventQuery& q) {
   std::unique_lock lock(mu_);
+  // Counted before the first look at what is durable (Mutate's wake-up relies on it).
+  const bool may_wait = q.wait_ms > 0;
+  if (may_wait) ++event_waiters_;
+  struct Uncount {
+    std::atomic<int>* n;
+    ~Uncount() {
+      if (n != nullptr) --*n;
+    }
+  } uncount{may_wait ? &event_waiters_ : nullptr};
   auto collect = [&] {
     json out = json::array();
     uint64_t durable = committer_->Durable();

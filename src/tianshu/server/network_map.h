@@ -96,6 +96,7 @@ struct ProbeRun {
   bool recorded = false;       // rank 0 reported a result
   std::set<std::string> done;  // nodes whose rank exited, refused or stopped
   std::string failure;         // why it is being stopped
+  bool gave_way = false;       // stopped for waiting work: not a failure of the pair
 };
 
 // What the watch knows of a running job's attempt (not persisted: a restarted server

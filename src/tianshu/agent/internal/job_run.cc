@@ -178,7 +178,8 @@ void JobRun::StartRank(const JobContext& ctx, RankRun& r, const IsolationPlan& p
                             .run_as = order.launch->run_as,
                             .owned_dirs = owned,
                             .lease_path = ctx.lease_path,
-                            .lease_deadline_ns = ctx.lease_deadline ? ctx.lease_deadline() : 0});
+                            .lease_deadline_ns = ctx.lease_deadline ? ctx.lease_deadline() : 0,
+                            .idle_priority = order.launch->probe.has_value()});
   }
   if (!pid) {
     r.exited = true;
