@@ -3,8 +3,8 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
-#include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -292,10 +292,7 @@ Result<int64_t> PosixProcessRunner::Spawn(const SpawnSpec& spec) {
         if (::setgid(account->gid) != 0) ShimFail("setgid");
         if (::setuid(account->uid) != 0) ShimFail("setuid");
       }
-      if (spec.idle_priority) {
-        const sched_param idle{};
-        if (::sched_setscheduler(0, SCHED_IDLE, &idle) != 0) ShimFail("sched_setscheduler");
-      }
+      if (spec.low_priority && ::setpriority(PRIO_PROCESS, 0, 19) != 0) ShimFail("setpriority");
       if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) ShimFail(spec.cwd.c_str());
       ::close_range(3, ~0U, 0);  // nothing of the agent's (sockets, the journal) reaches the rank
       for (const auto& c : candidates) ::execve(c.c_str(), argv.data(), envp.data());

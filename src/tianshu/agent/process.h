@@ -42,10 +42,10 @@ struct SpawnSpec {
   // The lease's deadline as the agent knows it at the spawn (0: none): what the shim goes by
   // until it has read the file whole (a read torn by a renewal at its first look).
   int64_t lease_deadline_ns = 0;
-  // The rank runs under SCHED_IDLE (sched(7)): it gets a CPU only when nothing else on the
-  // node wants it. A bandwidth probe's: it runs on idle nodes, and must never slow the work
-  // that arrives while it finishes (the launches of a release on the same host, the daemons).
-  bool idle_priority = false;
+  // The rank runs at the lowest priority (nice 19): a bandwidth probe's, which runs on idle
+  // nodes and should not slow the work that arrives while it finishes. Not SCHED_IDLE: a task
+  // that gets no CPU at all while it holds a kernel lock stalls the work that needs the lock.
+  bool low_priority = false;
 };
 
 struct ProcessExit {

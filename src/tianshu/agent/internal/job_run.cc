@@ -179,7 +179,7 @@ void JobRun::StartRank(const JobContext& ctx, RankRun& r, const IsolationPlan& p
                             .owned_dirs = owned,
                             .lease_path = ctx.lease_path,
                             .lease_deadline_ns = ctx.lease_deadline ? ctx.lease_deadline() : 0,
-                            .idle_priority = order.launch->probe.has_value()});
+                            .low_priority = order.launch->probe.has_value()});
   }
   if (!pid) {
     r.exited = true;
