@@ -395,8 +395,11 @@ class ControlPlane {
   std::unique_ptr<estimate::PerfModel> perf_;
   std::unique_ptr<engine::Engine> ledger_;
   std::unordered_map<int64_t, LedgerEntry> ledger_entries_;  // what each job was handed in as
-  std::set<int64_t> later_docs_;    // records to write in the next change (Txn::later)
-  std::set<int64_t> ledger_dirty_;  // changed since the last cycle
+  // Waiting jobs whose only change in a cycle was their message: written in a second change
+  // right after the cycle's (Tick), so that the cycle's orders do not wait for every waiting
+  // job's record.
+  std::set<int64_t> later_docs_;
+  std::set<int64_t> ledger_dirty_;                                   // changed since the last cycle
   bool ledger_nodes_changed_ = true, ledger_nodes_touched_ = false;  // rebuild; rebuild or mark
   int64_t runtimes_added_ = 0, runtimes_in_ledger_ = -1;  // completions learned, handed in
   // Per GPU: the share of training lost to the services overlaid on it (serving model), read

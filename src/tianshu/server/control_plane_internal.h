@@ -229,10 +229,9 @@ inline RunSpec RunFromJson(const json& j) {
 
 struct ControlPlane::Txn {
   std::set<int64_t> jobs;
-  // Records whose only change is what their views say (a waiting job's message): not this
-  // change's, but the next one's (ControlPlane::later_docs_), so that a cycle's orders are not
-  // held back by rewriting every waiting job. `rewrite` is that next change's list.
-  std::set<int64_t> later, rewrite;
+  // Records to write in this change whose ledger state did not change (later_docs_: waiting
+  // jobs' new messages); unlike `jobs`, they are not handed to the ledger again.
+  std::set<int64_t> rewrite;
   std::set<std::string> nodes;
   std::set<std::string> nodes_removed;  // deleted from the store (and gone from nodes_)
   std::vector<OrderRow> orders;
@@ -273,9 +272,6 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
   if (txn.waiting_gpus > 0 && !probes_.empty() && txn.waiting_gpus > FreeGpusOutsideProbes()) {
     ProbesGiveWay(txn, txn.waiting_ms);
   }
-  for (int64_t seq : txn.later) {
-    if (!txn.jobs.contains(seq)) later_docs_.insert(seq);
-  }
   const bool wake_tick = schedule_dirty_;
   if (txn.Empty()) {
     lock.unlock();
@@ -289,15 +285,13 @@ ApiResult<T> ControlPlane::Mutate(F&& f) {
     return r;
   }
   Change c;
-  for (int64_t seq : txn.jobs) {
-    const Job& j = jobs_.at(seq);
+  auto write = [&](const Job& j) {
     c.jobs.push_back({j.id, j.seq, std::string(JobStateName(j.state)), JobDoc(j)});
-  }
+  };
+  for (int64_t seq : txn.jobs) write(jobs_.at(seq));
   for (int64_t seq : txn.rewrite) {
     auto it = jobs_.find(seq);
-    if (txn.jobs.contains(seq) || it == jobs_.end()) continue;
-    const Job& j = it->second;
-    c.jobs.push_back({j.id, j.seq, std::string(JobStateName(j.state)), JobDoc(j)});
+    if (it != jobs_.end() && !txn.jobs.contains(seq)) write(it->second);
   }
   for (const auto& name : txn.nodes) {
     if (txn.nodes_removed.contains(name)) continue;

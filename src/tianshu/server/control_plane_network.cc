@@ -359,9 +359,8 @@ void ControlPlane::NetworkTick(Txn& t, int64_t now_ms) {
   if (waiting) ProbesGiveWay(t, now_ms);
   std::vector<std::string> over;
   for (auto& [id, p] : probes_) {
-    if (NodeGone(nodes_, p.a) || NodeGone(nodes_, p.b) ||
-        (p.stopping && now_ms - p.stop_sent_ms > 30'000)) {
-      const bool gone = NodeGone(nodes_, p.a) || NodeGone(nodes_, p.b);
+    const bool gone = NodeGone(nodes_, p.a) || NodeGone(nodes_, p.b);
+    if (gone || (p.stopping && now_ms - p.stop_sent_ms > 30'000)) {
       if (p.failure.empty() || p.gave_way) {
         p.failure = gone ? "a node of the probe was lost" : "its stop got no answer in 30 s";
       }

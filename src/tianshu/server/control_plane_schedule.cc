@@ -116,7 +116,7 @@ void ControlPlane::Tick(int64_t now_ms) {
     NetworkTick(t, now_ms);
     return true;
   });
-  // The waiting jobs' new messages, once the cycle's orders are out (Txn::later).
+  // The waiting jobs' new messages, once the cycle's orders are out (later_docs_).
   (void)Mutate<bool>([&](Txn& t) -> ApiResult<bool> {
     t.rewrite = std::exchange(later_docs_, {});
     return true;
@@ -403,7 +403,7 @@ void ControlPlane::Schedule(Txn& t, int64_t now_ms) {
     }
     if (w != j->message) {
       j->message = w;
-      t.later.insert(j->seq);
+      if (!t.jobs.contains(j->seq)) later_docs_.insert(j->seq);  // else written in this change
     }
   }
   metrics_.cycle_seconds.Observe(
