@@ -155,15 +155,7 @@ int main(int argc, char** argv) {
   cp.Tick(t0 + 1);  // places the running ones
   for (int n = 0; n < nodes; ++n) {
     const std::string node = "n" + std::to_string(n);
-    auto text = cp.Work(node, "a" + std::to_string(n), 0);
-    if (!text) continue;
-    auto work = wire::ParseWorkBatch(*text);
-    if (!work) continue;
-    wire::ReportBatch b{.agent_id = "a" + std::to_string(n)};
-    for (const auto& order : work->orders) {
-      for (auto& r : testing::AcceptedAndStarted(order)) b.reports.push_back(std::move(r));
-    }
-    (void)cp.Reports(node, b, t0 + 2);
+    (void)cp.Reports(node, testing::AcceptAllWork(cp, node, "a" + std::to_string(n)), t0 + 2);
     progress("launches", n + 1, nodes);
   }
   submit(finished + running, finished + running + pending, 8, false, "pending jobs");

@@ -687,34 +687,38 @@ TEST(ServerApi, LaunchOrdersCarryTheCommunicatorEnvironment) {
 TEST(ServerApi, JobsSharingAMasterNodeGetDistinctRendezvousPortsFromTheRange) {
   ServerFixture f;
   f.config.rendezvous_port_low = 21000;
-  f.config.rendezvous_port_high = 21002;
+  f.config.rendezvous_port_high = 21007;
   f.Start();
-  FakeAgent a(f, "node-a", 4);
+  FakeAgent a(f, "node-a", 8);
   ASSERT_EQ(a.Register().status, 200);
   std::set<std::string> ports;
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_EQ(
-        f.Post("/v1/jobs", JobYaml("p" + std::to_string(i), 1, "run:\n  command: [/bin/true]\n"))
-            .status,
-        201);
+  json ids = json::array();
+  for (int i = 0; i < 8; ++i) {
+    auto r = f.Post("/v1/jobs?hold=true",
+                    JobYaml("p" + std::to_string(i), 1, "run:\n  command: [/bin/true]\n"));
+    ASSERT_EQ(r.status, 201);
+    ids.push_back(r.body["id"]);
   }
-  // Work answers every outstanding order each time: one launch per job, by order id (the
-  // three jobs may be placed in more than one cycle).
+  // Released together, so that one cycle starts all eight (the ports taken are gathered once
+  // per change, and each start must see the ones before it): as many jobs as ports, so that
+  // their hashed first choices almost surely collide.
+  ASSERT_EQ(f.Post("/v1/jobs/release", json{{"ids", ids}}.dump(), "application/json").status, 200);
+  // Work answers every outstanding order each time: one launch per job, by order id.
   std::map<std::string, wire::WorkOrder> launches;
   ASSERT_TRUE(WaitFor([&] {
     a.Heartbeat();
     for (auto& o : a.Work(50)) launches[o.id] = o;
-    return launches.size() >= 3;
+    return launches.size() >= 8;
   }));
   for (const auto& [id, o] : launches) {
     ASSERT_TRUE(o.launch.has_value());
     EXPECT_GE(o.launch->master_port, 21000);
-    EXPECT_LE(o.launch->master_port, 21002);
+    EXPECT_LE(o.launch->master_port, 21007);
     ports.insert(std::to_string(o.launch->master_port));
     EXPECT_EQ(wire::RankEnvironment(o, o.launch->ranks[0]).at("MASTER_PORT"),
               std::to_string(o.launch->master_port));
   }
-  EXPECT_EQ(ports.size(), 3u);
+  EXPECT_EQ(ports.size(), 8u);
 }
 
 TEST(ServerApi, EventStreamLongPollAndServerSentEvents) {

@@ -395,6 +395,50 @@ TEST(Records, RankReportsWriteRowsNotTheJobsRecordAndSurviveARestart) {
 // consecutive ids, each launch carries its task's index, a retry with the same key gets the same
 // array (another array under that key is refused), the tasks survive a restart, and an array
 // whose bodies would exceed 16 MiB is refused whole.
+// A job's record is written straight as text (JobDoc, with wire::JsonWriter), not through a
+// document tree: the text is what wire::Dump writes for the document it holds, whatever the
+// submission's bytes (quotes, backslashes, tabs, CJK, emoji in its text, command and
+// environment), and the job reads back whole after a restart.
+TEST(Records, AJobsRecordIsTheTextDumpWouldWriteAndReadsBackWhole) {
+  if (StoreIsEtcd()) GTEST_SKIP() << "reads the SQLite file itself";
+  ServerFixture f;
+  f.Start();
+  const std::string db = f.dir() + "/tianshu.db";
+  FakeAgent a(f, "n0", 8);
+  ASSERT_EQ(a.Register().status, 200);
+  const std::string yaml =
+      JobYaml("record", 8,
+              "# \"quoted\" \\back\\slash\ttab \xe6\xa8\xa1\xe5\x9e\x8b \xf0\x9f\x9a\x80\n"
+              "run:\n  command: [/bin/echo, \"say \\\"hi\\\"\", \"\xe6\xa8\xa1\xe5\x9e\x8b\"]\n"
+              "  env: {NOTE: \"a\\tb \\\\ c\", EMOJI: \"\xf0\x9f\x9a\x80\"}\n");
+  auto r = f.Post("/v1/jobs", yaml);
+  ASSERT_EQ(r.status, 201) << r.body.dump();
+  const std::string id = r.body["id"];
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(id) == "starting"; }));
+  auto orders = a.Work(50);
+  ASSERT_EQ(orders.size(), 1u);
+  a.AcceptAndStart(orders[0]);
+  ASSERT_TRUE(WaitFor([&] { return f.JobState(id) == "running"; }));
+  const std::string doc = SqlValue(db, "SELECT doc FROM jobs WHERE id = '" + id + "'");
+  const json d = json::parse(doc);
+  EXPECT_EQ(doc, wire::Dump(d));
+  EXPECT_EQ(d["text"], yaml);
+  EXPECT_EQ(d["run"]["command"], json({"/bin/echo", "say \"hi\"", "\xe6\xa8\xa1\xe5\x9e\x8b"}));
+  EXPECT_EQ(d["run"]["env"]["NOTE"], "a\tb \\ c");
+  EXPECT_EQ(d["placement"].size(), 8u);
+  EXPECT_EQ(d["history"].back()["to"], "running");
+  const json before = f.Get("/v1/jobs/" + id).body;
+  f.Stop();
+  f.Start();
+  const json after = f.Get("/v1/jobs/" + id).body;
+  for (const char* field : {"run", "spec", "placement", "history", "attempt", "state"}) {
+    ASSERT_TRUE(before.contains(field)) << field << " " << before.dump();
+    EXPECT_EQ(after.at(field), before.at(field)) << field;
+  }
+  EXPECT_EQ(json::parse(SqlValue(db, "SELECT doc FROM jobs WHERE id = '" + id + "'"))["text"],
+            yaml);
+}
+
 TEST(Arrays, EachTaskIsAJobThatKnowsItsIndex) {
   ServerFixture f;
   f.Start();

@@ -2,12 +2,14 @@
 // registration, and the reports an agent sends for an order it carried out at once.
 //   auto r = tianshu::testing::A100Node("n0", "agent-0", "leaf-0");
 //   batch.reports = tianshu::testing::AcceptedAndStarted(order);
+//   cp.Reports("n0", tianshu::testing::AcceptAllWork(cp, "n0", "agent-0"), now_ms);
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "tianshu/server/control_plane.h"
 #include "tianshu/wire/wire.h"
 
 namespace tianshu::testing {
@@ -40,6 +42,23 @@ inline std::vector<wire::Report> AcceptedAndStarted(const wire::WorkOrder& order
                    .pid = 1000 + rank.rank});
   }
   return out;
+}
+
+// The orders outstanding for `node` (its agent `agent_id`), fetched without waiting, and the
+// batch of reports that accepts them all and starts every launch's ranks: empty when they
+// could not be fetched. `launches`, when given, counts the launch orders among them.
+inline wire::ReportBatch AcceptAllWork(server::ControlPlane& cp, const std::string& node,
+                                       const std::string& agent_id, size_t* launches = nullptr) {
+  wire::ReportBatch b{.agent_id = agent_id};
+  auto text = cp.Work(node, agent_id, 0);
+  if (!text) return b;
+  auto work = wire::ParseWorkBatch(*text);
+  if (!work) return b;
+  for (const auto& order : work->orders) {
+    if (launches != nullptr && order.launch) ++*launches;
+    for (auto& r : AcceptedAndStarted(order)) b.reports.push_back(std::move(r));
+  }
+  return b;
 }
 
 }  // namespace tianshu::testing

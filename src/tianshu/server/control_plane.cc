@@ -4,6 +4,8 @@
 
 #include <unordered_set>
 
+#include "tianshu/wire/json_writer.h"
+
 namespace tianshu::server {
 
 using namespace detail;
@@ -150,63 +152,99 @@ void ControlPlane::LearnRuntime(const Job& j) {
 // ---- writing ----
 
 std::string ControlPlane::JobDoc(const Job& j) const {
-  json history = json::array();
+  // Written straight as text: a release or a cycle writes thousands of these under the lock.
+  // Keys in sorted order, so the text is what wire::Dump of the same document gives.
+  std::string out;
+  out.reserve(1024 + j.text.size() + 48 * (j.placement.size() + j.target.size()) +
+              128 * j.history.size());
+  wire::JsonWriter w(&out);
+  auto places = [&w](const std::vector<RankPlace>& v) {
+    w.BeginArray();
+    for (const auto& p : v) {
+      w.BeginObject();
+      w.Key("device"), w.Int(p.device);
+      w.Key("node"), w.String(p.node);
+      w.Key("rank"), w.Int(p.rank);
+      w.EndObject();
+    }
+    w.EndArray();
+  };
+  w.BeginObject();
+  w.Key("after_stop"), w.String(j.after_stop);
+  w.Key("array_count"), w.Int(j.array_count);
+  w.Key("array_id"), w.String(j.array_id);
+  w.Key("array_index"), w.Int(j.array_index);
+  w.Key("attained_gpu_s"), w.Double(j.attained_gpu_s);
+  w.Key("attempt"), w.Int(j.attempt);
+  w.Key("batch"), w.Bool(j.batch);
+  w.Key("cancel_requested"), w.Bool(j.cancel_requested);
+  w.Key("checkpoint_orders"), w.Int(j.checkpoint_orders);
+  w.Key("colocated"), w.Bool(j.colocated);
+  w.Key("eligible_ms"), w.Int(j.eligible_ms);
+  w.Key("ended_runs_ms"), w.Int(j.ended_runs_ms);
+  w.Key("failed_rank"), w.Int(j.failed_rank);
+  w.Key("fence_nodes"), w.IntMap(j.fence_nodes);
+  w.Key("fence_until_ms"), w.Int(j.fence_until_ms);
+  w.Key("format"), w.String(j.format);
+  w.Key("held"), w.Bool(j.held);
+  w.Key("history"), w.BeginArray();
   for (const auto& h : j.history) {
-    history.push_back(
-        {{"time_ms", h.time_ms}, {"from", h.from}, {"to", h.to}, {"reason", h.reason}});
+    w.BeginObject();
+    w.Key("from"), w.String(h.from);
+    w.Key("reason"), w.String(h.reason);
+    w.Key("time_ms"), w.Int(h.time_ms);
+    w.Key("to"), w.String(h.to);
+    w.EndObject();
   }
+  w.EndArray();
+  w.Key("idempotency_key"), w.String(j.idempotency_key);
+  w.Key("last_checkpoint"), w.String(j.last_checkpoint);
+  w.Key("last_checkpoint_order_ms"), w.Int(j.last_checkpoint_order_ms);
+  w.Key("last_step"), w.Int(j.last_step);
+  w.Key("limit_base_ms"), w.Int(j.limit_base_ms);
+  w.Key("master_port"), w.Int(j.master_port);
+  w.Key("max_retries"), w.Int(j.max_retries);
+  w.Key("message"), w.String(j.message);
+  w.Key("migrations"), w.Int(j.migrations);
+  w.Key("name"), w.String(j.spec.name);
+  w.Key("owner"), w.String(j.owner);
   // The attempt's per-rank progress (started, exited, launch_accepted, seen reports) is not
   // here: it is written as progress rows, one per fact (see Progress).
-  json d = {{"text", j.text},
-            {"format", j.format},
-            {"idempotency_key", j.idempotency_key},
-            {"owner", j.owner},
-            {"run_as", j.run_as},
-            {"run", RunJson(j.run)},
-            {"name", j.spec.name},
-            {"queue", j.spec.queue},
-            {"state", JobStateName(j.state)},
-            {"attempt", j.attempt},
-            {"retries", j.retries},
-            {"max_retries", j.max_retries},
-            {"submitted_ms", j.submitted_ms},
-            {"updated_ms", j.updated_ms},
-            {"message", j.message},
-            {"placement", PlacesJson(j.placement)},
-            {"history", history},
-            {"last_step", j.last_step},
-            {"last_checkpoint", j.last_checkpoint},
-            {"last_checkpoint_order_ms", j.last_checkpoint_order_ms},
-            {"checkpoint_orders", j.checkpoint_orders},
-            {"stop_pending", j.stop_pending},
-            {"after_stop", j.after_stop},
-            {"cancel_requested", j.cancel_requested},
-            {"target", PlacesJson(j.target)},
-            {"reshape", j.reshape},
-            {"resizes", j.resizes},
-            {"migrations", j.migrations},
-            {"attained_gpu_s", j.attained_gpu_s},
-            {"run_started_ms", j.run_started_ms},
-            {"run_gpus", j.run_gpus},
-            {"standing_since_ms", j.standing_since_ms},
-            {"runs", RunsJson(j.runs)},
-            {"failed_rank", j.failed_rank},
-            {"limit_base_ms", j.limit_base_ms},
-            {"ended_runs_ms", j.ended_runs_ms},
-            {"colocated", j.colocated},
-            {"master_port", j.master_port},
-            {"fence_nodes", j.fence_nodes},
-            {"fence_until_ms", j.fence_until_ms},
-            {"held", j.held},
-            {"eligible_ms", j.eligible_ms},
-            {"batch", j.batch},
-            {"array_id", j.array_id},
-            {"array_index", j.array_index},
-            {"array_count", j.array_count}};
+  w.Key("placement"), places(j.placement);
+  w.Key("queue"), w.String(j.spec.queue);
   if (!j.replan.algorithm.empty()) {
-    d["replan"] = {{"algorithm", j.replan.algorithm}, {"nodes", j.replan.nodes}};
+    w.Key("replan"), w.BeginObject();
+    w.Key("algorithm"), w.String(j.replan.algorithm);
+    w.Key("nodes"), w.Strings(j.replan.nodes);
+    w.EndObject();
   }
-  return wire::Dump(d);
+  w.Key("reshape"), w.String(j.reshape);
+  w.Key("resizes"), w.Int(j.resizes);
+  w.Key("retries"), w.Int(j.retries);
+  w.Key("run"), w.BeginObject();
+  w.Key("command"), w.Strings(j.run.command);
+  w.Key("env"), w.StringMap(j.run.env);
+  w.Key("workdir"), w.String(j.run.workdir);
+  w.EndObject();
+  w.Key("run_as"), w.String(j.run_as);
+  w.Key("run_gpus"), w.Int(j.run_gpus);
+  w.Key("run_started_ms"), w.Int(j.run_started_ms);
+  w.Key("runs"), w.BeginArray();  // [[start_ms, end_ms, gpus], ...]
+  for (const auto& r : j.runs) {
+    w.BeginArray();
+    w.Int(r.start_ms), w.Int(r.end_ms), w.Double(r.gpus);
+    w.EndArray();
+  }
+  w.EndArray();
+  w.Key("standing_since_ms"), w.Int(j.standing_since_ms);
+  w.Key("state"), w.String(JobStateName(j.state));
+  w.Key("stop_pending"), w.Strings(j.stop_pending);
+  w.Key("submitted_ms"), w.Int(j.submitted_ms);
+  w.Key("target"), places(j.target);
+  w.Key("text"), w.String(j.text);
+  w.Key("updated_ms"), w.Int(j.updated_ms);
+  w.EndObject();
+  return out;
 }
 
 void ControlPlane::SetState(Txn& t, Job& j, JobState to, const std::string& reason,

@@ -271,7 +271,7 @@ class ControlPlane {
   void DropOrdersFor(Txn& t, const std::string& node);
   void StartJob(Txn& t, Job& j, const placement::Outcome& outcome, const model::Topology& topo,
                 int64_t now_ms, bool colocated = false);
-  int RendezvousPort(const Job& j, const std::string& master_node) const;
+  int RendezvousPort(Txn& t, const Job& j, const std::string& master_node) const;
   void FailAttempt(Txn& t, Job& j, const std::string& reason, const std::string& lost_node,
                    int64_t now_ms);
   void BeginStop(Txn& t, Job& j, const std::string& after, const std::string& reason,

@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <iterator>
+#include <limits>
+#include <map>
+#include <optional>
 #include <random>
 
 #include "tianshu/base/strings.h"
@@ -243,6 +246,9 @@ struct ControlPlane::Txn {
   std::set<std::string> wake_work;          // nodes whose Work waiters have new orders to see
   uint64_t wait_for = 0;  // a commit the answer depends on (a replayed submission's)
   int64_t waiting_gpus = 0, waiting_ms = 0;  // the GPUs of work that started waiting (SetState)
+  // The rendezvous ports held per master node: (port, job seq), gathered by the change's first
+  // RendezvousPort and kept up to date by the rest.
+  std::optional<std::map<std::string, std::set<std::pair<int, int64_t>>>> ports_taken;
   bool Empty() const {
     return jobs.empty() && rewrite.empty() && nodes.empty() && nodes_removed.empty() &&
            orders.empty() && events.empty() && meta.empty() && progress.empty() &&

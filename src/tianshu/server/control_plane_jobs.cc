@@ -81,27 +81,44 @@ std::map<std::string, std::string> SharingEnvironment(const std::string& mode,
 // The rendezvous port of a job's new attempt on `master_node`, from cluster.rendezvous_ports:
 // it starts from a hash of the server, job and attempt (so a previous attempt still exiting, or
 // another server's job, is unlikely to hold it) and skips the ports of every other job whose
-// ranks still hold a placement with the same master node.
-int ControlPlane::RendezvousPort(const Job& j, const std::string& master_node) const {
-  const int low = options_.config.rendezvous_port_low;
-  const int span = options_.config.rendezvous_port_high - low + 1;
-  std::set<int> taken;
-  for (int64_t seq : active_seqs_) {
-    const Job& other = jobs_.at(seq);
-    if (other.seq == j.seq || other.master_port == 0) continue;
-    // Its master is its first rank's node (the first of Nodes()).
-    if (!other.placement.empty() && other.placement.front().node == master_node) {
-      taken.insert(other.master_port);
+// ranks still hold a placement with the same master node. The ports taken per master node are
+// gathered once per change (a cycle may start hundreds of jobs) and kept up to date as this
+// change starts jobs; a job that stops holding in the same change only leaves its port
+// skipped until the next.
+int ControlPlane::RendezvousPort(Txn& t, const Job& j, const std::string& master_node) const {
+  if (!t.ports_taken) {
+    t.ports_taken.emplace();
+    for (int64_t seq : active_seqs_) {
+      const Job& other = jobs_.at(seq);
+      // Its master is its first rank's node (the first of Nodes()).
+      if (other.master_port != 0 && !other.placement.empty()) {
+        (*t.ports_taken)[other.placement.front().node].insert({other.master_port, other.seq});
+      }
     }
   }
+  std::set<std::pair<int, int64_t>>& on_node = (*t.ports_taken)[master_node];
+  auto taken = [&](int port) {  // by a job other than this one
+    auto it = on_node.lower_bound({port, std::numeric_limits<int64_t>::min()});
+    for (; it != on_node.end() && it->first == port; ++it) {
+      if (it->second != j.seq) return true;
+    }
+    return false;
+  };
+  const int low = options_.config.rendezvous_port_low;
+  const int span = options_.config.rendezvous_port_high - low + 1;
   const size_t h =
       std::hash<std::string>{}(options_.server_id + "/" + j.id + "/" + std::to_string(j.attempt));
   const int start = static_cast<int>(h % static_cast<size_t>(span));
+  int chosen = low + start;  // more jobs than ports on one node: share (the rendezvous may fail)
   for (int i = 0; i < span; ++i) {
     const int port = low + (start + i) % span;
-    if (!taken.contains(port) && port != j.master_port) return port;  // not the last attempt's
+    if (!taken(port) && port != j.master_port) {  // not the last attempt's
+      chosen = port;
+      break;
+    }
   }
-  return low + start;  // more jobs than ports on one node: share (the rendezvous may fail)
+  on_node.insert({chosen, j.seq});
+  return chosen;
 }
 
 void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
@@ -133,7 +150,7 @@ void ControlPlane::StartJob(Txn& t, Job& j, const placement::Outcome& outcome,
   std::vector<std::string> nodes = j.Nodes();
   const NodeEntry& master = nodes_.at(nodes.front());
   const int world = static_cast<int>(j.placement.size());
-  const int port = RendezvousPort(j, nodes.front());
+  const int port = RendezvousPort(t, j, nodes.front());
   j.master_port = port;
   const std::string ckpt =
       options_.checkpoint_root.empty() ? "" : options_.checkpoint_root + "/" + j.id;

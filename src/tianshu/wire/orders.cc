@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "tianshu/wire/internal/object_reader.h"
+#include "tianshu/wire/json_writer.h"
 
 namespace tianshu::wire {
 namespace {
@@ -118,55 +119,74 @@ WorkOrder ReadOrder(const json& j, const std::string& p, std::vector<std::string
   return w;
 }
 
-json ToJsonLaunch(const LaunchOrder& l) {
-  json ranks = json::array();
-  for (const auto& r : l.ranks) {
-    ranks.push_back({{"rank", r.rank},
-                     {"local_rank", r.local_rank},
-                     {"node_rank", r.node_rank},
-                     {"devices", r.devices},
-                     {"gpu_milli", r.gpu_milli},
-                     {"command", r.command},
-                     {"env", r.env}});
+// The one writer of an order: keys in sorted order, so the text is what Dump writes for the
+// same document (a cycle writes hundreds of launch orders under the server's lock).
+void WriteOrder(JsonWriter& w, const WorkOrder& o) {
+  w.BeginObject();
+  w.Key("attempt"), w.Int(o.attempt);
+  if (o.checkpoint) {
+    w.Key("checkpoint"), w.BeginObject();
+    w.Key("reason"), w.String(o.checkpoint->reason);
+    w.EndObject();
   }
-  const CgroupPlan& c = l.cgroup;
-  json j = {{"job_name", l.job_name},
-            {"backend", l.backend},
-            {"world_size", l.world_size},
-            {"master_addr", l.master_addr},
-            {"master_port", l.master_port},
-            {"checkpoint_dir", l.checkpoint_dir},
-            {"workdir", l.workdir},
-            {"run_as", l.run_as},
-            {"ranks", ranks},
-            {"cgroup",
-             {{"numa_nodes", c.numa_nodes},
-              {"cpu_milli", c.cpu_milli},
-              {"memory_bytes", c.memory_bytes},
-              {"io_weight", c.io_weight},
-              {"io_write_bps", c.io_write_bps},
-              {"devices", c.devices},
-              {"traffic_class", c.traffic_class}}}};
-  // Only on probes: an agent from before probes refuses fields it does not know.
-  if (l.probe) {
-    j["probe"] = {
-        {"method", l.probe->method}, {"bytes", l.probe->bytes}, {"seconds", l.probe->seconds}};
+  w.Key("id"), w.String(o.id);
+  w.Key("job_id"), w.String(o.job_id);
+  w.Key("kind"), w.String(OrderKindName(o.kind));
+  if (o.launch) {
+    const LaunchOrder& l = *o.launch;
+    const CgroupPlan& c = l.cgroup;
+    w.Key("launch"), w.BeginObject();
+    w.Key("backend"), w.String(l.backend);
+    w.Key("cgroup"), w.BeginObject();
+    w.Key("cpu_milli"), w.Int(c.cpu_milli);
+    w.Key("devices"), w.Ints(c.devices);
+    w.Key("io_weight"), w.Int(c.io_weight);
+    w.Key("io_write_bps"), w.Int(c.io_write_bps);
+    w.Key("memory_bytes"), w.Int(c.memory_bytes);
+    w.Key("numa_nodes"), w.Ints(c.numa_nodes);
+    w.Key("traffic_class"), w.Int(c.traffic_class);
+    w.EndObject();
+    w.Key("checkpoint_dir"), w.String(l.checkpoint_dir);
+    w.Key("job_name"), w.String(l.job_name);
+    w.Key("master_addr"), w.String(l.master_addr);
+    w.Key("master_port"), w.Int(l.master_port);
+    // Only on probes: an agent from before probes refuses fields it does not know.
+    if (l.probe) {
+      w.Key("probe"), w.BeginObject();
+      w.Key("bytes"), w.Int(l.probe->bytes);
+      w.Key("method"), w.String(l.probe->method);
+      w.Key("seconds"), w.Double(l.probe->seconds);
+      w.EndObject();
+    }
+    w.Key("ranks"), w.BeginArray();
+    for (const auto& r : l.ranks) {
+      w.BeginObject();
+      w.Key("command"), w.Strings(r.command);
+      w.Key("devices"), w.Ints(r.devices);
+      w.Key("env"), w.StringMap(r.env);
+      w.Key("gpu_milli"), w.Int(r.gpu_milli);
+      w.Key("local_rank"), w.Int(r.local_rank);
+      w.Key("node_rank"), w.Int(r.node_rank);
+      w.Key("rank"), w.Int(r.rank);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("run_as"), w.String(l.run_as);
+    w.Key("workdir"), w.String(l.workdir);
+    w.Key("world_size"), w.Int(l.world_size);
+    w.EndObject();
   }
-  return j;
+  if (o.stop) {
+    w.Key("stop"), w.BeginObject();
+    w.Key("checkpoint_first"), w.Bool(o.stop->checkpoint_first);
+    w.Key("grace_ms"), w.Int(o.stop->grace_ms);
+    w.Key("reason"), w.String(o.stop->reason);
+    w.EndObject();
+  }
+  w.EndObject();
 }
 
-json OrderBody(const WorkOrder& w) {
-  json j = {
-      {"id", w.id}, {"kind", OrderKindName(w.kind)}, {"job_id", w.job_id}, {"attempt", w.attempt}};
-  if (w.launch) j["launch"] = ToJsonLaunch(*w.launch);
-  if (w.checkpoint) j["checkpoint"] = {{"reason", w.checkpoint->reason}};
-  if (w.stop) {
-    j["stop"] = {{"reason", w.stop->reason},
-                 {"checkpoint_first", w.stop->checkpoint_first},
-                 {"grace_ms", w.stop->grace_ms}};
-  }
-  return j;
-}
+json OrderBody(const WorkOrder& w) { return json::parse(OrderText(w)); }
 
 }  // namespace
 
@@ -226,7 +246,12 @@ json ToJson(const WorkBatch& b) {
   return Versioned(std::move(out));
 }
 
-std::string OrderText(const WorkOrder& w) { return Dump(OrderBody(w)); }
+std::string OrderText(const WorkOrder& o) {
+  std::string out;
+  JsonWriter w(&out);
+  WriteOrder(w, o);
+  return out;
+}
 
 std::string OrderMessageText(const std::string& order_text) {
   // Every key of an order sorts before "version", the last one nlohmann's object writes.

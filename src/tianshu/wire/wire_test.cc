@@ -18,28 +18,63 @@ WorkOrder SampleLaunch() {
   l.master_addr = "127.0.0.1";
   l.master_port = 29501;
   l.checkpoint_dir = "/tmp/ckpt/j-000001";
+  l.workdir = "/srv/gpt";
+  l.run_as = "alice";
   RankLaunch r;
   r.rank = 1;
   r.local_rank = 1;
+  r.node_rank = 1;
+  r.gpu_milli = 500;
   r.devices = {3};
   r.command = {"python3", "train.py"};
   r.env = {{"RANK", "1"}, {"CUDA_VISIBLE_DEVICES", "3"}};
   l.ranks.push_back(r);
   l.cgroup.numa_nodes = {0};
   l.cgroup.devices = {3};
+  l.cgroup.cpu_milli = 16000;
+  l.cgroup.memory_bytes = int64_t{64} << 30;
+  l.cgroup.io_weight = 300;
+  l.cgroup.io_write_bps = 500 << 20;
+  l.cgroup.traffic_class = 106;
   w.launch = l;
   return w;
 }
 
 TEST(Wire, OrderRoundTrips) {
   WorkOrder w = SampleLaunch();
+  w.attempt = 3;
   auto back = ParseWorkOrder(ToJson(w).dump());
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(back->id, w.id);
+  EXPECT_EQ(back->job_id, w.job_id);
+  EXPECT_EQ(back->attempt, 3);
+  EXPECT_EQ(back->kind, OrderKind::kLaunch);
   ASSERT_TRUE(back->launch);
-  EXPECT_EQ(back->launch->ranks[0].env.at("CUDA_VISIBLE_DEVICES"), "3");
-  EXPECT_EQ(back->launch->ranks[0].command[1], "train.py");
-  EXPECT_EQ(back->launch->cgroup.devices, std::vector<int>{3});
+  const LaunchOrder &l = *back->launch, &sent = *w.launch;
+  EXPECT_EQ(l.job_name, sent.job_name);
+  EXPECT_EQ(l.backend, sent.backend);
+  EXPECT_EQ(l.world_size, sent.world_size);
+  EXPECT_EQ(l.master_addr, sent.master_addr);
+  EXPECT_EQ(l.master_port, sent.master_port);
+  EXPECT_EQ(l.checkpoint_dir, sent.checkpoint_dir);
+  EXPECT_EQ(l.workdir, sent.workdir);
+  EXPECT_EQ(l.run_as, sent.run_as);
+  ASSERT_EQ(l.ranks.size(), 1u);
+  EXPECT_EQ(l.ranks[0].rank, 1);
+  EXPECT_EQ(l.ranks[0].local_rank, 1);
+  EXPECT_EQ(l.ranks[0].node_rank, 1);
+  EXPECT_EQ(l.ranks[0].gpu_milli, 500);
+  EXPECT_EQ(l.ranks[0].devices, std::vector<int>{3});
+  EXPECT_EQ(l.ranks[0].env, sent.ranks[0].env);
+  EXPECT_EQ(l.ranks[0].command, sent.ranks[0].command);
+  EXPECT_EQ(l.cgroup.numa_nodes, std::vector<int>{0});
+  EXPECT_EQ(l.cgroup.devices, std::vector<int>{3});
+  EXPECT_EQ(l.cgroup.cpu_milli, 16000);
+  EXPECT_EQ(l.cgroup.memory_bytes, int64_t{64} << 30);
+  EXPECT_EQ(l.cgroup.io_weight, 300);
+  EXPECT_EQ(l.cgroup.io_write_bps, 500 << 20);
+  EXPECT_EQ(l.cgroup.traffic_class, 106);
+  EXPECT_FALSE(l.probe);
 }
 
 // A batch assembled from orders serialized once is the batch ToJson writes, byte for byte,

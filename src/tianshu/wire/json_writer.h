@@ -1,0 +1,68 @@
+// JSON text written straight into a string, for records the server writes by the thousand
+// (a job's record at every change of it): no document tree built and thrown away. The text is
+// what wire::Dump gives for the same document when the caller writes each object's keys in
+// sorted order (nlohmann's objects are sorted maps): compact, numbers as nlohmann prints them
+// (a float always with a '.' or an exponent; NaN and infinities as null), strings escaped as
+// it escapes them, and invalid UTF-8 replaced by U+FFFD as Dump's error handler does.
+//
+//   std::string s;
+//   wire::JsonWriter w(&s);
+//   w.BeginObject();
+//   w.Key("name"), w.String("llama");
+//   w.Key("gpus"), w.Int(8);
+//   w.EndObject();  // s == R"({"name":"llama","gpus":8})"
+//
+// The writer checks nothing about the shape: a key outside an object, or a missing value, is
+// the caller's bug. Thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tianshu::wire {
+
+class JsonWriter {
+ public:
+  explicit JsonWriter(std::string* out) : out_(out) {}
+
+  void BeginObject();
+  void EndObject();
+  void BeginArray();
+  void EndArray();
+  void Key(std::string_view key);
+  void String(std::string_view s);
+  void Int(int64_t v);
+  void Double(double v);
+  void Bool(bool v);
+
+  // An array of strings or of ints (a vector, a set); an object of strings or of ints (in the map's
+  // order, which is sorted).
+  template <typename Range>
+  void Strings(const Range& v) {
+    BeginArray();
+    for (const auto& s : v) String(s);
+    EndArray();
+  }
+  template <typename Range>
+  void Ints(const Range& v) {
+    BeginArray();
+    for (const auto& i : v) Int(i);
+    EndArray();
+  }
+  void StringMap(const std::map<std::string, std::string>& m);
+  void IntMap(const std::map<std::string, int>& m);
+
+ private:
+  void BeforeValue();
+  std::string* out_;
+  std::vector<bool> first_;  // per open container: nothing written in it yet
+  bool after_key_ = false;
+};
+
+// `s` as a JSON string literal, quotes included, appended to `out`.
+void AppendJsonString(std::string* out, std::string_view s);
+
+}  // namespace tianshu::wire
