@@ -32,7 +32,6 @@ size_t Utf8Length(std::string_view s, size_t i) {
 
 void AppendJsonString(std::string* out, std::string_view s) {
   const size_t start = out->size();
-  out->reserve(start + s.size() + 2);
   out->push_back('"');
   size_t i = 0;
   while (i < s.size()) {

@@ -8,9 +8,9 @@
 //   std::string s;
 //   wire::JsonWriter w(&s);
 //   w.BeginObject();
-//   w.Key("name"), w.String("llama");
 //   w.Key("gpus"), w.Int(8);
-//   w.EndObject();  // s == R"({"name":"llama","gpus":8})"
+//   w.Key("name"), w.String("llama");
+//   w.EndObject();  // s == R"({"gpus":8,"name":"llama"})"
 //
 // The writer checks nothing about the shape: a key outside an object, or a missing value, is
 // the caller's bug. Thread-compatible.

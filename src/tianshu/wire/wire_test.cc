@@ -107,7 +107,21 @@ TEST(Wire, ABatchOfOrderTextsIsTheBatchToJsonWrites) {
     ASSERT_TRUE(back) << back.error().message;
     ASSERT_EQ(back->orders.size(), 2u);
     EXPECT_EQ(back->orders[1].stop->grace_ms, 5);
+    EXPECT_TRUE(back->orders[1].stop->checkpoint_first);
+    EXPECT_EQ(back->orders[1].stop->reason, "cancel");
+    EXPECT_EQ(back->orders[0].launch->ranks[0].env.at("NOTE"),
+              "a \"quoted\" \\ line\nand \xef\xbf\xbd byte");  // U+FFFD for the bad byte
     EXPECT_EQ(back->cursor, cursor);
+    auto probe = ParseWorkOrder(OrderMessageText(tp));
+    ASSERT_TRUE(probe) << probe.error().message;
+    ASSERT_TRUE(probe->launch && probe->launch->probe);
+    EXPECT_EQ(probe->launch->probe->method, "auto");
+    EXPECT_EQ(probe->launch->probe->bytes, 1 << 20);
+    EXPECT_DOUBLE_EQ(probe->launch->probe->seconds, 0.5);
+    auto checkpoint = ParseWorkOrder(OrderMessageText(tc));
+    ASSERT_TRUE(checkpoint) << checkpoint.error().message;
+    ASSERT_TRUE(checkpoint->checkpoint);
+    EXPECT_EQ(checkpoint->checkpoint->reason, "periodic");
   }
 }
 
