@@ -183,7 +183,7 @@ std::string ControlPlane::JobDoc(const Job& j) const {
   w.Key("eligible_ms"), w.Int(j.eligible_ms);
   w.Key("ended_runs_ms"), w.Int(j.ended_runs_ms);
   w.Key("failed_rank"), w.Int(j.failed_rank);
-  w.Key("fence_nodes"), w.IntMap(j.fence_nodes);
+  w.Key("fence_nodes"), w.Object(j.fence_nodes);
   w.Key("fence_until_ms"), w.Int(j.fence_until_ms);
   w.Key("format"), w.String(j.format);
   w.Key("held"), w.Bool(j.held);
@@ -215,15 +215,15 @@ std::string ControlPlane::JobDoc(const Job& j) const {
   if (!j.replan.algorithm.empty()) {
     w.Key("replan"), w.BeginObject();
     w.Key("algorithm"), w.String(j.replan.algorithm);
-    w.Key("nodes"), w.Strings(j.replan.nodes);
+    w.Key("nodes"), w.Array(j.replan.nodes);
     w.EndObject();
   }
   w.Key("reshape"), w.String(j.reshape);
   w.Key("resizes"), w.Int(j.resizes);
   w.Key("retries"), w.Int(j.retries);
   w.Key("run"), w.BeginObject();
-  w.Key("command"), w.Strings(j.run.command);
-  w.Key("env"), w.StringMap(j.run.env);
+  w.Key("command"), w.Array(j.run.command);
+  w.Key("env"), w.Object(j.run.env);
   w.Key("workdir"), w.String(j.run.workdir);
   w.EndObject();
   w.Key("run_as"), w.String(j.run_as);
@@ -238,7 +238,7 @@ std::string ControlPlane::JobDoc(const Job& j) const {
   w.EndArray();
   w.Key("standing_since_ms"), w.Int(j.standing_since_ms);
   w.Key("state"), w.String(JobStateName(j.state));
-  w.Key("stop_pending"), w.Strings(j.stop_pending);
+  w.Key("stop_pending"), w.Array(j.stop_pending);
   w.Key("submitted_ms"), w.Int(j.submitted_ms);
   w.Key("target"), places(j.target);
   w.Key("text"), w.String(j.text);

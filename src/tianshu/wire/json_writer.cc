@@ -157,22 +157,4 @@ void JsonWriter::Bool(bool v) {
   out_->append(v ? "true" : "false");
 }
 
-void JsonWriter::StringMap(const std::map<std::string, std::string>& m) {
-  BeginObject();
-  for (const auto& [k, v] : m) {
-    Key(k);
-    String(v);
-  }
-  EndObject();
-}
-
-void JsonWriter::IntMap(const std::map<std::string, int>& m) {
-  BeginObject();
-  for (const auto& [k, v] : m) {
-    Key(k);
-    Int(v);
-  }
-  EndObject();
-}
-
 }  // namespace tianshu::wire

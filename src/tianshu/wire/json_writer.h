@@ -38,24 +38,27 @@ class JsonWriter {
   void Double(double v);
   void Bool(bool v);
 
-  // An array of strings or of ints (a vector, a set); an object of strings or of ints (in the map's
-  // order, which is sorted).
+  // An array of strings or of ints (a vector, a set), and an object of strings or of ints from a
+  // map (in its order, which is sorted).
   template <typename Range>
-  void Strings(const Range& v) {
+  void Array(const Range& v) {
     BeginArray();
-    for (const auto& s : v) String(s);
+    for (const auto& x : v) Write(x);
     EndArray();
   }
-  template <typename Range>
-  void Ints(const Range& v) {
-    BeginArray();
-    for (const auto& i : v) Int(i);
-    EndArray();
+  template <typename V>
+  void Object(const std::map<std::string, V>& m) {
+    BeginObject();
+    for (const auto& [k, x] : m) {
+      Key(k);
+      Write(x);
+    }
+    EndObject();
   }
-  void StringMap(const std::map<std::string, std::string>& m);
-  void IntMap(const std::map<std::string, int>& m);
 
  private:
+  void Write(std::string_view s) { String(s); }
+  void Write(int64_t v) { Int(v); }
   void BeforeValue();
   std::string* out_;
   std::vector<bool> first_;  // per open container: nothing written in it yet

@@ -59,15 +59,15 @@ TEST(JsonWriter, WritesWhatDumpWritesForTheSameDocument) {
   for (int64_t i : ints) w.Int(i);
   w.EndArray();
   expected["b_ints"] = ints;
-  w.Key("c_strings"), w.Strings(kStrings);
+  w.Key("c_strings"), w.Array(kStrings);
   expected["c_strings"] = kStrings;
   w.Key("d_bools"), w.BeginArray(), w.Bool(true), w.Bool(false), w.EndArray();
   expected["d_bools"] = {true, false};
   std::map<std::string, std::string> env = {{"A", "1"}, {"B \"x\"", "\n"}, {"\xff", "\xfe"}};
-  w.Key("e_env"), w.StringMap(env);
+  w.Key("e_env"), w.Object(env);
   expected["e_env"] = env;
   std::map<std::string, int> fence = {{"n0", 3}, {"n1", -1}};
-  w.Key("f_fence"), w.IntMap(fence);
+  w.Key("f_fence"), w.Object(fence);
   expected["f_fence"] = fence;
   w.Key("g_empty"), w.BeginArray(), w.BeginObject(), w.EndObject(), w.BeginArray(), w.EndArray(),
       w.EndArray();

@@ -139,11 +139,11 @@ void WriteOrder(JsonWriter& w, const WorkOrder& o) {
     w.Key("backend"), w.String(l.backend);
     w.Key("cgroup"), w.BeginObject();
     w.Key("cpu_milli"), w.Int(c.cpu_milli);
-    w.Key("devices"), w.Ints(c.devices);
+    w.Key("devices"), w.Array(c.devices);
     w.Key("io_weight"), w.Int(c.io_weight);
     w.Key("io_write_bps"), w.Int(c.io_write_bps);
     w.Key("memory_bytes"), w.Int(c.memory_bytes);
-    w.Key("numa_nodes"), w.Ints(c.numa_nodes);
+    w.Key("numa_nodes"), w.Array(c.numa_nodes);
     w.Key("traffic_class"), w.Int(c.traffic_class);
     w.EndObject();
     w.Key("checkpoint_dir"), w.String(l.checkpoint_dir);
@@ -161,9 +161,9 @@ void WriteOrder(JsonWriter& w, const WorkOrder& o) {
     w.Key("ranks"), w.BeginArray();
     for (const auto& r : l.ranks) {
       w.BeginObject();
-      w.Key("command"), w.Strings(r.command);
-      w.Key("devices"), w.Ints(r.devices);
-      w.Key("env"), w.StringMap(r.env);
+      w.Key("command"), w.Array(r.command);
+      w.Key("devices"), w.Array(r.devices);
+      w.Key("env"), w.Object(r.env);
       w.Key("gpu_milli"), w.Int(r.gpu_milli);
       w.Key("local_rank"), w.Int(r.local_rank);
       w.Key("node_rank"), w.Int(r.node_rank);
